@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Granary's build, tests and demo need.
+# Idempotent and non-interactive: packages already present are skipped.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config ccache git
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libyaml-cpp-dev libcli11-dev
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev liburing-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libturbojpeg0-dev
+  fuse3 python3 python3-prometheus-client procps psmisc iproute2 curl
+)
+# Extra packages for the benchmark suite's peers (s3fs, rclone) and plots.
+if [[ "${1:-}" == "--bench" ]]; then
+  PACKAGES+=(s3fs rclone gnuplot-nox)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The S3-compatible server the tests start: moto_server (preinstalled with the
+# machine's Python). Fail early with a clear message if it is absent.
+if ! command -v moto_server >/dev/null 2>&1; then
+  echo "install-deps: moto_server not found on PATH (the tests need an S3-compatible server)" >&2
+  exit 1
+fi

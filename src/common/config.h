@@ -1,0 +1,97 @@
+// Granary's configuration: one YAML file whose shape mirrors Fluid's Dataset and
+// Runtime, so users can carry their YAML over, with command-line flags applied
+// on top by the CLI.
+//
+//   dataset:
+//     name: imagenet
+//     mounts:
+//       - mountPoint: s3://bucket/imagenet        # any URI ParseUri accepts
+//         name: imagenet
+//         options:                                # passed to the under storage
+//           endpoint: http://127.0.0.1:9000       # (see docs/configuration.md)
+//           region: us-east-1
+//         encryptOptions:                         # secrets: never logged
+//           - name: accessKeyId
+//             valueFrom:
+//               secretKeyRef: {name: s3-secret, key: access-key}  # file <secretsDir>/s3-secret/access-key
+//           - name: secretAccessKey
+//             valueFile: /etc/granary/secret-key  # or an explicit file path
+//   runtime:
+//     replicas: 1
+//     secretsDir: /etc/fluid/secrets
+//     tieredstore:
+//       levels:
+//         - mediumtype: SSD                       # MEM | SSD | HDD
+//           path: /var/lib/granary/ssd            # several paths: "a,b" or a list
+//           quota: 500G
+//           high: "0.95"
+//           low: "0.7"
+//     cache:
+//       policy: training                          # lru | training
+//       blockSize: 4MiB
+//       ufsConcurrency: 64
+//
+// Thread safety: values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "granary/status.h"
+
+namespace granary {
+
+// A storage medium, fastest first.
+enum class Medium {
+  kMem,  // tmpfs directory such as /dev/shm
+  kSsd,  // local flash
+  kHdd,  // local spinning disk
+};
+
+std::string_view MediumName(Medium m);
+
+// One tier of the store: Fluid's tieredstore.levels[i].
+struct TierLevel {
+  Medium medium = Medium::kSsd;  // mediumtype
+  std::string path;              // directory holding this tier's cache files
+  uint64_t quota = 0;            // bytes this tier may hold
+  double high = 0.95;            // eviction starts above high × quota
+  double low = 0.7;              // and stops at low × quota
+};
+
+// One dataset mount: Fluid's Dataset.spec.mounts[i].
+struct MountSpec {
+  std::string uri;   // mountPoint: where the data lives (s3://, file://, http://)
+  std::string name;  // a short name; derived from the URI when empty
+  std::map<std::string, std::string> options;  // plain settings for the under storage
+  // Resolved encryptOptions (name → secret value). Never logged or printed.
+  std::map<std::string, std::string> secrets;
+};
+
+struct Config {
+  std::string dataset_name;       // dataset.name
+  std::vector<MountSpec> mounts;  // dataset.mounts
+  int replicas = 1;               // runtime.replicas (cluster members)
+  std::string secrets_dir = "/etc/fluid/secrets";  // runtime.secretsDir
+  std::vector<TierLevel> tiers;   // runtime.tieredstore.levels, fastest first
+  std::string policy = "lru";     // runtime.cache.policy: lru | training
+  uint64_t block_size = 4ull << 20;  // runtime.cache.blockSize
+  int ufs_concurrency = 64;       // runtime.cache.ufsConcurrency
+
+  // Checks ranges and combinations; errors name the field and the value.
+  Status Validate() const;
+};
+
+// Parses YAML text. `source` names the file in error messages.
+Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source = "config");
+
+// Reads and parses a YAML file.
+Result<Config> LoadConfigFile(const std::string& path);
+
+// Parses "MEM", "ssd", ... (case-insensitive).
+Result<Medium> ParseMedium(std::string_view text);
+
+}  // namespace granary

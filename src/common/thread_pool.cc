@@ -1,0 +1,71 @@
+#include "common/thread_pool.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+
+namespace granary {
+
+ThreadPool::ThreadPool(int threads, std::string name) : name_(std::move(name)) {
+  threads = std::max(1, threads);
+  workers_.reserve(threads);
+  for (int i = 0; i < threads; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+    pthread_setname_np(workers_.back().native_handle(), name_.substr(0, 15).c_str());
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::Submit(std::function<void()> task) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void ThreadPool::WaitIdle() {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
+}
+
+void ThreadPool::WorkerLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and drained
+    auto task = std::move(queue_.front());
+    queue_.pop_front();
+    ++running_;
+    lock.unlock();
+    task();
+    lock.lock();
+    --running_;
+    if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void ParallelFor(size_t n, int parallelism, const std::function<void(size_t)>& fn) {
+  if (n == 0) return;
+  size_t threads = std::min<size_t>(n, static_cast<size_t>(std::max(1, parallelism)));
+  std::atomic<size_t> next{0};
+  auto body = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
+  };
+  std::vector<std::thread> extra;
+  extra.reserve(threads - 1);
+  for (size_t t = 1; t < threads; ++t) extra.emplace_back(body);
+  body();
+  for (auto& t : extra) t.join();
+}
+
+}  // namespace granary

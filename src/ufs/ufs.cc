@@ -1,0 +1,101 @@
+#include "ufs/ufs.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "common/thread_pool.h"
+
+namespace granary {
+
+Result<ListPage> UnderStorage::List(const ListRequest& request) {
+  if (request.max_keys < 1 || request.max_keys > 1000) {
+    return InvalidArgument("list " + Root() + ": max_keys " + std::to_string(request.max_keys) +
+                           " out of range [1, 1000]");
+  }
+  list_requests_.fetch_add(1, std::memory_order_relaxed);
+  auto r = ListImpl(request);
+  if (!r.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
+Result<ObjectInfo> UnderStorage::Stat(std::string_view key) {
+  stat_requests_.fetch_add(1, std::memory_order_relaxed);
+  auto r = StatImpl(key);
+  if (!r.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
+Result<size_t> UnderStorage::Read(std::string_view key, uint64_t offset, std::span<char> out) {
+  read_requests_.fetch_add(1, std::memory_order_relaxed);
+  if (out.empty()) return size_t{0};
+  auto r = ReadImpl(key, offset, out);
+  if (!r.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    read_bytes_.fetch_add(*r, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+Result<std::string> UnderStorage::ReadRange(std::string_view key, uint64_t offset, uint64_t length) {
+  std::string buf(length, '\0');
+  ASSIGN_OR_RETURN(size_t n, Read(key, offset, std::span<char>(buf.data(), buf.size())));
+  buf.resize(n);
+  return buf;
+}
+
+UfsStats UnderStorage::stats() const {
+  return UfsStats{
+      .list_requests = list_requests_.load(std::memory_order_relaxed),
+      .stat_requests = stat_requests_.load(std::memory_order_relaxed),
+      .read_requests = read_requests_.load(std::memory_order_relaxed),
+      .read_bytes = read_bytes_.load(std::memory_order_relaxed),
+      .errors = errors_.load(std::memory_order_relaxed),
+  };
+}
+
+Result<std::vector<ObjectInfo>> UnderStorage::ListRecursive(const std::string& prefix) {
+  std::vector<ObjectInfo> out;
+  ListRequest req{.prefix = prefix};
+  do {
+    ASSIGN_OR_RETURN(ListPage page, List(req));
+    for (auto& o : page.objects) out.push_back(std::move(o));
+    req.continuation_token = page.next_token;
+  } while (!req.continuation_token.empty());
+  return out;
+}
+
+Result<std::vector<ObjectInfo>> UnderStorage::ListAll(std::string_view prefix, int parallelism) {
+  // Walk one level at a time with "/" until there are enough sub-prefixes to
+  // keep `parallelism` workers busy (or two levels deep), then list each
+  // sub-prefix recursively in parallel.
+  std::vector<ObjectInfo> out;
+  std::vector<std::string> frontier{std::string(prefix)};
+  for (int depth = 0; depth < 2 && !frontier.empty() &&
+                      frontier.size() < static_cast<size_t>(std::max(1, parallelism));
+       ++depth) {
+    std::vector<std::string> next;
+    for (const auto& p : frontier) {
+      ListRequest req{.prefix = p, .delimiter = "/"};
+      do {
+        ASSIGN_OR_RETURN(ListPage page, List(req));
+        for (auto& o : page.objects) out.push_back(std::move(o));
+        for (auto& cp : page.common_prefixes) next.push_back(std::move(cp));
+        req.continuation_token = page.next_token;
+      } while (!req.continuation_token.empty());
+    }
+    frontier = std::move(next);
+  }
+  std::vector<Result<std::vector<ObjectInfo>>> parts(frontier.size(), Status(Code::kInternal, "unset"));
+  ParallelFor(frontier.size(), parallelism,
+              [&](size_t i) { parts[i] = ListRecursive(frontier[i]); });
+  for (auto& part : parts) {
+    if (!part.ok()) return part.status();
+    for (auto& o : *part) out.push_back(std::move(o));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+}  // namespace granary

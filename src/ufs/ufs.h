@@ -1,0 +1,100 @@
+// UnderStorage: the narrow interface to where datasets live (S3-compatible
+// stores, POSIX/NFS paths, HTTP). Everything above src/ufs talks to origins
+// only through this class.
+//
+// An instance serves one root (a bucket, the filesystem root "/", or an HTTP
+// host). Keys are paths inside the root without a leading slash; a dataset is
+// (UnderStorage, key prefix).
+//
+// Public methods are non-virtual: they validate arguments, count requests,
+// bytes and errors (stats()), then call the virtual *Impl. Implementations do
+// their own retries; an error returned here is final for that call.
+//
+// Thread safety: every method may be called from many threads at once;
+// implementations bound their own concurrency.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "granary/status.h"
+
+namespace granary {
+
+// One object (file) at the origin.
+struct ObjectInfo {
+  std::string key;        // full key inside the root, no leading slash
+  uint64_t size = 0;      // bytes
+  int64_t mtime_ns = 0;   // last modification, nanoseconds since the epoch (0 if unknown)
+  std::string etag;       // ETag / version token without quotes; posix: "<mtime_ns>-<size>"
+};
+
+struct ListRequest {
+  std::string prefix;              // list keys starting with this (S3 semantics)
+  std::string delimiter;           // "" = recursive; "/" = one level (common prefixes returned)
+  std::string continuation_token;  // from the previous page; "" for the first
+  int max_keys = 1000;             // page size hint (1..1000)
+};
+
+struct ListPage {
+  std::vector<ObjectInfo> objects;          // in key order
+  std::vector<std::string> common_prefixes; // with delimiter: "dir/" entries, each ending in it
+  std::string next_token;                   // "" when this is the last page
+};
+
+// Counters of requests an instance sent to its origin. Monotonic.
+struct UfsStats {
+  uint64_t list_requests = 0;
+  uint64_t stat_requests = 0;
+  uint64_t read_requests = 0;
+  uint64_t read_bytes = 0;
+  uint64_t errors = 0;  // calls that returned a non-OK status
+};
+
+class UnderStorage {
+ public:
+  virtual ~UnderStorage() = default;
+
+  // "s3://bucket", "file:///", "http://host:8080": used in error messages.
+  virtual std::string Root() const = 0;
+
+  // One page of a listing.
+  Result<ListPage> List(const ListRequest& request);
+
+  // Size, mtime and etag of one object. NotFound when it does not exist.
+  Result<ObjectInfo> Stat(std::string_view key);
+
+  // Reads up to out.size() bytes at `offset` into `out`; returns the count,
+  // which is short only at the end of the object. Offset past the end: 0.
+  Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> out);
+
+  // Convenience: the whole range [offset, offset+length) as a string.
+  Result<std::string> ReadRange(std::string_view key, uint64_t offset, uint64_t length);
+
+  // Every object under `prefix` (recursive), sorted by key. Large trees are
+  // listed in parallel across common prefixes with up to `parallelism` workers.
+  Result<std::vector<ObjectInfo>> ListAll(std::string_view prefix, int parallelism = 16);
+
+  UfsStats stats() const;
+
+ protected:
+  virtual Result<ListPage> ListImpl(const ListRequest& request) = 0;
+  virtual Result<ObjectInfo> StatImpl(std::string_view key) = 0;
+  virtual Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) = 0;
+
+ private:
+  Result<std::vector<ObjectInfo>> ListRecursive(const std::string& prefix);
+
+  std::atomic<uint64_t> list_requests_{0};
+  std::atomic<uint64_t> stat_requests_{0};
+  std::atomic<uint64_t> read_requests_{0};
+  std::atomic<uint64_t> read_bytes_{0};
+  std::atomic<uint64_t> errors_{0};
+};
+
+}  // namespace granary
