@@ -8,7 +8,7 @@ PACKAGES=(
   libcurl4-openssl-dev libssl-dev libpugixml-dev libyaml-cpp-dev libcli11-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev liburing-dev
   libgtest-dev libgmock-dev libbenchmark-dev libturbojpeg0-dev
-  fuse3 python3 python3-prometheus-client procps psmisc iproute2 curl
+  fuse3 nginx-light python3 python3-prometheus-client procps psmisc iproute2 curl
 )
 # Extra packages for the benchmark suite's peers (s3fs, rclone) and plots.
 if [[ "${1:-}" == "--bench" ]]; then
