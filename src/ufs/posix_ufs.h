@@ -1,0 +1,37 @@
+// PosixUfs: UnderStorage over a local or NFS-mounted filesystem.
+//
+// The root is "/" (file:///); a key is an absolute path without its leading
+// slash ("data/train/a/1.JPEG" is /data/train/a/1.JPEG). Only regular files
+// are objects; directories appear as common prefixes ("dir/") when listing with
+// delimiter "/", and are walked when listing recursively.
+//
+// Listing follows S3 semantics: a prefix ending in "/" lists that directory; a
+// prefix not ending in "/" lists the entries of its parent directory whose
+// names start with the last component. Keys come back sorted bytewise, exactly
+// as S3 would order them, paged by `max_keys`; the continuation token is the
+// last key (or common prefix) returned. Symlinks are followed (loops are
+// detected and skipped); broken symlinks and special files are skipped. A
+// missing directory lists as empty, as a missing S3 prefix does.
+//
+// Stat uses stat(2); the etag is "<mtime_ns>-<size>". Read opens the file,
+// preads, and closes it again: no file descriptor is held between calls.
+// Errors carry the path and strerror (ErrnoStatus).
+//
+// Thread safety: stateless; every method may be called from many threads.
+#pragma once
+
+#include <memory>
+
+#include "common/uri.h"
+#include "granary/status.h"
+#include "ufs/open.h"
+#include "ufs/ufs.h"
+
+namespace granary {
+
+// A PosixUfs serving file:///. The URI's key is ignored (every instance serves
+// the whole filesystem). InvalidArgument when `options` holds any setting: the
+// POSIX connector has none.
+Result<std::unique_ptr<UnderStorage>> NewPosixUfs(const Uri& uri, const UfsOptions& options);
+
+}  // namespace granary

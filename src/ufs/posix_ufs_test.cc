@@ -1,0 +1,218 @@
+// Tests for PosixUfs against real temporary directories.
+#include "ufs/posix_ufs.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under /tmp, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "granary-posix-XXXXXX").string();
+    char* p = ::mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  // The key of `rel` inside this directory (absolute path without the leading slash).
+  std::string Key(const std::string& rel = "") const { return path_.substr(1) + "/" + rel; }
+
+  void Write(const std::string& rel, const std::string& data) const {
+    fs::create_directories(fs::path(path_ + "/" + rel).parent_path());
+    std::ofstream out(path_ + "/" + rel, std::ios::binary);
+    out << data;
+  }
+
+ private:
+  std::string path_;
+};
+
+class PosixUfsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ufs = NewPosixUfs(Uri{.scheme = Scheme::kFile, .scheme_text = "file"}, {});
+    ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
+    ufs_ = std::move(*ufs);
+  }
+
+  // Every key and common prefix of a listing, following continuation tokens.
+  std::vector<std::string> ListKeys(const std::string& prefix, const std::string& delimiter,
+                                    int max_keys = 1000, int* pages = nullptr) {
+    std::vector<std::string> out;
+    ListRequest req{.prefix = prefix, .delimiter = delimiter, .max_keys = max_keys};
+    int n = 0;
+    do {
+      auto page = ufs_->List(req);
+      EXPECT_TRUE(page.ok()) << page.status().ToString();
+      if (!page.ok()) break;
+      for (const auto& o : page->objects) out.push_back(o.key);
+      for (const auto& p : page->common_prefixes) out.push_back(p);
+      req.continuation_token = page->next_token;
+      ++n;
+    } while (!req.continuation_token.empty() && n < 10000);
+    if (pages != nullptr) *pages = n;
+    return out;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<UnderStorage> ufs_;
+};
+
+TEST_F(PosixUfsTest, RecursiveListingIsSortedLikeS3) {
+  // "a-b" sorts before "a/x" bytewise ('-' < '/'), though a directory walk
+  // would naturally visit "a" first.
+  dir_.Write("a/x", "1");
+  dir_.Write("a-b", "22");
+  dir_.Write("a/sub/y", "333");
+  dir_.Write("b", "");
+  std::vector<std::string> want = {dir_.Key("a-b"), dir_.Key("a/sub/y"), dir_.Key("a/x"),
+                                   dir_.Key("b")};
+  EXPECT_EQ(ListKeys(dir_.Key(), ""), want);
+}
+
+TEST_F(PosixUfsTest, DelimiterGivesCommonPrefixes) {
+  dir_.Write("train/cat/1.JPEG", "x");
+  dir_.Write("train/dog/1.JPEG", "x");
+  dir_.Write("train/labels.txt", "x");
+  auto page = ufs_->List({.prefix = dir_.Key("train/"), .delimiter = "/"});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(page->objects[0].key, dir_.Key("train/labels.txt"));
+  EXPECT_EQ(page->common_prefixes,
+            (std::vector<std::string>{dir_.Key("train/cat/"), dir_.Key("train/dog/")}));
+  EXPECT_TRUE(page->next_token.empty());
+}
+
+TEST_F(PosixUfsTest, PrefixWithoutSlashFiltersNames) {
+  dir_.Write("train/1", "x");
+  dir_.Write("train2/1", "x");
+  dir_.Write("test/1", "x");
+  EXPECT_EQ(ListKeys(dir_.Key("tra"), "/"),
+            (std::vector<std::string>{dir_.Key("train/"), dir_.Key("train2/")}));
+  EXPECT_EQ(ListKeys(dir_.Key("train"), ""),
+            (std::vector<std::string>{dir_.Key("train/1"), dir_.Key("train2/1")}));
+}
+
+TEST_F(PosixUfsTest, PagingReturnsEveryKeyOnce) {
+  std::vector<std::string> want;
+  for (int d = 0; d < 7; ++d) {
+    for (int f = 0; f < 13; ++f) {
+      std::string rel = "d" + std::to_string(d) + "/f" + std::to_string(f);
+      dir_.Write(rel, rel);
+      want.push_back(dir_.Key(rel));
+    }
+  }
+  std::sort(want.begin(), want.end());
+  int pages = 0;
+  EXPECT_EQ(ListKeys(dir_.Key(), "", 10, &pages), want);
+  EXPECT_EQ(pages, 10);  // 91 keys, 10 per page
+  // With a delimiter the seven directories page too.
+  EXPECT_EQ(ListKeys(dir_.Key(), "/", 3, &pages).size(), 7u);
+  EXPECT_EQ(pages, 3);
+}
+
+TEST_F(PosixUfsTest, MissingDirectoryListsEmpty) {
+  auto page = ufs_->List({.prefix = dir_.Key("nope/")});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_TRUE(page->objects.empty());
+  EXPECT_TRUE(page->next_token.empty());
+}
+
+TEST_F(PosixUfsTest, UnsupportedDelimiterIsRejected) {
+  auto page = ufs_->List({.prefix = dir_.Key(), .delimiter = "|"});
+  ASSERT_FALSE(page.ok());
+  EXPECT_EQ(page.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(page.status().message().find("'|'"), std::string::npos);
+}
+
+TEST_F(PosixUfsTest, StatGivesSizeMtimeAndEtag) {
+  dir_.Write("f", "hello");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_.path() + "/f").c_str(), &st), 0);
+  auto info = ufs_->Stat(dir_.Key("f"));
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->key, dir_.Key("f"));
+  EXPECT_EQ(info->size, 5u);
+  int64_t mtime = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+  EXPECT_EQ(info->mtime_ns, mtime);
+  EXPECT_EQ(info->etag, std::to_string(mtime) + "-5");
+}
+
+TEST_F(PosixUfsTest, MissingPathsAreNotFoundNamingThePath) {
+  auto info = ufs_->Stat(dir_.Key("missing"));
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), Code::kNotFound);
+  EXPECT_NE(info.status().message().find(dir_.path() + "/missing"), std::string::npos);
+  std::vector<char> buf(10);
+  auto n = ufs_->Read(dir_.Key("missing"), 0, buf);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), Code::kNotFound);
+  dir_.Write("d/f", "x");
+  auto d = ufs_->Stat(dir_.Key("d"));
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("is a directory"), std::string::npos);
+}
+
+TEST_F(PosixUfsTest, ReadsAreByteExact) {
+  std::string data(3 * 1024 * 1024 + 17, '\0');
+  std::mt19937 rng(42);
+  for (char& c : data) c = static_cast<char>(rng());
+  dir_.Write("blob", data);
+  auto all = ufs_->ReadRange(dir_.Key("blob"), 0, data.size());
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(*all == data);
+  auto mid = ufs_->ReadRange(dir_.Key("blob"), 1'000'001, 4096);
+  ASSERT_TRUE(mid.ok());
+  EXPECT_TRUE(*mid == data.substr(1'000'001, 4096));
+  auto tail = ufs_->ReadRange(dir_.Key("blob"), data.size() - 5, 100);  // short at the end
+  ASSERT_TRUE(tail.ok());
+  EXPECT_TRUE(*tail == data.substr(data.size() - 5));
+  auto past = ufs_->ReadRange(dir_.Key("blob"), data.size() + 10, 100);
+  ASSERT_TRUE(past.ok());
+  EXPECT_TRUE(past->empty());
+}
+
+TEST_F(PosixUfsTest, SymlinksAreFollowedAndBrokenOnesSkipped) {
+  dir_.Write("real/f", "abc");
+  fs::create_symlink(dir_.path() + "/real/f", dir_.path() + "/link-file");
+  fs::create_symlink(dir_.path() + "/real", dir_.path() + "/link-dir");
+  fs::create_symlink(dir_.path() + "/nowhere", dir_.path() + "/broken");
+  fs::create_symlink(dir_.path(), dir_.path() + "/real/loop");  // a cycle back to the top
+  std::vector<std::string> want = {dir_.Key("link-dir/f"), dir_.Key("link-file"),
+                                   dir_.Key("real/f")};
+  EXPECT_EQ(ListKeys(dir_.Key(), ""), want);
+  auto info = ufs_->Stat(dir_.Key("link-file"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->size, 3u);
+}
+
+TEST_F(PosixUfsTest, ListAllWalksInParallel) {
+  for (int d = 0; d < 20; ++d) dir_.Write("p" + std::to_string(d) + "/x/y", "z");
+  auto all = ufs_->ListAll(dir_.Key(), 4);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->size(), 20u);
+}
+
+TEST_F(PosixUfsTest, OptionsAreRejected) {
+  UfsOptions opts{.options = {{"endpoint", "http://x"}}};
+  auto ufs = NewPosixUfs(Uri{.scheme = Scheme::kFile}, opts);
+  ASSERT_FALSE(ufs.ok());
+  EXPECT_NE(ufs.status().message().find("'endpoint'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary
