@@ -1,0 +1,109 @@
+// FuseFilesystem: the small interface between the FUSE kernel-protocol layer
+// (FuseServer) and whatever serves the files (the cache engine adapter, or
+// DirFs in tests and benchmarks). Adapters translate; the protocol layer owns
+// framing, INIT, passthrough backing ids, attribute normalisation (files 0444,
+// dirs 0555, uid/gid from FuseOptions), timeouts and the Status -> errno map.
+//
+// Node ids: 1 (kRootIno) is the root directory. Every other id is chosen by
+// the adapter and must stay valid until Forget(ino) is called for it. The
+// protocol layer counts the kernel's lookup references itself (from LOOKUP
+// and READDIRPLUS replies, minus FORGETs) and calls Forget() once, when the
+// count drops to zero; the root is never forgotten.
+// The tree is read-only and immutable while mounted: the kernel caches
+// entries and attributes for the configured timeouts.
+//
+// Errors: return a Status; FuseErrno() maps it (NotFound -> ENOENT, ...).
+//
+// Thread safety: every method is called concurrently from the transport
+// threads (one per CPU by default); implementations must be thread-safe and
+// should not block for long except in Open() / Read() on a cold object.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "granary/status.h"
+
+namespace granary {
+
+inline constexpr uint64_t kRootIno = 1;
+
+// What a node looks like. Mode bits and owners are set by the protocol layer.
+struct NodeAttr {
+  uint64_t ino = 0;      // the node id (never 0)
+  uint64_t size = 0;     // bytes; directories: anything (e.g. 4096)
+  int64_t mtime_ns = 0;  // modification time, ns since the epoch (also atime/ctime)
+  bool is_dir = false;   // directory (0555) or regular file (0444)
+  uint32_t nlink = 1;    // link count shown by stat (dirs: 2 is customary)
+};
+
+// One child in a directory listing.
+struct DirEntry {
+  std::string name;  // no '/', not "." or ".."
+  NodeAttr attr;     // the child's attributes (READDIRPLUS hands them to the kernel)
+};
+
+// How the adapter wants a file served after OPEN.
+struct OpenResult {
+  // Opaque handle passed back to Read() and Release(); must be < 2^63 (the
+  // protocol layer uses the top bit for its own bookkeeping).
+  uint64_t fh = 0;
+  // A complete local file holding exactly this object's bytes, for kernel
+  // passthrough. Empty: serve reads through Read(). The layer opens it, turns
+  // it into a backing id (kept per node until Forget() or DropBacking()) and
+  // closes the fd at once: no descriptor is held per cached object.
+  std::string backing_path;
+  // Keep the kernel page cache across opens (userspace reads). True is right
+  // for an immutable snapshot.
+  bool keep_cache = true;
+};
+
+// Filesystem-wide numbers for statfs(2). Zeros are fine.
+struct StatFsResult {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+  uint64_t total_files = 0;
+  uint64_t free_files = 0;
+};
+
+// Called for each directory entry; return false to stop (reply buffer full).
+using DirEntrySink = std::function<bool(const DirEntry& entry)>;
+
+class FuseFilesystem {
+ public:
+  virtual ~FuseFilesystem() = default;
+
+  // The child `name` of directory `parent`. NotFound when absent.
+  virtual Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) = 0;
+
+  // Attributes of a node the kernel holds a reference to.
+  virtual Result<NodeAttr> GetAttr(uint64_t ino) = 0;
+
+  // The kernel holds no more references to `ino`: its id may be recycled.
+  virtual void Forget(uint64_t ino) {}
+
+  // Opens a regular file for reading (`flags`: the open(2) flags). Not called
+  // at all in `cached` read mode (no-open: the kernel stops sending OPEN).
+  virtual Result<OpenResult> Open(uint64_t ino, int flags) = 0;
+
+  // Reads up to out.size() bytes at `offset`; returns the count, short only
+  // at end of file (0 past it). `fh` is 0 in `cached` mode (no OPEN sent).
+  virtual Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset,
+                              std::span<char> out) = 0;
+
+  // The last close of a handle returned by Open().
+  virtual void Release(uint64_t ino, uint64_t fh) {}
+
+  // Lists directory `ino` from position `offset` (0 = first child; entry i of
+  // the listing is at position i), calling `emit` in a stable order until it
+  // returns false or the listing ends. Emitted ids must stay valid like
+  // those from Lookup() (READDIRPLUS hands them to the kernel).
+  virtual Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) = 0;
+
+  virtual Result<StatFsResult> StatFs() { return StatFsResult{}; }
+};
+
+}  // namespace granary

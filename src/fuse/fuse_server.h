@@ -1,0 +1,169 @@
+// FuseServer: mounts a FuseFilesystem read-only and speaks the FUSE kernel
+// protocol (linux/fuse.h) directly: mount(2) with fd= as root or fusermount3
+// otherwise, INIT negotiation (async read, parallel dirops, 1 MiB requests,
+// passthrough, io_uring), one thread per cloned /dev/fuse fd or FUSE over
+// io_uring (one ring and thread per CPU), and two read modes:
+//   passthrough: files the filesystem backs with a complete local file are
+//                opened with FOPEN_PASSTHROUGH (the kernel reads that file; no
+//                daemon work, no second page-cache copy); others go through
+//                FuseFilesystem::Read().
+//   cached:      OPEN answers ENOSYS once, so the kernel stops sending
+//                OPEN/RELEASE ("no-open"); the page cache is kept across
+//                opens; every READ goes to FuseFilesystem::Read().
+// See docs/fuse.md for the protocol details and semantics.
+//
+// Lifecycle: construct, Start() (returns once the mount answers, or with a
+// clear error), optionally Wait(), Stop() (unmounts, aborts the connection so
+// readers get errors instead of hanging, joins the threads). The destructor
+// calls Stop().
+//
+// Thread safety: Start/Stop/Wait from one controlling thread; stats(),
+// session(), DropBacking() from any thread. The FuseFilesystem is called from
+// the transport threads concurrently.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fuse/fuse_filesystem.h"
+#include "granary/status.h"
+
+namespace granary {
+
+// How requests travel between the kernel and the daemon.
+enum class FuseTransport {
+  kAuto,  // io_uring when the kernel offers it (enable_uring=Y), else dev
+  kDev,   // read/writev on cloned /dev/fuse fds, one thread each
+  kUring, // FUSE over io_uring; fail Start() if unavailable
+};
+
+// How file contents are served.
+enum class FuseReadMode {
+  kPassthrough,  // FOPEN_PASSTHROUGH on complete local files, userspace reads otherwise
+  kCached,       // no-open + keep_cache; every read through FuseFilesystem::Read()
+};
+
+// Whether kernel passthrough is used in kPassthrough read mode.
+enum class FusePassthrough {
+  kAuto,  // when the kernel grants it (minor >= 40) and we hold CAP_SYS_ADMIN
+  kOn,    // required: Start() fails with the reason when unavailable
+  kOff,   // never; OPEN replies ask for userspace reads
+};
+
+Result<FuseTransport> ParseFuseTransport(std::string_view text);   // "auto" | "dev" | "uring"
+Result<FuseReadMode> ParseFuseReadMode(std::string_view text);     // "passthrough" | "cached"
+Result<FusePassthrough> ParseFusePassthrough(std::string_view text);  // "auto" | "on" | "off"
+std::string_view FuseTransportName(FuseTransport t);
+std::string_view FuseReadModeName(FuseReadMode m);
+
+struct FuseOptions {
+  // Existing empty directory to mount on. Required.
+  std::string mountpoint;
+  FuseTransport transport = FuseTransport::kAuto;
+  FuseReadMode read_mode = FuseReadMode::kPassthrough;
+  FusePassthrough passthrough = FusePassthrough::kAuto;
+  // Transport threads (dev: cloned fds; uring: ignored, one per CPU). 0 = one per CPU.
+  int threads = 0;
+  // Owner shown for every node; unset = the mounting user/group.
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  // Let other users access the mount (mount option allow_other).
+  bool allow_other = false;
+  // How long the kernel may cache names and attributes (the snapshot is immutable).
+  std::chrono::seconds entry_timeout{86400};
+  std::chrono::seconds attr_timeout{86400};
+  // Kernel background request limit (async reads/readahead); >= 64 recommended.
+  int max_background = 128;
+  // Readahead of the mount's bdi in KiB (the kernel starts at 128); 0 = leave it.
+  // 1024 lets a whole file of up to 1 MiB arrive in one READ.
+  uint32_t readahead_kb = 1024;
+  // io_uring: ring entries (requests in flight) per CPU queue.
+  int uring_queue_depth = 8;
+  // Mount on a non-empty directory (hides its contents).
+  bool allow_non_empty = false;
+  // Source name shown in /proc/mounts.
+  std::string fsname = "granary";
+  // Mount through fusermount3/fusermount even as root (tests the unprivileged path).
+  bool force_fusermount = false;
+};
+
+// Checks values once (mountpoint set, threads >= 0, ...). InvalidArgument names the field.
+Status ValidateFuseOptions(const FuseOptions& options);
+
+// Monotonic counters a daemon exposes (status output, metrics).
+struct FuseStats {
+  std::array<uint64_t, 64> requests_by_opcode{};  // index = FUSE opcode (>= 64 folded into 63)
+  uint64_t requests = 0;             // all requests read from the kernel
+  uint64_t errors = 0;               // replies with a non-zero errno (ENOENT included)
+  uint64_t passthrough_opens = 0;    // OPEN replies with FOPEN_PASSTHROUGH
+  uint64_t userspace_opens = 0;      // OPEN replies served by FuseFilesystem::Read()
+  uint64_t userspace_reads = 0;      // READ requests answered by the daemon
+  uint64_t userspace_read_bytes = 0; // bytes in those replies
+  uint64_t backing_ids_open = 0;     // backing ids currently registered (gauge)
+  uint64_t backing_open_failures = 0;// FUSE_DEV_IOC_BACKING_OPEN failures (fell back)
+};
+
+// What the kernel granted at INIT, and what is in use.
+struct FuseSessionInfo {
+  uint32_t kernel_major = 0;
+  uint32_t kernel_minor = 0;
+  uint64_t kernel_flags = 0;     // offered by the kernel (flags | flags2 << 32)
+  uint64_t granted_flags = 0;    // offered & requested
+  uint32_t max_pages = 0;
+  uint32_t max_readahead = 0;
+  bool passthrough = false;      // FOPEN_PASSTHROUGH in use
+  FuseTransport transport = FuseTransport::kDev;  // kDev or kUring, as running
+  int threads = 0;               // transport threads running
+  std::string passthrough_note;  // why passthrough is off, when it is
+};
+
+class FuseServer {
+ public:
+  // `fs` is borrowed and must outlive the server.
+  FuseServer(FuseFilesystem* fs, FuseOptions options);
+  ~FuseServer();
+  FuseServer(const FuseServer&) = delete;
+  FuseServer& operator=(const FuseServer&) = delete;
+
+  // Mounts, negotiates INIT and starts the transport. Returns OK once the
+  // mount serves requests, or an error naming the problem (mount point
+  // missing, not empty, already a mount, /dev/fuse unavailable, uring or
+  // passthrough demanded but unavailable). On error nothing stays mounted.
+  Status Start();
+
+  // Blocks until the filesystem is unmounted (by Stop() or externally).
+  void Wait();
+
+  // Unmounts (lazy), aborts the connection (in-flight and later requests
+  // fail with ENOTCONN/ECONNABORTED; no reader hangs), joins all threads and
+  // releases backing ids. Idempotent.
+  void Stop();
+
+  // Drops the passthrough backing id of `ino` (e.g. its cache file was
+  // evicted). Files already open keep reading the old file; the next OPEN
+  // asks the filesystem again.
+  void DropBacking(uint64_t ino);
+
+  FuseStats stats() const;
+  FuseSessionInfo session() const;
+  const FuseOptions& options() const { return options_; }
+
+  class Impl;
+
+ private:
+  FuseOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Lazily unmounts `mountpoint` (also a dead mount whose daemon died):
+// umount2(MNT_DETACH) as root, else `fusermount3 -u -z`. NotFound when it is
+// not a mount point.
+Status UnmountFuse(const std::string& mountpoint);
+
+}  // namespace granary
