@@ -38,6 +38,10 @@
 
 namespace granary {
 
+namespace snapshot_format {
+struct Record;  // snapshot_format.h
+}  // namespace snapshot_format
+
 struct SnapshotOptions {
   // Where the dataset lives, as the user wrote it ("s3://bucket/imagenet");
   // stored in the header and used in messages. Required.
@@ -148,7 +152,7 @@ class Snapshot {
   uint64_t file_size() const { return map_size_; }
 
  private:
-  struct Record;
+  using Record = snapshot_format::Record;
   Snapshot() = default;
   static Result<std::unique_ptr<Snapshot>> FromFd(int fd, const std::string& name);
   Status Validate(const std::string& name);
