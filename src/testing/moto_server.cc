@@ -1,0 +1,113 @@
+// MotoServer implementation: fork/exec, free-port discovery, readiness polling
+// and PID-based shutdown. See moto_server.h.
+#include "testing/moto_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "ufs/curl_client.h"
+
+namespace granary::testing {
+namespace {
+
+Result<int> FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return ErrnoStatus("socket", errno);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    close(fd);
+    return ErrnoStatus("bind 127.0.0.1:0", err);
+  }
+  close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+// True once the child has exited (and reaps it).
+bool Exited(pid_t pid) {
+  int status = 0;
+  return waitpid(pid, &status, WNOHANG) == pid;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MotoServer>> MotoServer::Start() {
+  ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
+  const std::string port_text = std::to_string(port);
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoStatus("fork moto_server", errno);
+  if (pid == 0) {
+    setpgid(0, 0);  // its own group, so a stop reaches any helper it spawns
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      dup2(devnull, STDIN_FILENO);
+      dup2(devnull, STDOUT_FILENO);
+      dup2(devnull, STDERR_FILENO);
+    }
+    execlp("moto_server", "moto_server", "-H", "127.0.0.1", "-p", port_text.c_str(),
+           static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  std::unique_ptr<MotoServer> server(new MotoServer(pid, port));
+
+  CurlClient probe(CurlClientOptions{.max_in_flight = 1,
+                                     .connect_timeout = std::chrono::milliseconds(500),
+                                     .request_timeout = std::chrono::milliseconds(2000)});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = probe.Send(HttpRequest{.method = "GET", .url = server->endpoint() + "/"});
+    if (r.ok() && r->status > 0) return server;
+    if (Exited(pid)) {
+      server->pid_ = -1;
+      return Unavailable("moto_server on port " + port_text +
+                         " exited at start-up (is moto_server on PATH? pip's moto[server])");
+    }
+    // Polling an external process for readiness: a short pause between probes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Unavailable("moto_server on port " + port_text + " did not answer within 30 s");
+}
+
+MotoServer::~MotoServer() { Stop(); }
+
+std::string MotoServer::endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+void MotoServer::Kill() {
+  if (pid_ <= 0) return;
+  kill(-pid_, SIGKILL);
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void MotoServer::Stop() {
+  if (pid_ <= 0) return;
+  kill(-pid_, SIGTERM);
+  kill(pid_, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (Exited(pid_)) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Kill();
+}
+
+}  // namespace granary::testing

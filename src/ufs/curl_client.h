@@ -1,0 +1,110 @@
+// CurlClient: the one HTTP client of Granary's connectors (S3, HTTP), a thin
+// wrapper over libcurl's easy interface.
+//
+// - Connection reuse: easy handles live in a pool and are reset (not closed)
+//   between requests, so each keeps its keep-alive connections and DNS cache.
+//   TCP_NODELAY and TCP keep-alive are on.
+// - Bounded concurrency: at most Options::max_in_flight requests run at once;
+//   further callers block in Send*/SendInto until a slot frees up.
+// - Timeouts: connect timeout, optional whole-request timeout, and a low-speed
+//   abort (less than low_speed_bytes/s for low_speed_time) so a stalled peer
+//   never hangs a caller.
+// - TLS: ca_bundle (if set) is used for https:// only; http:// URLs ignore it.
+//
+// Errors: transport failures come back as a Status whose message is libcurl's
+// short description ("Couldn't connect to server", "Timeout was reached"), so
+// callers can prefix their own context. Connect/timeout/reset/DNS failures are
+// kUnavailable (retrying may help); TLS verification and bad-URL failures are
+// kIoError / kInvalidArgument. HTTP error statuses (4xx/5xx) are NOT errors at
+// this layer: they come back in HttpResponse::status with the error body.
+// Nothing here logs URLs, headers or bodies (they may carry signatures).
+//
+// Thread safety: all methods may be called from many threads at once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "granary/status.h"
+
+namespace granary {
+
+struct CurlClientOptions {
+  int max_in_flight = 64;                                     // requests running at once (>= 1)
+  std::chrono::milliseconds connect_timeout{5000};            // TCP (+TLS) connect
+  std::chrono::milliseconds request_timeout{0};               // whole request; 0 = no limit
+  int64_t low_speed_bytes = 1;                                // abort below this many bytes/s...
+  std::chrono::seconds low_speed_time{30};                    // ...sustained this long
+  std::string ca_bundle;                                      // PEM file for https; "" = system store
+  bool follow_redirects = false;                              // follow 3xx (never for signed requests)
+  std::string user_agent = "granary/" GRANARY_VERSION;        // User-Agent header
+};
+
+// A byte range [offset, offset + length) sent as "Range: bytes=a-b".
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;  // > 0
+};
+
+struct HttpRequest {
+  std::string method = "GET";  // GET, HEAD, PUT, POST, DELETE
+  std::string url;             // absolute http:// or https:// URL
+  std::vector<std::pair<std::string, std::string>> headers;  // sent as given
+  // Request body (PUT/POST). Borrowed: must stay alive until Send returns.
+  std::optional<std::string_view> body;
+  std::optional<ByteRange> range;  // adds a Range header
+};
+
+struct HttpResponse {
+  long status = 0;                             // HTTP status code, e.g. 200, 206, 404
+  std::map<std::string, std::string> headers;  // keys lowercased; last value wins
+  // Send(): the whole body. SendInto(): the body only when the status is not
+  // 2xx (an error document, capped at 64 KiB); otherwise empty.
+  std::string body;
+  // Bytes of the response body delivered: body.size() for Send(); the bytes
+  // written into the caller's span for a 2xx SendInto().
+  size_t body_bytes = 0;
+};
+
+class CurlClient {
+ public:
+  explicit CurlClient(CurlClientOptions options = {});
+  ~CurlClient();
+  CurlClient(const CurlClient&) = delete;
+  CurlClient& operator=(const CurlClient&) = delete;
+
+  // Performs one request and buffers the whole response body.
+  Result<HttpResponse> Send(const HttpRequest& request);
+
+  // Performs one request and writes a 2xx body straight into `out` (no extra
+  // copy); at most out.size() bytes are kept, the rest is discarded and the
+  // transfer stopped. When request.range is set and the server ignores it
+  // (200 with the full object), the requested window is cut out of the stream.
+  Result<HttpResponse> SendInto(const HttpRequest& request, std::span<char> out);
+
+  const CurlClientOptions& options() const { return options_; }
+
+ private:
+  // `out` null: buffer the body (Send); otherwise write 2xx bodies into *out.
+  Result<HttpResponse> Perform(const HttpRequest& request, std::span<char>* out);
+  void* AcquireHandle();          // returns a CURL*; blocks while max_in_flight are running
+  void ReleaseHandle(void* handle);
+
+  CurlClientOptions options_;
+  std::mutex mu_;  // guards idle_, in_flight_; leaf lock
+  std::condition_variable slot_freed_;
+  std::vector<void*> idle_;  // idle CURL* easy handles (keep their connections)
+  int in_flight_ = 0;
+};
+
+}  // namespace granary
