@@ -1,0 +1,390 @@
+// Store: options, identity, read path and small public methods (see store.h).
+#include "store/store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "common/log.h"
+#include "store/store_impl.h"
+
+namespace granary {
+
+Status StoreOptions::Validate() const {
+  if (tiers.empty()) return InvalidArgument("store: at least one tier is required");
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const TierLevel& t = tiers[i];
+    std::string name = "store tier " + std::to_string(i);
+    if (t.path.empty()) return InvalidArgument(name + ": path is empty");
+    if (t.quota == 0) return InvalidArgument(name + " (" + t.path + "): quota must be > 0");
+    if (!(t.low > 0 && t.low <= t.high && t.high <= 1.0)) {
+      return InvalidArgument(name + " (" + t.path + "): need 0 < low <= high <= 1, got low=" +
+                             std::to_string(t.low) + " high=" + std::to_string(t.high));
+    }
+    if (i > 0 && static_cast<int>(t.medium) < static_cast<int>(tiers[i - 1].medium)) {
+      return InvalidArgument(name + " (" + t.path + "): tiers must be ordered fastest first (" +
+                             std::string(MediumName(t.medium)) + " after " +
+                             std::string(MediumName(tiers[i - 1].medium)) + ")");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (tiers[j].path == t.path) return InvalidArgument(name + ": path " + t.path + " repeated");
+    }
+  }
+  if (tiers.size() > 255) return InvalidArgument("store: at most 255 tiers");
+  if (policy != "lru" && policy != "training") {
+    return InvalidArgument("store policy '" + policy + "': expected lru or training");
+  }
+  if (block_size < 4096 || block_size > (1ull << 30) || (block_size & (block_size - 1)) != 0) {
+    return InvalidArgument("store block_size " + std::to_string(block_size) +
+                           ": must be a power of two between 4 KiB and 1 GiB");
+  }
+  if (index_shards < 1 || index_shards > 4096 || (index_shards & (index_shards - 1)) != 0) {
+    return InvalidArgument("store index_shards " + std::to_string(index_shards) +
+                           ": must be a power of two between 1 and 4096");
+  }
+  if (eviction_interval.count() <= 0) return InvalidArgument("store eviction_interval must be > 0");
+  return Status::Ok();
+}
+
+ObjectId IdOf(const ObjectKey& key) {
+  std::string buf;
+  buf.reserve(key.dataset.size() + key.key.size() + key.etag.size() + 2);
+  buf.append(key.dataset).push_back('\0');
+  buf.append(key.key).push_back('\0');
+  buf.append(key.etag);
+  XXH128_hash_t h = XXH3_128bits(buf.data(), buf.size());
+  return ObjectId{.hi = h.high64, .lo = h.low64};
+}
+
+std::string HexName(const ObjectId& id) {
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(id.hi),
+                static_cast<unsigned long long>(id.lo));
+  return std::string(buf, 32);
+}
+
+std::string CacheFileName(const ObjectKey& key) { return HexName(IdOf(key)); }
+
+bool TierState::Reserve(uint64_t bytes) {
+  uint64_t cur = used.load(std::memory_order_relaxed);
+  do {
+    if (cur + bytes > level.quota) return false;
+  } while (!used.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+std::string Store::Impl::FilePath(uint32_t tier, const ObjectId& id) const {
+  std::string hex = HexName(id);
+  std::string path = tiers[tier]->level.path;
+  path.push_back('/');
+  path.append(hex, 0, 2);
+  path.push_back('/');
+  path.append(hex);
+  return path;
+}
+
+uint64_t Store::Impl::BlockCount(uint64_t size) const {
+  uint64_t bs = options.block_size;
+  return size <= bs ? 1 : (size + bs - 1) / bs;
+}
+
+uint64_t Store::Impl::BlockLength(const ObjectKey& key, uint64_t block) const {
+  uint64_t start = block * options.block_size;
+  if (start >= key.size) return 0;
+  return std::min(options.block_size, key.size - start);
+}
+
+uint64_t Store::Impl::UsedAll() const {
+  uint64_t sum = 0;
+  for (const auto& t : tiers) sum += t->used.load(std::memory_order_relaxed);
+  return sum;
+}
+
+uint64_t Store::Impl::Capacity() const {
+  uint64_t sum = 0;
+  for (const auto& t : tiers) sum += static_cast<uint64_t>(t->level.high * t->level.quota);
+  return sum;
+}
+
+std::shared_ptr<Entry> Store::Impl::FindLocked(const Shard& shard, const ObjectId& id,
+                                               const ObjectKey& key) const {
+  auto it = shard.map.find(id);
+  if (it == shard.map.end()) return nullptr;
+  const Entry& e = *it->second;
+  if (e.key.size != key.size || e.key.key != key.key || e.key.etag != key.etag ||
+      e.key.dataset != key.dataset) {
+    return nullptr;
+  }
+  return it->second;
+}
+
+store_format::EntryRecord Store::Impl::ToRecord(const Entry& e) const {
+  return store_format::EntryRecord{
+      .id_hi = e.id.hi,
+      .id_lo = e.id.lo,
+      .dataset = e.key.dataset,
+      .key = e.key.key,
+      .etag = e.key.etag,
+      .size = e.key.size,
+      .tier = e.tier,
+      .last_use = e.last_use.load(std::memory_order_relaxed),
+      .checksums = e.checksums,
+      .present = e.present,
+  };
+}
+
+Status Store::Impl::AppendJournal(store_format::RecordType type, std::string_view payload) {
+  std::lock_guard lock(journal_mu);
+  if (!journal) return Internal("store journal is not open");
+  return journal->Append(type, payload);
+}
+
+void Store::Impl::DropLocked(Shard& shard, const std::shared_ptr<Entry>& e) {
+  shard.map.erase(e->id);
+  Status s = AppendJournal(store_format::RecordType::kRemove, store_format::EncodeRemove(e->id.hi, e->id.lo));
+  if (!s.ok()) {
+    // Safe: recovery drops an entry whose file is gone.
+    GLOG_WARN("store: journaling the removal of {}: {}", HexName(e->id), s.ToString());
+  }
+  std::string path = FilePath(e->tier, e->id);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    GLOG_WARN("store: unlink {}: {}", path, std::strerror(errno));
+  }
+  tiers[e->tier]->Release(e->allocated);
+  tiers[e->tier]->files.fetch_sub(1, std::memory_order_relaxed);
+}
+
+namespace {
+
+// Reads exactly out.size() bytes at `offset`; false on error or short file.
+bool PreadFull(int fd, char* out, size_t len, uint64_t offset) {
+  while (len > 0) {
+    ssize_t n = ::pread(fd, out, len, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    out += n;
+    len -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last) {
+  std::vector<std::pair<uint64_t, uint64_t>> todo;  // (block, checksum)
+  uint32_t tier;
+  uint64_t generation;
+  Shard& shard = ShardOf(e->id);
+  {
+    std::lock_guard lock(shard.mu);
+    for (uint64_t b = first; b <= last; ++b) {
+      if (!Entry::Bit(e->verified, b)) todo.emplace_back(b, e->checksums[b]);
+    }
+    tier = e->tier;
+    generation = e->generation;
+  }
+  if (todo.empty()) return true;
+  bool ok = true;
+  int fd = ::open(FilePath(tier, e->id).c_str(), O_RDONLY | O_CLOEXEC);
+  ok = fd >= 0;
+  std::string buf;
+  for (size_t i = 0; ok && i < todo.size(); ++i) {
+    uint64_t len = BlockLength(e->key, todo[i].first);
+    buf.resize(len);
+    ok = PreadFull(fd, buf.data(), len, todo[i].first * options.block_size) &&
+         XXH3_64bits(buf.data(), len) == todo[i].second;
+  }
+  if (fd >= 0) ::close(fd);
+  std::lock_guard lock(shard.mu);
+  auto it = shard.map.find(e->id);
+  if (it == shard.map.end() || it->second != e || e->generation != generation) return false;
+  if (!ok) {
+    GLOG_WARN("store: {} (dataset {}, key {}) failed verification; dropped",
+              FilePath(tier, e->id), e->key.dataset, e->key.key);
+    counters.checksum_failures.fetch_add(1, std::memory_order_relaxed);
+    DropLocked(shard, e);
+    return false;
+  }
+  for (const auto& [b, sum] : todo) Entry::SetBit(e->verified, b);
+  return true;
+}
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+uint64_t Store::block_size() const { return impl_->options.block_size; }
+
+Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char> out) {
+  Impl& s = *impl_;
+  auto miss = [&]() -> Status {
+    s.counters.read_misses.fetch_add(1, std::memory_order_relaxed);
+    s.counters.miss_bytes.fetch_add(out.size(), std::memory_order_relaxed);
+    return NotFound("store: " + key.dataset + "/" + key.key + " not cached");
+  };
+  uint64_t len = offset >= key.size ? 0 : std::min<uint64_t>(out.size(), key.size - offset);
+  uint64_t first = std::min(offset, key.size ? key.size - 1 : 0) / s.options.block_size;
+  uint64_t last = len ? (offset + len - 1) / s.options.block_size : first;
+  ObjectId id = IdOf(key);
+  Shard& shard = s.ShardOf(id);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::shared_ptr<Entry> e;
+    uint32_t tier;
+    bool need_verify = false;
+    {
+      std::lock_guard lock(shard.mu);
+      e = s.FindLocked(shard, id, key);
+      if (!e) return miss();
+      for (uint64_t b = first; b <= last; ++b) {
+        if (!Entry::Bit(e->present, b)) return miss();
+        need_verify |= !Entry::Bit(e->verified, b);
+      }
+      tier = e->tier;
+    }
+    if (need_verify && !s.VerifyBlocks(e, first, last)) return miss();
+    if (len == 0) break;
+    int fd = ::open(s.FilePath(tier, id).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // moved or evicted meanwhile: look again
+    bool ok = PreadFull(fd, out.data(), len, offset);
+    ::close(fd);
+    if (!ok) return miss();
+    e->last_use.store(s.NextTick(), std::memory_order_relaxed);
+    s.counters.read_hits.fetch_add(1, std::memory_order_relaxed);
+    s.counters.hit_bytes.fetch_add(len, std::memory_order_relaxed);
+    return static_cast<size_t>(len);
+  }
+  if (len == 0) {
+    s.counters.read_hits.fetch_add(1, std::memory_order_relaxed);
+    return size_t{0};
+  }
+  return miss();
+}
+
+bool Store::Contains(const ObjectKey& key) const {
+  const Impl& s = *impl_;
+  ObjectId id = IdOf(key);
+  const Shard& shard = s.ShardOf(id);
+  std::lock_guard lock(shard.mu);
+  auto e = s.FindLocked(shard, id, key);
+  return e && e->complete();
+}
+
+bool Store::ContainsRange(const ObjectKey& key, uint64_t offset, uint64_t len) const {
+  const Impl& s = *impl_;
+  ObjectId id = IdOf(key);
+  const Shard& shard = s.ShardOf(id);
+  std::lock_guard lock(shard.mu);
+  auto e = s.FindLocked(shard, id, key);
+  if (!e) return false;
+  if (offset >= key.size || len == 0) return true;
+  uint64_t end = std::min(key.size, offset + len);
+  for (uint64_t b = offset / s.options.block_size; b <= (end - 1) / s.options.block_size; ++b) {
+    if (!Entry::Bit(e->present, b)) return false;
+  }
+  return true;
+}
+
+Result<CachedObjectInfo> Store::Describe(const ObjectKey& key) const {
+  const Impl& s = *impl_;
+  ObjectId id = IdOf(key);
+  const Shard& shard = s.ShardOf(id);
+  std::lock_guard lock(shard.mu);
+  auto e = s.FindLocked(shard, id, key);
+  if (!e) return NotFound("store: " + key.dataset + "/" + key.key + " not cached");
+  return CachedObjectInfo{
+      .tier = static_cast<int>(e->tier),
+      .allocated_bytes = e->allocated,
+      .blocks_present = e->present_count,
+      .blocks_total = e->blocks,
+      .complete = e->complete(),
+      .path = s.FilePath(e->tier, id),
+  };
+}
+
+Result<int> Store::OpenCompleteFile(const ObjectKey& key) {
+  Impl& s = *impl_;
+  ObjectId id = IdOf(key);
+  Shard& shard = s.ShardOf(id);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::shared_ptr<Entry> e;
+    uint32_t tier;
+    {
+      std::lock_guard lock(shard.mu);
+      e = s.FindLocked(shard, id, key);
+      if (!e || !e->complete()) break;
+      tier = e->tier;
+    }
+    if (!s.VerifyBlocks(e, 0, e->blocks - 1)) break;
+    int fd = ::open(s.FilePath(tier, id).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    e->last_use.store(s.NextTick(), std::memory_order_relaxed);
+    return fd;
+  }
+  return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");
+}
+
+Status Store::Remove(const ObjectKey& key) {
+  Impl& s = *impl_;
+  ObjectId id = IdOf(key);
+  Shard& shard = s.ShardOf(id);
+  std::lock_guard lock(shard.mu);
+  auto e = s.FindLocked(shard, id, key);
+  if (e) s.DropLocked(shard, e);
+  return Status::Ok();
+}
+
+StoreStats Store::stats() const {
+  const Impl& s = *impl_;
+  const Counters& c = s.counters;
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  StoreStats out{
+      .read_hits = get(c.read_hits),
+      .read_misses = get(c.read_misses),
+      .hit_bytes = get(c.hit_bytes),
+      .miss_bytes = get(c.miss_bytes),
+      .admissions = get(c.admissions),
+      .refusals = get(c.refusals),
+      .no_space = get(c.no_space),
+      .evictions = get(c.evictions),
+      .demotions = get(c.demotions),
+      .checksum_failures = get(c.checksum_failures),
+      .recovered_objects = get(c.recovered_objects),
+      .recovery_dropped = get(c.recovery_dropped),
+      .orphans_removed = get(c.orphans_removed),
+  };
+  for (const auto& t : s.tiers) {
+    out.tiers.push_back(TierStats{.medium = t->level.medium,
+                                  .path = t->level.path,
+                                  .quota = t->level.quota,
+                                  .used_bytes = get(t->used),
+                                  .files = get(t->files)});
+  }
+  return out;
+}
+
+void Store::RunEvictionOnce() {
+  std::lock_guard lock(impl_->maintenance_mu);
+  impl_->EvictOnce();
+}
+
+Status Store::Checkpoint() {
+  std::lock_guard lock(impl_->maintenance_mu);
+  return impl_->CheckpointLocked();
+}
+
+Store::~Store() {
+  {
+    std::lock_guard lock(impl_->bg_mu);
+    impl_->bg_stop = true;
+  }
+  impl_->bg_cv.notify_all();
+  if (impl_->bg_thread.joinable()) impl_->bg_thread.join();
+  Status s = Checkpoint();
+  if (!s.ok()) GLOG_WARN("store: checkpoint at close failed: {}", s.ToString());
+}
+
+}  // namespace granary

@@ -1,0 +1,193 @@
+// Store: the tiered local cache of object bytes (DESIGN §3.3).
+//
+// A cached object is one file in one tier directory (MEM/SSD/HDD, fastest
+// first), named by a 128-bit hash of (dataset, key, etag) and fanned out into
+// 256 subdirectories. Small objects (size <= block_size) are admitted whole:
+// written to a temporary name and renamed into place. Large objects are sparse
+// files at the object's own offsets, filled block by block, with a presence
+// bitmap in the index. A file is "complete" when every block is present; only
+// complete files are handed out for FUSE passthrough.
+//
+// The index (key -> tier, size, checksums, presence, last use) lives in memory
+// and is persisted in index_dir as a checkpoint plus an append-only journal
+// (docs/format-store.md). A journal record for data is written only after the
+// data is in its file, so after kill -9 the index never claims more than what
+// survived; checksums (xxh3-64 per object or per block) are verified the first
+// time data is served after a restart, and a mismatch drops the object (the
+// read reports NotFound so the engine refetches).
+//
+// Invariants:
+//  - A tier's used bytes = sum over its files of the allocated size (each
+//    present block / small object rounded up to 4 KiB) plus in-flight
+//    reservations of admissions that have not finished yet.
+//  - Read, Contains and OpenCompleteFile never return bytes that were not
+//    recorded as present, and never return unverified bytes of a recovered file.
+//  - Reads never evict. Eviction runs in the background (or RunEvictionOnce)
+//    when a tier passes high × quota and stops at low × quota, demoting to the
+//    next tier when it has room, else deleting.
+//
+// Concurrency model: every public method is thread-safe and may be called
+// from any number of threads. The index is a sharded hash map, one mutex per
+// shard (guarding the map and the entries in it); file reads and writes happen
+// outside the shard locks, except the rename/unlink that publishes or retires
+// a file, which is done under its shard lock together with the journal append.
+// The journal has its own mutex (lock order: shard -> journal). Eviction and
+// checkpoints are serialized among themselves and take shard locks one at a
+// time. Tier accounting is lock-free (atomics). With background work enabled,
+// one thread runs eviction and periodic checkpoints.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/config.h"
+#include "granary/status.h"
+
+namespace granary {
+
+// Identity of one cached object. A different etag is a different object.
+struct ObjectKey {
+  std::string dataset;  // dataset name (a store may hold several datasets)
+  std::string key;      // object key inside the dataset
+  std::string etag;     // version token from the origin
+  uint64_t size = 0;    // object size in bytes
+};
+
+struct StoreOptions {
+  // Tier directories, fastest first (MEM, SSD, HDD). At least one; each with a
+  // path and a non-zero quota; 0 < low <= high <= 1.
+  std::vector<TierLevel> tiers;
+  // "lru": admit everything, evict least recently used.
+  // "training": stop admitting new objects once usage would pass high × the
+  // total quota, instead of evicting (no thrash under random epochs).
+  std::string policy = "lru";
+  // Objects larger than this are stored as sparse files, block by block.
+  // Power of two, 4 KiB .. 1 GiB.
+  uint64_t block_size = 4ull << 20;
+  // Directory of the index checkpoint and journal. Empty: the first tier's path.
+  std::string index_dir;
+  // Time source (wall time stamped into checkpoints). Null: Clock::Real().
+  Clock* clock = nullptr;
+  // Runs eviction and periodic checkpoints on a background thread. Tests turn
+  // it off and call RunEvictionOnce()/Checkpoint() themselves.
+  bool background = true;
+  // How often the background thread checks the watermarks.
+  std::chrono::milliseconds eviction_interval{500};
+  // The background thread checkpoints after this many journal records.
+  uint64_t checkpoint_every_records = 100'000;
+  // Index shards (lock striping). Power of two.
+  int index_shards = 64;
+
+  // Checks every field once; errors name the field and the value.
+  Status Validate() const;
+};
+
+// One tier's state.
+struct TierStats {
+  Medium medium = Medium::kSsd;
+  std::string path;
+  uint64_t quota = 0;       // bytes
+  uint64_t used_bytes = 0;  // allocated bytes (4 KiB rounding), incl. in-flight admissions
+  uint64_t files = 0;       // cache files (complete or partial)
+};
+
+// Counters since Open (monotonic), plus the current tiers.
+struct StoreStats {
+  std::vector<TierStats> tiers;  // fastest first
+  uint64_t read_hits = 0;        // Read calls served from the store
+  uint64_t read_misses = 0;      // Read calls answered NotFound
+  uint64_t hit_bytes = 0;        // bytes served
+  uint64_t miss_bytes = 0;       // bytes requested by missed reads
+  uint64_t admissions = 0;       // objects admitted whole + blocks admitted
+  uint64_t refusals = 0;         // admissions the policy refused
+  uint64_t no_space = 0;         // admissions skipped: no tier with room, or ENOSPC/EDQUOT
+  uint64_t evictions = 0;        // objects deleted by eviction
+  uint64_t demotions = 0;        // objects moved to a slower tier
+  uint64_t checksum_failures = 0;  // objects dropped because verification failed
+  uint64_t recovered_objects = 0;  // index entries that survived the last Open's recovery
+  uint64_t recovery_dropped = 0;   // entries dropped at Open (file missing or wrong size)
+  uint64_t orphans_removed = 0;    // tmp/unindexed files deleted at Open
+};
+
+// What the store holds of one object.
+struct CachedObjectInfo {
+  int tier = 0;                  // index into StoreOptions::tiers
+  uint64_t allocated_bytes = 0;  // counted against the tier's quota
+  uint64_t blocks_present = 0;   // 1 for a small object
+  uint64_t blocks_total = 0;     // 1 for a small object
+  bool complete = false;         // every block present
+  std::string path;              // the cache file
+};
+
+class Store {
+ public:
+  // Validates `options`, creates the tier directories, loads the index
+  // (checkpoint + journal), drops entries whose file is missing or has the
+  // wrong size, deletes orphan files, and starts background work.
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  // Checkpoints (errors are logged) and stops background work.
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Hit path: copies bytes [offset, offset + out.size()) of a cached object
+  // into `out` and returns the count (short only at the object's end; 0 when
+  // offset >= size). NotFound if the object or a needed block is not cached,
+  // or failed verification and was dropped. Updates last use and counters.
+  Result<size_t> Read(const ObjectKey& key, uint64_t offset, std::span<char> out);
+
+  // True if the complete object is present.
+  bool Contains(const ObjectKey& key) const;
+  // True if every block overlapping [offset, offset + len) is present.
+  bool ContainsRange(const ObjectKey& key, uint64_t offset, uint64_t len) const;
+  // The object's cache state, or NotFound.
+  Result<CachedObjectInfo> Describe(const ObjectKey& key) const;
+
+  // Admits a whole object (data.size() must equal key.size; a large object is
+  // written block by block). true: cached; false (not an error): the policy
+  // refused or there was no space (the engine just serves without caching).
+  // Errors: InvalidArgument for a size mismatch, IoError for other I/O failures.
+  Result<bool> AdmitObject(const ObjectKey& key, std::string_view data);
+
+  // Admits block `block_index` (covering [i × block_size, min(size, (i+1) ×
+  // block_size))) of an object; data must be exactly that range. Same results
+  // as AdmitObject. Works for small objects too (block 0 = whole object).
+  Result<bool> AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data);
+
+  // For FUSE passthrough: an O_RDONLY fd of the complete, verified cache file,
+  // or NotFound. The caller owns the fd and must close it. The fd stays valid
+  // (and its bytes correct) even if the object is evicted or demoted later.
+  Result<int> OpenCompleteFile(const ObjectKey& key);
+
+  // Drops the object (file and index entry). OK whether or not it was cached.
+  Status Remove(const ObjectKey& key);
+
+  StoreStats stats() const;
+  uint64_t block_size() const;
+
+  // One eviction pass over every tier (what the background thread runs).
+  void RunEvictionOnce();
+
+  // Writes a checkpoint of the index and truncates the journal. Also done
+  // periodically by the background thread and on destruction.
+  Status Checkpoint();
+
+  struct Impl;  // defined in store_impl.h
+
+ private:
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The cache file name of an object: 32 hex digits of XXH3-128 over
+// dataset '\0' key '\0' etag.
+std::string CacheFileName(const ObjectKey& key);
+
+}  // namespace granary

@@ -1,0 +1,277 @@
+// Store admission: whole objects (tmp file + rename) and blocks of large
+// objects (pwrite into a sparse file). See store.h for the contract.
+//
+// Crash rule: a journal record is appended only after the bytes it describes
+// are in the file under its final name, so replay never claims more than what
+// survived a process kill.
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "store/store.h"
+#include "store/store_impl.h"
+
+namespace granary {
+namespace {
+
+bool IsNoSpace(int err) { return err == ENOSPC || err == EDQUOT; }
+
+// Writes all of `data` at `offset` (pwrite) or sequentially (offset < 0).
+// Returns 0 or the errno.
+int WriteFull(int fd, std::string_view data, int64_t offset) {
+  while (!data.empty()) {
+    ssize_t n = offset < 0 ? ::write(fd, data.data(), data.size())
+                           : ::pwrite(fd, data.data(), data.size(), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
+    data.remove_prefix(static_cast<size_t>(n));
+    if (offset >= 0) offset += n;
+  }
+  return 0;
+}
+
+// Allocated bytes of the whole object (each block rounded up to 4 KiB).
+uint64_t WholeObjectAlloc(uint64_t size, uint64_t block_size) {
+  if (size <= block_size) return RoundUpAlloc(size);
+  uint64_t full = size / block_size;
+  return full * RoundUpAlloc(block_size) + RoundUpAlloc(size - full * block_size);
+}
+
+}  // namespace
+
+int Store::Impl::ReserveInFastest(uint64_t bytes) {
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    if (tiers[i]->Reserve(bytes)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void Store::Impl::NoteNoSpace(uint32_t tier, uint64_t bytes, bool disk_full) {
+  counters.no_space.fetch_add(1, std::memory_order_relaxed);
+  if (disk_full) {
+    // Free at least a few objects' worth so the next admissions fit.
+    tiers[tier]->pressure.fetch_add(std::max<uint64_t>(bytes * 4, 1 << 20),
+                                    std::memory_order_relaxed);
+  }
+  bg_cv.notify_one();
+}
+
+Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
+                                     std::string_view data) {
+  Shard& shard = ShardOf(id);
+  {
+    std::lock_guard lock(shard.mu);
+    if (FindLocked(shard, id, key)) return true;
+  }
+  uint64_t alloc = RoundUpAlloc(key.size);
+  if (!policy->ShouldAdmit({.dataset = key.dataset,
+                            .object_bytes = alloc,
+                            .used_bytes = UsedAll(),
+                            .capacity = Capacity()})) {
+    counters.refusals.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  int tier = ReserveInFastest(alloc);
+  if (tier < 0) {
+    NoteNoSpace(static_cast<uint32_t>(tiers.size() - 1), alloc, false);
+    return false;
+  }
+  std::string final_path = FilePath(tier, id);
+  std::string tmp = final_path + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(tmp_seq.fetch_add(1, std::memory_order_relaxed));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int err = fd < 0 ? errno : WriteFull(fd, data, -1);
+  if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+  auto undo = [&] {
+    ::unlink(tmp.c_str());
+    tiers[tier]->Release(alloc);
+  };
+  if (err != 0) {
+    undo();
+    if (IsNoSpace(err)) {
+      NoteNoSpace(tier, alloc, true);
+      return false;
+    }
+    return ErrnoStatus("store: write " + tmp, err);
+  }
+  uint64_t checksum = XXH3_64bits(data.data(), data.size());
+  std::lock_guard lock(shard.mu);
+  if (shard.map.count(id)) {  // a concurrent admission won
+    undo();
+    return FindLocked(shard, id, key) != nullptr;
+  }
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    err = errno;
+    undo();
+    return ErrnoStatus("store: rename " + tmp, err);
+  }
+  auto e = std::make_shared<Entry>();
+  e->id = id;
+  e->key = key;
+  e->tier = static_cast<uint32_t>(tier);
+  e->blocks = 1;
+  e->checksums = {checksum};
+  e->present = {1};
+  e->verified = {1};
+  e->present_count = 1;
+  e->allocated = alloc;
+  e->last_use.store(NextTick(), std::memory_order_relaxed);
+  Status s = AppendJournal(store_format::RecordType::kEntry, store_format::EncodeEntry(ToRecord(*e)));
+  if (!s.ok()) {
+    ::unlink(final_path.c_str());
+    tiers[tier]->Release(alloc);
+    if (s.code() == Code::kNoSpace) {
+      NoteNoSpace(tier, alloc, true);
+      return false;
+    }
+    return s;
+  }
+  shard.map.emplace(id, std::move(e));
+  tiers[tier]->files.fetch_add(1, std::memory_order_relaxed);
+  counters.admissions.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
+                                          std::string_view data) {
+  Shard& shard = ShardOf(id);
+  uint64_t alloc = RoundUpAlloc(data.size());
+  std::shared_ptr<Entry> e;
+  uint32_t tier;
+  uint64_t generation;
+  bool created = false;
+  {
+    std::lock_guard lock(shard.mu);
+    e = FindLocked(shard, id, key);
+    if (e && Entry::Bit(e->present, block)) return true;
+    if (!e && shard.map.count(id)) return false;  // same id, other identity: never in practice
+    if (e) {
+      tier = e->tier;
+      if (!tiers[tier]->Reserve(alloc)) {
+        NoteNoSpace(tier, alloc, false);
+        return false;
+      }
+    } else {
+      if (!policy->ShouldAdmit({.dataset = key.dataset,
+                                .object_bytes = WholeObjectAlloc(key.size, options.block_size),
+                                .used_bytes = UsedAll(),
+                                .capacity = Capacity()})) {
+        counters.refusals.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      int t = ReserveInFastest(alloc);
+      if (t < 0) {
+        NoteNoSpace(static_cast<uint32_t>(tiers.size() - 1), alloc, false);
+        return false;
+      }
+      tier = static_cast<uint32_t>(t);
+      std::string path = FilePath(tier, id);
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      int err = fd < 0 ? errno : (::ftruncate(fd, static_cast<off_t>(key.size)) != 0 ? errno : 0);
+      if (fd >= 0) ::close(fd);
+      if (err != 0) {
+        ::unlink(path.c_str());
+        tiers[tier]->Release(alloc);
+        if (IsNoSpace(err)) {
+          NoteNoSpace(tier, alloc, true);
+          return false;
+        }
+        return ErrnoStatus("store: create " + path, err);
+      }
+      e = std::make_shared<Entry>();
+      e->id = id;
+      e->key = key;
+      e->tier = tier;
+      e->blocks = BlockCount(key.size);
+      size_t words = (e->blocks + 63) / 64;
+      e->checksums.assign(e->blocks, 0);
+      e->present.assign(words, 0);
+      e->verified.assign(words, 0);
+      e->last_use.store(NextTick(), std::memory_order_relaxed);
+      shard.map.emplace(id, e);
+      tiers[tier]->files.fetch_add(1, std::memory_order_relaxed);
+      created = true;
+    }
+    generation = e->generation;
+  }
+  std::string path = FilePath(tier, id);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int err = fd < 0 ? errno : WriteFull(fd, data, static_cast<int64_t>(block * options.block_size));
+  if (fd >= 0) ::close(fd);
+  uint64_t checksum = err == 0 ? XXH3_64bits(data.data(), data.size()) : 0;
+
+  std::lock_guard lock(shard.mu);
+  auto it = shard.map.find(id);
+  bool same = it != shard.map.end() && it->second == e && e->generation == generation;
+  if (err != 0 || !same || Entry::Bit(e->present, block)) {
+    tiers[tier]->Release(alloc);
+    if (same && created && e->present_count == 0 && err != 0) DropLocked(shard, e);
+    if (err == 0) return same;
+    if (IsNoSpace(err)) {
+      NoteNoSpace(tier, alloc, true);
+      return false;
+    }
+    if (!same) return false;
+    return ErrnoStatus("store: write " + path, err);
+  }
+  store_format::BlockRecord rec{.object = ToRecord(*e), .block = block, .checksum = checksum};
+  rec.object.checksums.clear();
+  rec.object.present.clear();
+  Status s = AppendJournal(store_format::RecordType::kBlock, store_format::EncodeBlock(rec));
+  if (!s.ok()) {
+    tiers[tier]->Release(alloc);
+    if (s.code() == Code::kNoSpace) {
+      NoteNoSpace(tier, alloc, true);
+      return false;
+    }
+    return s;
+  }
+  e->checksums[block] = checksum;
+  Entry::SetBit(e->present, block);
+  Entry::SetBit(e->verified, block);
+  e->present_count++;
+  e->allocated += alloc;
+  counters.admissions.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+Result<bool> Store::AdmitObject(const ObjectKey& key, std::string_view data) {
+  if (data.size() != key.size) {
+    return InvalidArgument("store: admit " + key.dataset + "/" + key.key + ": got " +
+                           std::to_string(data.size()) + " bytes, object size is " +
+                           std::to_string(key.size));
+  }
+  uint64_t bs = impl_->options.block_size;
+  if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data);
+  ObjectId id = IdOf(key);
+  for (uint64_t b = 0; b * bs < key.size; ++b) {
+    ASSIGN_OR_RETURN(bool ok, impl_->AdmitLargeBlock(key, id, b, data.substr(b * bs, bs)));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data) {
+  uint64_t bs = impl_->options.block_size;
+  uint64_t blocks = impl_->BlockCount(key.size);
+  if (block_index >= blocks) {
+    return InvalidArgument("store: admit " + key.dataset + "/" + key.key + ": block " +
+                           std::to_string(block_index) + " out of range (object has " +
+                           std::to_string(blocks) + " blocks)");
+  }
+  uint64_t want = impl_->BlockLength(key, block_index);
+  if (data.size() != want) {
+    return InvalidArgument("store: admit " + key.dataset + "/" + key.key + " block " +
+                           std::to_string(block_index) + ": got " + std::to_string(data.size()) +
+                           " bytes, expected " + std::to_string(want));
+  }
+  if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data);
+  return impl_->AdmitLargeBlock(key, IdOf(key), block_index, data);
+}
+
+}  // namespace granary

@@ -1,0 +1,155 @@
+// Store::Impl: the store's private state, shared by store.cc (read path,
+// admission), store_maintenance.cc (eviction, checkpoint) and
+// store_recovery.cc (Open). See store.h for the contract and the concurrency
+// model.
+//
+// Lock order: Shard::mu -> Impl::journal_mu. maintenance_mu serializes
+// eviction passes and checkpoints and is taken before any shard lock.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "store/index_format.h"
+#include "store/policy.h"
+#include "store/store.h"
+
+namespace granary {
+
+// 128-bit object id: XXH3-128 of (dataset, key, etag).
+struct ObjectId {
+  uint64_t hi = 0, lo = 0;
+  bool operator==(const ObjectId&) const = default;
+};
+struct ObjectIdHash {
+  size_t operator()(const ObjectId& id) const { return static_cast<size_t>(id.lo ^ id.hi); }
+};
+
+ObjectId IdOf(const ObjectKey& key);
+std::string HexName(const ObjectId& id);
+
+// Allocation unit quota accounting counts in.
+inline constexpr uint64_t kAllocUnit = 4096;
+inline uint64_t RoundUpAlloc(uint64_t n) { return (n + kAllocUnit - 1) / kAllocUnit * kAllocUnit; }
+
+// One cached object. All fields but last_use are guarded by the mutex of the
+// shard holding the entry.
+struct Entry {
+  ObjectId id;
+  ObjectKey key;
+  uint32_t tier = 0;
+  uint64_t blocks = 1;               // number of blocks (1 for a small object)
+  std::vector<uint64_t> checksums;   // per block XXH3-64; valid where present
+  std::vector<uint64_t> present;     // presence bitmap words
+  std::vector<uint64_t> verified;    // in memory: block checked since Open
+  uint64_t present_count = 0;
+  uint64_t allocated = 0;            // bytes counted against the tier (present blocks)
+  uint64_t generation = 0;           // bumped when the file moves to another tier
+  std::atomic<uint64_t> last_use{0}; // logical use tick (relaxed atomics)
+
+  bool complete() const { return present_count == blocks; }
+  static bool Bit(const std::vector<uint64_t>& bits, uint64_t i) {
+    return (bits[i / 64] >> (i % 64)) & 1;
+  }
+  static void SetBit(std::vector<uint64_t>& bits, uint64_t i) { bits[i / 64] |= 1ull << (i % 64); }
+};
+
+struct Shard {
+  mutable std::mutex mu;  // guards map and every Entry in it (except Entry::last_use)
+  std::unordered_map<ObjectId, std::shared_ptr<Entry>, ObjectIdHash> map;
+};
+
+// One tier's directory and accounting (lock-free).
+struct TierState {
+  TierLevel level;
+  std::atomic<uint64_t> used{0};      // allocated bytes incl. reservations
+  std::atomic<uint64_t> files{0};     // cache files
+  std::atomic<uint64_t> pressure{0};  // bytes to free after the disk said ENOSPC
+
+  // Adds `bytes` to used if that keeps used <= quota.
+  bool Reserve(uint64_t bytes);
+  void Release(uint64_t bytes) { used.fetch_sub(bytes, std::memory_order_relaxed); }
+};
+
+struct Counters {
+  std::atomic<uint64_t> read_hits{0}, read_misses{0}, hit_bytes{0}, miss_bytes{0};
+  std::atomic<uint64_t> admissions{0}, refusals{0}, no_space{0}, evictions{0}, demotions{0};
+  std::atomic<uint64_t> checksum_failures{0}, recovered_objects{0}, recovery_dropped{0};
+  std::atomic<uint64_t> orphans_removed{0};
+};
+
+struct Store::Impl {
+  ~Impl();
+  StoreOptions options;
+  int lock_fd = -1;  // flock on index_dir/LOCK: one store per cache directory
+  Clock* clock = nullptr;
+  std::unique_ptr<CachePolicy> policy;
+  std::vector<std::unique_ptr<TierState>> tiers;
+  std::vector<Shard> shards;
+  std::atomic<uint64_t> use_tick{0};
+  mutable Counters counters;
+  std::atomic<uint64_t> tmp_seq{0};
+
+  std::mutex journal_mu;  // guards journal (lock order: after any shard mutex)
+  std::unique_ptr<store_format::Journal> journal;
+
+  std::mutex maintenance_mu;  // serializes RunEvictionOnce and Checkpoint
+
+  std::mutex bg_mu;  // guards bg_stop
+  std::condition_variable bg_cv;
+  bool bg_stop = false;
+  std::thread bg_thread;
+
+  // --- helpers (store.cc) ---
+  Shard& ShardOf(const ObjectId& id) { return shards[id.lo & (shards.size() - 1)]; }
+  const Shard& ShardOf(const ObjectId& id) const { return shards[id.lo & (shards.size() - 1)]; }
+  std::string FilePath(uint32_t tier, const ObjectId& id) const;
+  uint64_t BlockLength(const ObjectKey& key, uint64_t block) const;
+  uint64_t BlockCount(uint64_t size) const;
+  uint64_t NextTick() { return use_tick.fetch_add(1, std::memory_order_relaxed) + 1; }
+  uint64_t UsedAll() const;
+  uint64_t Capacity() const;
+  // Finds the entry for `key` (identity checked) or null. Caller holds the shard lock.
+  std::shared_ptr<Entry> FindLocked(const Shard& shard, const ObjectId& id,
+                                    const ObjectKey& key) const;
+  store_format::EntryRecord ToRecord(const Entry& e) const;
+  // Appends a journal record (takes journal_mu). Caller holds the entry's shard lock.
+  Status AppendJournal(store_format::RecordType type, std::string_view payload);
+  // Retires an entry: erases it, journals REMOVE, unlinks the file, releases
+  // its bytes. Caller holds the shard lock.
+  void DropLocked(Shard& shard, const std::shared_ptr<Entry>& e);
+  // Checks the unverified blocks among [first, last] against their checksums;
+  // drops the entry on mismatch (returns false).
+  bool VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last);
+  Result<bool> AdmitSmall(const ObjectKey& key, const ObjectId& id, std::string_view data);
+  Result<bool> AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
+                               std::string_view data);
+  // Picks the fastest tier with room for `bytes` and reserves them; -1 if none.
+  int ReserveInFastest(uint64_t bytes);
+  void NoteNoSpace(uint32_t tier, uint64_t bytes, bool disk_full);
+
+  // --- store_maintenance.cc ---
+  void EvictOnce();
+  void EvictTier(uint32_t tier, uint64_t target);
+  // Moves the entry's file to tier+1 (returns false if it could not).
+  bool Demote(const std::shared_ptr<Entry>& e, uint32_t to);
+  Status CheckpointLocked();
+  void BackgroundLoop();
+
+  // --- store_recovery.cc ---
+  Status Recover();
+  void ApplyRecord(store_format::RecordType type, std::string_view payload);
+  void UpsertEntry(store_format::EntryRecord&& rec);
+  void UpsertBlock(const store_format::BlockRecord& rec);
+  void ValidateFiles();
+  void RemoveOrphans();
+};
+
+}  // namespace granary

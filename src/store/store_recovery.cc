@@ -1,0 +1,257 @@
+// Store::Open and crash recovery: load the checkpoint, replay journals up to
+// the first torn record, drop entries whose file is missing or has the wrong
+// size, delete orphan files (tmp files and files the index does not know),
+// then write a fresh checkpoint. See docs/format-store.md.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "store/store.h"
+#include "store/store_impl.h"
+
+namespace granary {
+namespace {
+
+Status MakeDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::Ok();
+  return ErrnoStatus("store: mkdir " + path, errno);
+}
+
+Status MakeDirs(const std::string& path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos == path.size() || path[pos] == '/') RETURN_IF_ERROR(MakeDir(path.substr(0, pos)));
+  }
+  return Status::Ok();
+}
+
+bool ParseHexName(std::string_view name, ObjectId& id) {
+  if (name.size() != 32) return false;
+  uint64_t parts[2] = {0, 0};
+  for (size_t i = 0; i < 32; ++i) {
+    char c = name[i];
+    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (v < 0) return false;
+    parts[i / 16] = parts[i / 16] << 4 | static_cast<uint64_t>(v);
+  }
+  id = ObjectId{.hi = parts[0], .lo = parts[1]};
+  return true;
+}
+
+// Journal generations present in `dir`, ascending.
+std::vector<uint64_t> ListJournals(const std::string& dir) {
+  std::vector<uint64_t> gens;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return gens;
+  while (dirent* ent = ::readdir(d)) {
+    std::string_view name = ent->d_name;
+    if (name.rfind("journal-", 0) != 0 || name.size() != 8 + 16) continue;
+    gens.push_back(std::strtoull(ent->d_name + 8, nullptr, 16));
+  }
+  ::closedir(d);
+  std::sort(gens.begin(), gens.end());
+  return gens;
+}
+
+}  // namespace
+
+void Store::Impl::UpsertEntry(store_format::EntryRecord&& rec) {
+  ObjectKey key{.dataset = std::move(rec.dataset), .key = std::move(rec.key),
+                .etag = std::move(rec.etag), .size = rec.size};
+  ObjectId id = IdOf(key);
+  uint64_t blocks = BlockCount(key.size);
+  size_t words = (blocks + 63) / 64;
+  if (id != ObjectId{.hi = rec.id_hi, .lo = rec.id_lo} || rec.checksums.size() != blocks ||
+      rec.present.size() != words) {
+    // Another block size or a damaged record: forget it (its file becomes an orphan).
+    return;
+  }
+  auto e = std::make_shared<Entry>();
+  e->id = id;
+  e->key = std::move(key);
+  e->tier = rec.tier;
+  e->blocks = blocks;
+  e->checksums = std::move(rec.checksums);
+  e->present = std::move(rec.present);
+  if (blocks % 64) e->present.back() &= (1ull << (blocks % 64)) - 1;
+  e->verified.assign(words, 0);
+  for (uint64_t w : e->present) e->present_count += static_cast<uint64_t>(std::popcount(w));
+  e->last_use.store(rec.last_use, std::memory_order_relaxed);
+  ShardOf(id).map[id] = std::move(e);
+}
+
+void Store::Impl::UpsertBlock(const store_format::BlockRecord& rec) {
+  const store_format::EntryRecord& o = rec.object;
+  ObjectKey key{.dataset = o.dataset, .key = o.key, .etag = o.etag, .size = o.size};
+  ObjectId id = IdOf(key);
+  uint64_t blocks = BlockCount(key.size);
+  if (id != ObjectId{.hi = o.id_hi, .lo = o.id_lo} || rec.block >= blocks) return;
+  Shard& shard = ShardOf(id);
+  std::shared_ptr<Entry>& slot = shard.map[id];
+  if (!slot) {
+    slot = std::make_shared<Entry>();
+    slot->id = id;
+    slot->key = std::move(key);
+    slot->blocks = blocks;
+    slot->checksums.assign(blocks, 0);
+    slot->present.assign((blocks + 63) / 64, 0);
+    slot->verified.assign((blocks + 63) / 64, 0);
+  }
+  Entry& e = *slot;
+  e.tier = o.tier;
+  e.last_use.store(std::max(e.last_use.load(), o.last_use), std::memory_order_relaxed);
+  e.checksums[rec.block] = rec.checksum;
+  if (!Entry::Bit(e.present, rec.block)) {
+    Entry::SetBit(e.present, rec.block);
+    e.present_count++;
+  }
+}
+
+void Store::Impl::ApplyRecord(store_format::RecordType type, std::string_view payload) {
+  using store_format::RecordType;
+  if (type == RecordType::kEntry) {
+    auto rec = store_format::DecodeEntry(payload);
+    if (rec.ok()) UpsertEntry(std::move(*rec));
+  } else if (type == RecordType::kBlock) {
+    auto rec = store_format::DecodeBlock(payload);
+    if (rec.ok()) UpsertBlock(*rec);
+  } else if (type == RecordType::kRemove) {
+    ObjectId id;
+    if (store_format::DecodeRemove(payload, id.hi, id.lo).ok()) ShardOf(id).map.erase(id);
+  }
+}
+
+void Store::Impl::ValidateFiles() {
+  uint64_t max_tick = 0, kept = 0, dropped = 0;
+  for (Shard& shard : shards) {
+    for (auto it = shard.map.begin(); it != shard.map.end();) {
+      Entry& e = *it->second;
+      struct stat st;
+      bool ok = e.tier < tiers.size() && e.present_count > 0 &&
+                ::stat(FilePath(e.tier, e.id).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                static_cast<uint64_t>(st.st_size) == e.key.size;
+      if (!ok) {
+        ++dropped;
+        it = shard.map.erase(it);
+        continue;
+      }
+      e.allocated = 0;
+      for (uint64_t b = 0; b < e.blocks; ++b) {
+        if (Entry::Bit(e.present, b)) e.allocated += RoundUpAlloc(BlockLength(e.key, b));
+      }
+      tiers[e.tier]->used.fetch_add(e.allocated, std::memory_order_relaxed);
+      tiers[e.tier]->files.fetch_add(1, std::memory_order_relaxed);
+      max_tick = std::max(max_tick, e.last_use.load(std::memory_order_relaxed));
+      ++kept;
+      ++it;
+    }
+  }
+  use_tick.store(max_tick, std::memory_order_relaxed);
+  counters.recovered_objects.store(kept, std::memory_order_relaxed);
+  counters.recovery_dropped.store(dropped, std::memory_order_relaxed);
+}
+
+void Store::Impl::RemoveOrphans() {
+  uint64_t removed = 0;
+  for (uint32_t t = 0; t < tiers.size(); ++t) {
+    for (int sub = 0; sub < 256; ++sub) {
+      char name[3];
+      std::snprintf(name, sizeof(name), "%02x", sub);
+      std::string dir = tiers[t]->level.path + "/" + name;
+      DIR* d = ::opendir(dir.c_str());
+      if (!d) continue;
+      while (dirent* ent = ::readdir(d)) {
+        std::string_view file = ent->d_name;
+        if (file == "." || file == "..") continue;
+        ObjectId id;
+        bool known = false;
+        if (ParseHexName(file, id)) {
+          const Shard& shard = ShardOf(id);
+          auto it = shard.map.find(id);
+          known = it != shard.map.end() && it->second->tier == t;
+        }
+        if (!known && ::unlink((dir + "/" + std::string(file)).c_str()) == 0) ++removed;
+      }
+      ::closedir(d);
+    }
+  }
+  counters.orphans_removed.store(removed, std::memory_order_relaxed);
+}
+
+Status Store::Impl::Recover() {
+  uint64_t ckpt_gen = 0;
+  auto ckpt = store_format::ReadCheckpoint(
+      options.index_dir, [this](store_format::EntryRecord&& rec) { UpsertEntry(std::move(rec)); });
+  if (ckpt.ok()) {
+    ckpt_gen = *ckpt;
+  } else if (ckpt.status().code() != Code::kNotFound) {
+    GLOG_WARN("store: ignoring the index checkpoint ({}); starting from the journals",
+              ckpt.status().ToString());
+    for (Shard& shard : shards) shard.map.clear();
+  }
+  uint64_t next_gen = ckpt_gen;
+  for (uint64_t gen : ListJournals(options.index_dir)) {
+    next_gen = std::max(next_gen, gen + 1);
+    if (gen < ckpt_gen) continue;
+    std::string path = options.index_dir + "/" + store_format::JournalFileName(gen);
+    auto replayed = store_format::ReplayJournal(
+        path, [this](store_format::RecordType type, std::string_view payload) {
+          ApplyRecord(type, payload);
+        });
+    if (!replayed.ok()) GLOG_WARN("store: skipping journal: {}", replayed.status().ToString());
+  }
+  ValidateFiles();
+  RemoveOrphans();
+  {
+    std::lock_guard lock(journal_mu);
+    ASSIGN_OR_RETURN(journal, store_format::Journal::Create(options.index_dir, next_gen));
+  }
+  return CheckpointLocked();
+}
+
+Store::Impl::~Impl() {
+  if (lock_fd >= 0) ::close(lock_fd);
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (impl->options.index_dir.empty()) impl->options.index_dir = options.tiers[0].path;
+  impl->clock = options.clock ? options.clock : Clock::Real();
+  ASSIGN_OR_RETURN(impl->policy, MakeCachePolicy(options.policy));
+  impl->shards = std::vector<Shard>(static_cast<size_t>(options.index_shards));
+  for (const TierLevel& level : options.tiers) {
+    RETURN_IF_ERROR(MakeDirs(level.path));
+    for (int sub = 0; sub < 256; ++sub) {
+      char name[3];
+      std::snprintf(name, sizeof(name), "%02x", sub);
+      RETURN_IF_ERROR(MakeDir(level.path + "/" + name));
+    }
+    auto tier = std::make_unique<TierState>();
+    tier->level = level;
+    impl->tiers.push_back(std::move(tier));
+  }
+  RETURN_IF_ERROR(MakeDirs(impl->options.index_dir));
+  std::string lock_path = impl->options.index_dir + "/LOCK";
+  impl->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (impl->lock_fd < 0) return ErrnoStatus("store: open " + lock_path, errno);
+  if (::flock(impl->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return Unavailable("store: " + impl->options.index_dir +
+                       " is in use by another Granary store (" + lock_path + " is locked)");
+  }
+  RETURN_IF_ERROR(impl->Recover());
+  Impl* raw = impl.get();
+  std::unique_ptr<Store> store(new Store(std::move(impl)));
+  if (options.background) raw->bg_thread = std::thread([raw] { raw->BackgroundLoop(); });
+  return store;
+}
+
+}  // namespace granary

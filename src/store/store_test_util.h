@@ -1,0 +1,45 @@
+// Helpers shared by the store's tests: temporary directories and test data.
+// Thread safety: TempDir is not shared between threads; MakeData is pure.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace granary::testing_util {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/granary-store-XXXXXX";
+    path_ = ::mkdtemp(tmpl.data()) ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// `size` pseudo-random bytes determined by `seed`.
+inline std::string MakeData(size_t size, uint64_t seed) {
+  std::string out(size, '\0');
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
+  for (size_t i = 0; i < size; i += 8) {
+    uint64_t v = rng();
+    for (size_t j = 0; j < 8 && i + j < size; ++j) out[i + j] = static_cast<char>(v >> (8 * j));
+  }
+  return out;
+}
+
+}  // namespace granary::testing_util
