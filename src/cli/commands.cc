@@ -1,0 +1,16 @@
+// The verb table (see commands.h).
+#include "cli/commands.h"
+
+namespace granary::cli {
+
+std::span<const RegisterVerbFn> AllVerbs() {
+  static constexpr RegisterVerbFn kVerbs[] = {
+      RegisterLsCommand,
+      RegisterCatCommand,
+      RegisterStatCommand,
+      RegisterVersionCommand,
+  };
+  return kVerbs;
+}
+
+}  // namespace granary::cli
