@@ -82,36 +82,36 @@ std::string CheckRecords(const Record* rec, uint64_t n, const char* strings, uin
   for (uint64_t i = 0; i < n; ++i) {
     const Record& r = rec[i];
     const uint64_t ino = i + 1;
-    const std::string where = "record of inode " + std::to_string(ino) + ": ";
-    if ((r.flags & ~snapshot_format::kKnownFlags) != 0) return where + "unknown flags";
+    auto where = [ino] { return "record of inode " + std::to_string(ino) + ": "; };
+    if ((r.flags & ~snapshot_format::kKnownFlags) != 0) return where() + "unknown flags";
     if (!InStrings(r.name_off, r.name_len, strings_size) || !InStrings(r.etag_off, r.etag_len, strings_size)) {
-      return where + "string outside the string table";
+      return where() + "string outside the string table";
     }
     if (ino == 1) {
-      if (!IsDir(r) || r.parent != 1 || r.name_len != 0) return where + "bad root";
+      if (!IsDir(r) || r.parent != 1 || r.name_len != 0) return where() + "bad root";
     } else {
-      if (r.name_len == 0 || r.parent < 1 || r.parent >= ino) return where + "bad name or parent";
+      if (r.name_len == 0 || r.parent < 1 || r.parent >= ino) return where() + "bad name or parent";
       const Record& p = rec[r.parent - 1];
       if (!IsDir(p) || ino < p.first_child || ino - p.first_child >= p.child_count) {
-        return where + "not in its parent's child range";
+        return where() + "not in its parent's child range";
       }
       const Record& prev = rec[i - 1];
       if (ino > 2 && prev.parent == r.parent &&
           std::string_view(strings + prev.name_off, prev.name_len) >=
               std::string_view(strings + r.name_off, r.name_len)) {
-        return where + "siblings not sorted by name";
+        return where() + "siblings not sorted by name";
       }
     }
     if (IsDir(r)) {
-      if (r.etag_len != 0 || r.size != 0) return where + "directory with size or etag";
+      if (r.etag_len != 0 || r.size != 0) return where() + "directory with size or etag";
       if (r.child_count == 0 ? r.first_child != 0
                              : (r.first_child <= ino || uint64_t{r.first_child} + r.child_count - 1 > n)) {
-        return where + "child range out of bounds";
+        return where() + "child range out of bounds";
       }
       children += r.child_count;
       ++dirs;
     } else {
-      if (r.child_count != 0 || r.first_child != 0) return where + "file with children";
+      if (r.child_count != 0 || r.first_child != 0) return where() + "file with children";
       bytes += r.size;
       ++files;
     }

@@ -195,7 +195,6 @@ Result<Layout> MakeRecords(const TreeBuilder& tree, const std::vector<uint32_t>&
     r.name_off = l.strings_size;
     r.name_len = static_cast<uint8_t>(n.name.size());
     l.strings_size += n.name.size();
-    r.etag_off = l.strings_size;
     if (n.is_dir()) {
       r.flags = snapshot_format::kFlagDir;
       r.child_count = static_cast<uint32_t>(n.children.size());
@@ -208,12 +207,16 @@ Result<Layout> MakeRecords(const TreeBuilder& tree, const std::vector<uint32_t>&
       r.size = o.size;
       r.mtime_ns = o.mtime_ns;
       r.etag_len = static_cast<uint16_t>(o.etag.size());
-      l.strings_size += o.etag.size();
       l.total_bytes += o.size;
       ++l.files;
     }
   }
   l.records[0].parent = 1;
+  // Etags follow all names, so siblings' names sit densely together for Lookup.
+  for (Record& r : l.records) {
+    r.etag_off = l.strings_size;
+    l.strings_size += r.etag_len;
+  }
   return l;
 }
 
@@ -246,13 +249,10 @@ Status WriteSnapshotFile(int fd, const std::string& name, const Layout& l, const
   ChecksumWriter w(fd, name);
   w.set_offset(h.header_size);
   RETURN_IF_ERROR(w.Append(l.records.data(), l.records.size() * sizeof(Record)));
+  for (uint32_t id : order) RETURN_IF_ERROR(w.Append(tree.node(id).name.data(), tree.node(id).name.size()));
   for (uint32_t id : order) {
     const Node& n = tree.node(id);
-    RETURN_IF_ERROR(w.Append(n.name.data(), n.name.size()));
-    if (!n.is_dir()) {
-      const std::string& etag = objects[n.object].etag;
-      RETURN_IF_ERROR(w.Append(etag.data(), etag.size()));
-    }
+    if (!n.is_dir()) RETURN_IF_ERROR(w.Append(objects[n.object].etag.data(), objects[n.object].etag.size()));
   }
   RETURN_IF_ERROR(w.Flush());
   h.body_checksum = w.digest();
