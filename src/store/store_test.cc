@@ -1,7 +1,9 @@
 // Unit tests of the store: admission, reads, restart, tiers, eviction.
 #include "store/store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <random>
@@ -60,6 +62,209 @@ TEST(StoreTest, AdmitReadRestart) {
   ::close(*fd);
   EXPECT_EQ(whole, large);
   EXPECT_EQ((*store)->stats().recovered_objects, 2u);
+}
+
+StoreOptions OneTier(const std::string& path, uint64_t quota, std::string policy = "lru") {
+  return StoreOptions{.tiers = {TierLevel{.medium = Medium::kSsd, .path = path, .quota = quota,
+                                          .high = 0.9, .low = 0.5}},
+                      .policy = std::move(policy),
+                      .block_size = 1 << 20,
+                      .background = false};
+}
+
+ObjectKey Key(int i, uint64_t size) {
+  return ObjectKey{.dataset = "ds", .key = "obj/" + std::to_string(i), .etag = "v1", .size = size};
+}
+
+std::string ReadAll(Store& store, const ObjectKey& key) {
+  std::string buf(key.size, '\0');
+  auto n = store.Read(key, 0, std::span(buf));
+  if (!n.ok()) return "<" + n.status().ToString() + ">";
+  buf.resize(*n);
+  return buf;
+}
+
+TEST(StoreTest, OptionsValidationNamesTheProblem) {
+  StoreOptions opt;
+  EXPECT_NE(opt.Validate().message().find("at least one tier"), std::string::npos);
+  opt = OneTier("/tmp/x", 0);
+  EXPECT_NE(opt.Validate().message().find("quota"), std::string::npos);
+  opt = OneTier("/tmp/x", 100, "fifo");
+  EXPECT_NE(opt.Validate().message().find("fifo"), std::string::npos);
+  opt = OneTier("/tmp/x", 100);
+  opt.block_size = 3000;
+  EXPECT_NE(opt.Validate().message().find("block_size 3000"), std::string::npos);
+  opt = OneTier("/tmp/x", 100);
+  opt.tiers[0].low = 0.99;
+  EXPECT_NE(opt.Validate().message().find("low"), std::string::npos);
+}
+
+TEST(StoreTest, AdmitRejectsWrongSizes) {
+  TempDir dir;
+  auto store = Store::Open(OneTier(dir.path(), 1 << 24));
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->AdmitObject(Key(1, 10), "abc").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*store)->AdmitBlock(Key(1, 3 << 20), 3, "x").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ((*store)->AdmitBlock(Key(1, 3 << 20), 0, "x").status().code(), Code::kInvalidArgument);
+}
+
+TEST(StoreTest, DifferentEtagIsDifferentObject) {
+  TempDir dir;
+  auto store = Store::Open(OneTier(dir.path(), 1 << 24));
+  ASSERT_TRUE(store.ok());
+  ObjectKey v1 = Key(1, 5000);
+  ObjectKey v2 = v1;
+  v2.etag = "v2";
+  EXPECT_NE(CacheFileName(v1), CacheFileName(v2));
+  ASSERT_TRUE((*store)->AdmitObject(v1, MakeData(5000, 1)).value());
+  EXPECT_TRUE((*store)->Contains(v1));
+  EXPECT_FALSE((*store)->Contains(v2));
+  ASSERT_TRUE((*store)->Remove(v1).ok());
+  EXPECT_FALSE((*store)->Contains(v1));
+  EXPECT_EQ((*store)->stats().tiers[0].used_bytes, 0u);
+  EXPECT_EQ((*store)->stats().tiers[0].files, 0u);
+}
+
+TEST(StoreTest, FastestTierFillsFirstAndEvictionDemotes) {
+  TempDir dir;
+  StoreOptions opt{
+      .tiers = {TierLevel{.medium = Medium::kMem, .path = dir.path() + "/mem",
+                          .quota = 1 << 20, .high = 0.9, .low = 0.5},
+                TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd",
+                          .quota = 8 << 20, .high = 0.9, .low = 0.5}},
+      .block_size = 1 << 20,
+      .background = false};
+  auto opened = Store::Open(opt);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Store& store = **opened;
+  const uint64_t kSize = 100 * 1024;  // 25 allocation units exactly
+  for (int i = 0; i < 14; ++i) ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
+  for (int i = 0; i < 14; ++i) EXPECT_EQ(store.Describe(Key(i, kSize))->tier, i < 10 ? 0 : 1) << i;
+  StoreStats st = store.stats();
+  EXPECT_EQ(st.tiers[0].used_bytes, 10 * kSize);
+  EXPECT_EQ(st.tiers[1].used_bytes, 4 * kSize);
+  // Touch object 0 so it is the most recently used in MEM.
+  EXPECT_EQ(ReadAll(store, Key(0, kSize)), MakeData(kSize, 0));
+  store.RunEvictionOnce();  // MEM is above 90%: demote the LRU ones down to 50%
+  st = store.stats();
+  EXPECT_EQ(st.demotions, 5u);
+  EXPECT_EQ(st.evictions, 0u);
+  EXPECT_EQ(st.tiers[0].used_bytes, 5 * kSize);
+  EXPECT_EQ(st.tiers[1].used_bytes, 9 * kSize);
+  EXPECT_EQ(store.Describe(Key(0, kSize))->tier, 0);
+  for (int i = 1; i <= 5; ++i) EXPECT_EQ(store.Describe(Key(i, kSize))->tier, 1) << i;
+  for (int i = 0; i < 14; ++i) EXPECT_EQ(ReadAll(store, Key(i, kSize)), MakeData(kSize, i)) << i;
+}
+
+TEST(StoreTest, EvictionDeletesLeastRecentlyUsedInLastTier) {
+  TempDir dir;
+  auto opened = Store::Open(OneTier(dir.path(), 1 << 20));
+  ASSERT_TRUE(opened.ok());
+  Store& store = **opened;
+  const uint64_t kSize = 100 * 1024;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
+  // The tier is full: an 11th object is not admitted (not an error).
+  auto r = store.AdmitObject(Key(10, kSize), MakeData(kSize, 10));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(store.stats().no_space, 1u);
+  ASSERT_EQ(ReadAll(store, Key(0, kSize)), MakeData(kSize, 0));
+  store.RunEvictionOnce();
+  EXPECT_EQ(store.stats().evictions, 5u);
+  EXPECT_TRUE(store.Contains(Key(0, kSize)));
+  for (int i = 1; i <= 5; ++i) EXPECT_FALSE(store.Contains(Key(i, kSize))) << i;
+  EXPECT_EQ(store.stats().tiers[0].files, 5u);
+}
+
+TEST(StoreTest, CorruptFilesAreDroppedAfterRestart) {
+  TempDir dir;
+  StoreOptions opt = OneTier(dir.path(), 64 << 20);
+  std::string small = MakeData(110'000, 7);
+  std::string large = MakeData(3 << 20, 8);
+  ObjectKey ks = Key(1, small.size()), kl = Key(2, large.size());
+  std::string small_path, large_path;
+  {
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->AdmitObject(ks, small).value());
+    ASSERT_TRUE((*store)->AdmitObject(kl, large).value());
+    small_path = (*store)->Describe(ks)->path;
+    large_path = (*store)->Describe(kl)->path;
+  }
+  auto flip = [](const std::string& path, off_t at) {
+    int fd = ::open(path.c_str(), O_RDWR);
+    char c;
+    ASSERT_EQ(::pread(fd, &c, 1, at), 1);
+    c ^= 0x5a;
+    ASSERT_EQ(::pwrite(fd, &c, 1, at), 1);
+    ::close(fd);
+  };
+  flip(small_path, 5000);
+  flip(large_path, (1 << 20) + 12345);  // inside block 1
+  auto store = Store::Open(opt);
+  ASSERT_TRUE(store.ok());
+  std::string buf(1000, '\0');
+  EXPECT_EQ((*store)->Read(ks, 0, std::span(buf)).status().code(), Code::kNotFound);
+  EXPECT_EQ((*store)->stats().checksum_failures, 1u);
+  EXPECT_FALSE((*store)->Contains(ks));
+  auto n = (*store)->Read(kl, 10, std::span(buf));  // block 0 is intact
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(buf, large.substr(10, 1000));
+  EXPECT_EQ((*store)->OpenCompleteFile(kl).status().code(), Code::kNotFound);
+  EXPECT_EQ((*store)->stats().checksum_failures, 2u);
+  EXPECT_FALSE(std::filesystem::exists(small_path));
+  EXPECT_EQ((*store)->stats().tiers[0].used_bytes, 0u);
+  // The engine refetches and admits again.
+  ASSERT_TRUE((*store)->AdmitObject(ks, small).value());
+  EXPECT_EQ(ReadAll(**store, ks), small);
+}
+
+TEST(StoreTest, TornJournalTailAndCorruptCheckpointAreSurvived) {
+  TempDir dir;
+  StoreOptions opt = OneTier(dir.path(), 64 << 20);
+  {
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok());
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
+    // Simulate a crash: copy the live journal aside before the clean close.
+    ASSERT_TRUE((*store)->Checkpoint().ok());
+    for (int i = 5; i < 8; ++i) ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
+  }
+  {
+    // Append a torn record to the newest journal: replay must ignore it.
+    std::string newest;
+    for (auto& f : std::filesystem::directory_iterator(dir.path())) {
+      if (f.path().filename().string().rfind("journal-", 0) == 0) newest = f.path();
+    }
+    ASSERT_FALSE(newest.empty());
+    int fd = ::open(newest.c_str(), O_WRONLY | O_APPEND);
+    ASSERT_EQ(::write(fd, "\x40\x00\x00\x00garbage", 11), 11);
+    ::close(fd);
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(ReadAll(**store, Key(i, 1000)), MakeData(1000, i)) << i;
+  }
+  {
+    // A corrupt checkpoint: the cache comes back cold, never wrong.
+    std::string ckpt = dir.path() + "/index.ckpt";
+    int fd = ::open(ckpt.c_str(), O_WRONLY);
+    ASSERT_EQ(::pwrite(fd, "XX", 2, 40), 2);
+    ::close(fd);
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    for (int i = 0; i < 8; ++i) EXPECT_FALSE((*store)->Contains(Key(i, 1000))) << i;
+    EXPECT_EQ((*store)->stats().orphans_removed, 8u);
+    EXPECT_EQ((*store)->stats().tiers[0].files, 0u);
+  }
+}
+
+TEST(StoreTest, SecondStoreOnSameDirectoryIsRefused) {
+  TempDir dir;
+  auto a = Store::Open(OneTier(dir.path(), 1 << 20));
+  ASSERT_TRUE(a.ok());
+  auto b = Store::Open(OneTier(dir.path(), 1 << 20));
+  EXPECT_EQ(b.status().code(), Code::kUnavailable);
+  EXPECT_NE(b.status().message().find("in use"), std::string::npos);
 }
 
 }  // namespace
