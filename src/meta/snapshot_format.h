@@ -56,6 +56,8 @@ struct FileHeader {
   uint32_t reserved;             // 0
 };
 static_assert(sizeof(FileHeader) == 152);
+static_assert(offsetof(FileHeader, header_checksum) == 16 && offsetof(FileHeader, snapshot_version) == 40 &&
+              offsetof(FileHeader, skipped_invalid) == 112 && offsetof(FileHeader, source_uri_len) == 136);
 
 struct Record {
   uint64_t size;         // files: bytes; dirs: 0
