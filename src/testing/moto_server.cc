@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "ufs/curl_client.h"
 
@@ -44,9 +46,22 @@ bool Exited(pid_t pid) {
 
 }  // namespace
 
-Result<std::unique_ptr<MotoServer>> MotoServer::Start() {
+Result<std::unique_ptr<MotoServer>> MotoServer::Start(MotoServerOptions options) {
   ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
   const std::string port_text = std::to_string(port);
+  // The child's environment, built before fork (no allocation after it).
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with("INITIAL_NO_AUTH_ACTION_COUNT=")) env_storage.emplace_back(*e);
+  }
+  if (options.initial_no_auth_actions >= 0) {
+    env_storage.push_back("INITIAL_NO_AUTH_ACTION_COUNT=" +
+                          std::to_string(options.initial_no_auth_actions));
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const char* argv[] = {"moto_server", "-H", "127.0.0.1", "-p", port_text.c_str(), nullptr};
   pid_t pid = fork();
   if (pid < 0) return ErrnoStatus("fork moto_server", errno);
   if (pid == 0) {
@@ -57,8 +72,7 @@ Result<std::unique_ptr<MotoServer>> MotoServer::Start() {
       dup2(devnull, STDOUT_FILENO);
       dup2(devnull, STDERR_FILENO);
     }
-    execlp("moto_server", "moto_server", "-H", "127.0.0.1", "-p", port_text.c_str(),
-           static_cast<char*>(nullptr));
+    execvpe("moto_server", const_cast<char* const*>(argv), envp.data());
     _exit(127);
   }
   setpgid(pid, pid);

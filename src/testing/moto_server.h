@@ -21,11 +21,19 @@
 
 namespace granary::testing {
 
+struct MotoServerOptions {
+  // -1: moto accepts any credentials (its default). N >= 0: the first N
+  // requests are unauthenticated, then moto checks access keys and SigV4
+  // signatures against its IAM (INITIAL_NO_AUTH_ACTION_COUNT, set only in
+  // the child's environment).
+  int initial_no_auth_actions = -1;
+};
+
 class MotoServer {
  public:
   // Starts a server and waits until it answers. Unavailable naming the reason
   // when moto_server is missing, exits early, or does not answer in 30 s.
-  static Result<std::unique_ptr<MotoServer>> Start();
+  static Result<std::unique_ptr<MotoServer>> Start(MotoServerOptions options = {});
 
   ~MotoServer();
   MotoServer(const MotoServer&) = delete;

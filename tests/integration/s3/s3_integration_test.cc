@@ -11,6 +11,7 @@
 
 #include "common/thread_pool.h"
 #include "testing/moto_server.h"
+#include "ufs/curl_client.h"
 #include "ufs/open.h"
 #include "ufs/s3_ufs.h"
 
@@ -174,6 +175,69 @@ TEST_F(S3IntegrationTest, OpenUnderStorageReachesTheSameObjects) {
   auto text = (*ufs)->ReadRange("open/hello.txt", 0, 100);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, "hello");
+}
+
+// Creates an IAM user and access key on a moto server whose first requests
+// are unauthenticated; returns {access key id, secret}.
+std::pair<std::string, std::string> CreateIamKey(const std::string& endpoint) {
+  CurlClient http;
+  // moto routes by the service named in the credential scope; unauthenticated
+  // actions do not check the signature.
+  const std::vector<std::pair<std::string, std::string>> headers = {
+      {"Authorization",
+       "AWS4-HMAC-SHA256 Credential=bootstrap/20240101/us-east-1/iam/aws4_request, "
+       "SignedHeaders=host, Signature=0"},
+      {"Content-Type", "application/x-www-form-urlencoded"}};
+  const std::string create_user = "Action=CreateUser&UserName=reader&Version=2010-05-08";
+  const std::string create_key = "Action=CreateAccessKey&UserName=reader&Version=2010-05-08";
+  auto user = http.Send(HttpRequest{.method = "POST", .url = endpoint + "/", .headers = headers,
+                                    .body = create_user});
+  EXPECT_TRUE(user.ok() && user->status == 200) << (user.ok() ? user->body : user.status().ToString());
+  auto key = http.Send(HttpRequest{.method = "POST", .url = endpoint + "/", .headers = headers,
+                                   .body = create_key});
+  EXPECT_TRUE(key.ok() && key->status == 200) << (key.ok() ? key->body : key.status().ToString());
+  auto between = [&](const std::string& tag) {
+    const std::string& b = key->body;
+    size_t start = b.find("<" + tag + ">");
+    size_t end = b.find("</" + tag + ">");
+    if (start == std::string::npos || end == std::string::npos) return std::string();
+    start += tag.size() + 2;
+    return b.substr(start, end - start);
+  };
+  return {between("AccessKeyId"), between("SecretAccessKey")};
+}
+
+TEST(S3Credentials, WrongKeysArePermissionDeniedNamingTheS3Code) {
+  // Three unauthenticated requests: MotoServer's readiness probe, CreateUser, CreateAccessKey.
+  auto server = MotoServer::Start(testing::MotoServerOptions{.initial_no_auth_actions = 3});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string endpoint = (*server)->endpoint();
+  auto [key_id, secret] = CreateIamKey(endpoint);
+  ASSERT_FALSE(key_id.empty());
+  ASSERT_FALSE(secret.empty());
+
+  auto with = [&](const std::string& id, const std::string& sk) {
+    UfsOptions o{.options = {{"endpoint", endpoint}},
+                 .secrets = {{"accessKeyId", id}, {"secretAccessKey", sk}}};
+    return std::make_unique<S3Ufs>(
+        "data", *ResolveS3Options(o, [](std::string_view) { return std::nullopt; }));
+  };
+  auto unknown = with("AKIDUNKNOWN", "whatever")->List(ListRequest{});
+  EXPECT_EQ(unknown.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(unknown.status().message().find("403 InvalidAccessKeyId"), std::string::npos)
+      << unknown.status().message();
+
+  auto wrong_secret = with(key_id, secret + "x")->List(ListRequest{});
+  EXPECT_EQ(wrong_secret.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(wrong_secret.status().message().find("403 SignatureDoesNotMatch"), std::string::npos)
+      << wrong_secret.status().message();
+  EXPECT_EQ(wrong_secret.status().message().find(secret), std::string::npos);
+
+  // The right secret passes moto's signature check; the user has no policy.
+  auto no_policy = with(key_id, secret)->List(ListRequest{});
+  EXPECT_EQ(no_policy.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(no_policy.status().message().find("403 AccessDenied"), std::string::npos)
+      << no_policy.status().message();
 }
 
 TEST(S3Unreachable, RefusedConnectionIsRetriedThenReportedClearly) {
