@@ -11,6 +11,7 @@
 // Thread safety: a loaded Snapshot is immutable; queries are lock-free reads.
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +19,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "common/log.h"
 #include "meta/snapshot.h"
@@ -140,6 +143,26 @@ uint64_t PeekVersion(const std::string& path) {
   }
   ::close(fd);
   return version;
+}
+
+// Removes "<path>.tmp.<pid>.<n>" files left by builds whose process is gone
+// (a crash mid-build); files of live processes are left alone.
+void RemoveStaleTempFiles(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  const std::string stem = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.compare(0, stem.size(), stem) != 0) continue;
+    long pid = std::atol(name.c_str() + stem.size());
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      GLOG_INFO("removing {} left by an interrupted snapshot build", it->path().string());
+      fs::remove(it->path(), ec);
+      ec.clear();
+    }
+  }
 }
 
 }  // namespace
@@ -304,6 +327,7 @@ void Snapshot::ForEachFile(const std::function<void(const EntryView&)>& fn) cons
 Result<std::unique_ptr<Snapshot>> Snapshot::LoadOrBuild(UnderStorage& ufs, const SnapshotOptions& options,
                                                         const std::string& file_path) {
   RETURN_IF_ERROR(snapshot_internal::ValidateOptions(options));
+  RemoveStaleTempFiles(file_path);
   auto loaded = Load(file_path);
   uint64_t next_version = 1;
   if (loaded.ok()) {

@@ -320,6 +320,20 @@ TEST(Snapshot, LoadOrBuildLoadsWithoutListingAndRebuildsForAnotherSource) {
   EXPECT_TRUE((*switched)->FindPath("y").has_value());
 }
 
+TEST(Snapshot, LoadOrBuildRemovesTempFilesOfDeadBuildsOnly) {
+  TempDir dir;
+  testing::MemUfs ufs;
+  ufs.Put("ds/a", "a");
+  std::string path = dir.File("snap");
+  // A pid that cannot be running: above the kernel's pid_max limit (4194304).
+  std::ofstream(path + ".tmp.99999999.0") << "half-written";
+  std::ofstream(path + ".tmp." + std::to_string(::getpid()) + ".77") << "a live build";
+  auto s = Snapshot::LoadOrBuild(ufs, DsOptions(), path);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(fs::exists(path + ".tmp.99999999.0"));
+  EXPECT_TRUE(fs::exists(path + ".tmp." + std::to_string(::getpid()) + ".77"));
+}
+
 TEST(Snapshot, MissingFileIsNotFoundAndBadOptionsAreRejected) {
   TempDir dir;
   auto missing = Snapshot::Load(dir.File("nope"));
