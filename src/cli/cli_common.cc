@@ -90,6 +90,7 @@ int ReportError(std::string_view what, const Status& status) {
   std::vector<std::string> named = {std::string(what), "uri '" + std::string(what) + "'"};
   if (auto uri = ParseUri(what); uri.ok()) {
     named.push_back(uri->ToString());
+    named.push_back(uri->ToString() + "/");  // the prefix `ls` listed
     named.push_back(uri->Root());
     if (uri->scheme == Scheme::kFile) named.push_back("/" + uri->key);
   }

@@ -2,9 +2,38 @@
 // commands.h for the verb table and cli_common.h for exit codes).
 #include <cstdio>
 #include <iostream>
+#include <set>
+#include <string>
 
 #include "cli/commands.h"
 #include "common/log.h"
+
+namespace {
+
+// The first argument that is neither a flag nor a global flag's value: the
+// verb the user meant ("" when there is none).
+std::string FirstWord(int argc, char** argv) {
+  static const std::set<std::string> kTakesValue = {"--endpoint", "--region", "--config",
+                                                    "--log-level"};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (kTakesValue.count(arg) > 0) {
+      ++i;
+    } else if (!arg.starts_with("-")) {
+      return arg;
+    }
+  }
+  return "";
+}
+
+bool IsVerb(const CLI::App& app, const std::string& word) {
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->check_name(word)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace granary::cli;
@@ -21,8 +50,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    std::string word = FirstWord(argc, argv);
     if (argc == 1) {
       std::cerr << app.help();
+    } else if (!word.empty() && !IsVerb(app, word)) {
+      std::cerr << "granary: " << word << ": unknown command (see 'granary --help')" << std::endl;
     } else {
       std::cerr << "granary: " << e.what() << " (see 'granary --help')" << std::endl;
     }
