@@ -334,6 +334,40 @@ TEST(Snapshot, LoadOrBuildRemovesTempFilesOfDeadBuildsOnly) {
   EXPECT_TRUE(fs::exists(path + ".tmp." + std::to_string(::getpid()) + ".77"));
 }
 
+// A MemUfs whose listings fail while `fail` is set.
+class ListFailingUfs : public testing::MemUfs {
+ public:
+  bool fail = false;
+
+ protected:
+  Result<ListPage> ListImpl(const ListRequest& request) override {
+    if (fail) return Unavailable("mem://test: listing refused (injected)");
+    return MemUfs::ListImpl(request);
+  }
+};
+
+TEST(Snapshot, FailedListingKeepsThePreviousVersionOnDisk) {
+  TempDir dir;
+  ListFailingUfs ufs;
+  ufs.Put("ds/a", "a");
+  std::string path = dir.File("snap");
+  auto v1 = Snapshot::Build(ufs, DsOptions(), path, 1);
+  ASSERT_TRUE(v1.ok());
+  ufs.fail = true;
+  auto v2 = Snapshot::Rebuild(ufs, **v1, path);
+  ASSERT_FALSE(v2.ok());
+  EXPECT_EQ(v2.status().code(), Code::kUnavailable);
+  EXPECT_NE(v2.status().message().find("mem://test/ds"), std::string::npos) << v2.status().ToString();
+  auto still = Snapshot::Load(path);
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ((*still)->version(), 1u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(fs::path(path).parent_path()), fs::directory_iterator{}), 1);
+
+  Truncate(path, 10);
+  auto rebuilt = Snapshot::LoadOrBuild(ufs, DsOptions(), path);
+  EXPECT_EQ(rebuilt.status().code(), Code::kUnavailable) << "a corrupt snapshot and a failing origin: an error";
+}
+
 TEST(Snapshot, MissingFileIsNotFoundAndBadOptionsAreRejected) {
   TempDir dir;
   auto missing = Snapshot::Load(dir.File("nope"));
