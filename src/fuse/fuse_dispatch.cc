@@ -1,0 +1,498 @@
+// FuseDispatcher: request -> FuseFilesystem call -> reply body. See the header.
+#include "fuse/fuse_dispatch.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace granary {
+namespace {
+
+// The protocol layer's tag on file handles of passthrough opens.
+constexpr uint64_t kPassthroughFh = 1ULL << 63;
+constexpr uint32_t kBlockSize = 1 << 20;  // st_blksize: stdio/Python buffer hint
+
+template <typename T>
+const T* Arg(std::span<const char> body) {
+  return body.size() >= sizeof(T) ? reinterpret_cast<const T*>(body.data()) : nullptr;
+}
+
+HandlerReply Error(int err) { return {.error = err, .size = 0, .send = true}; }
+HandlerReply Ok(size_t size) { return {.error = 0, .size = size, .send = true}; }
+HandlerReply NoReply() { return {.error = 0, .size = 0, .send = false}; }
+
+bool IsWriteOpcode(uint32_t op) {
+  switch (op) {
+    case FUSE_SETATTR: case FUSE_SYMLINK: case FUSE_MKNOD: case FUSE_MKDIR:
+    case FUSE_UNLINK: case FUSE_RMDIR: case FUSE_RENAME: case FUSE_LINK:
+    case FUSE_WRITE: case FUSE_SETXATTR: case FUSE_REMOVEXATTR: case FUSE_CREATE:
+    case FUSE_FALLOCATE: case FUSE_RENAME2: case FUSE_COPY_FILE_RANGE:
+    case FUSE_TMPFILE: case fusek::kOpCopyFileRange64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The NUL-terminated name at the start of `body` (after `skip` bytes).
+std::string_view NameArg(std::span<const char> body, size_t skip = 0) {
+  if (body.size() <= skip) return {};
+  const char* p = body.data() + skip;
+  size_t max = body.size() - skip;
+  return std::string_view(p, strnlen(p, max));
+}
+
+}  // namespace
+
+int FuseErrno(const Status& status) {
+  switch (status.code()) {
+    case Code::kOk: return 0;
+    case Code::kNotFound: return ENOENT;
+    case Code::kInvalidArgument: return EINVAL;
+    case Code::kPermissionDenied: return EACCES;
+    case Code::kUnavailable: return EIO;
+    case Code::kIoError: return EIO;
+    case Code::kCorruption: return EIO;
+    case Code::kNoSpace: return ENOSPC;
+    case Code::kUnimplemented: return ENOSYS;
+    case Code::kCancelled: return EINTR;
+    case Code::kInternal: return EIO;
+  }
+  return EIO;
+}
+
+InitDecision NegotiateInit(const struct fuse_init_in& in, const InitPolicy& policy) {
+  InitDecision d;
+  d.info.kernel_major = in.major;
+  d.info.kernel_minor = in.minor;
+  if (in.major < fusek::kKernelMajor) {
+    d.status = Unimplemented("kernel FUSE protocol " + std::to_string(in.major) + "." +
+                             std::to_string(in.minor) + " is too old (need 7.x)");
+    return d;
+  }
+  d.out.major = fusek::kKernelMajor;
+  d.out.minor = fusek::kKernelMinor;
+  if (in.major > fusek::kKernelMajor) {
+    // The kernel will send a new INIT with our major; answer with just the version.
+    d.out_size = 8;
+    return d;
+  }
+  uint64_t offered = in.flags;
+  if (in.flags & FUSE_INIT_EXT) offered |= static_cast<uint64_t>(in.flags2) << 32;
+  uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT |
+                  FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO | FUSE_NO_OPEN_SUPPORT |
+                  FUSE_NO_OPENDIR_SUPPORT | FUSE_CACHE_SYMLINKS | FUSE_ABORT_ERROR;
+  if (policy.want_passthrough && in.minor >= fusek::kMinorPassthrough) want |= FUSE_PASSTHROUGH;
+  if (policy.want_uring && in.minor >= fusek::kMinorIoUring) want |= FUSE_OVER_IO_URING;
+  uint64_t granted = want & offered;
+  d.info.kernel_flags = offered;
+  d.info.granted_flags = granted;
+  d.info.max_readahead = in.max_readahead;
+  d.info.passthrough = (granted & FUSE_PASSTHROUGH) != 0;
+  d.info.transport = (granted & FUSE_OVER_IO_URING) ? FuseTransport::kUring : FuseTransport::kDev;
+
+  d.out.max_readahead = in.max_readahead;
+  d.out.flags = fusek::Low32(granted);
+  d.out.flags2 = fusek::High32(granted);
+  d.out.max_background = policy.max_background;
+  d.out.congestion_threshold = static_cast<uint16_t>(policy.max_background * 3 / 4);
+  d.out.max_write = policy.max_write;
+  d.out.time_gran = 1;
+  d.out.max_pages = (granted & FUSE_MAX_PAGES) ? policy.max_pages : 0;
+  d.out.max_stack_depth = d.info.passthrough ? 1 : 0;
+  d.info.max_pages = (granted & FUSE_MAX_PAGES) ? policy.max_pages : 32;
+  // Minors before 23 expect the 24-byte reply; every kernel Granary targets is newer.
+  d.out_size = in.minor < 23 ? 24 : sizeof(fusek::InitOut);
+  return d;
+}
+
+FuseDispatcher::FuseDispatcher(FuseFilesystem* fs, const FuseOptions& options, uint32_t uid,
+                               uint32_t gid)
+    : fs_(fs), options_(options), uid_(uid), gid_(gid) {}
+
+FuseDispatcher::~FuseDispatcher() { CloseAllBacking(); }
+
+void FuseDispatcher::EnablePassthrough(int dev_fd) { passthrough_dev_fd_ = dev_fd; }
+
+void FuseDispatcher::FillAttr(const NodeAttr& a, struct fuse_attr* out) const {
+  std::memset(out, 0, sizeof(*out));
+  out->ino = a.ino;
+  out->size = a.size;
+  out->blocks = (a.size + 511) / 512;
+  uint64_t sec = a.mtime_ns >= 0 ? static_cast<uint64_t>(a.mtime_ns / 1000000000) : 0;
+  uint32_t nsec = a.mtime_ns >= 0 ? static_cast<uint32_t>(a.mtime_ns % 1000000000) : 0;
+  out->atime = out->mtime = out->ctime = sec;
+  out->atimensec = out->mtimensec = out->ctimensec = nsec;
+  out->mode = a.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  out->nlink = a.nlink;
+  out->uid = uid_;
+  out->gid = gid_;
+  out->blksize = kBlockSize;
+}
+
+void FuseDispatcher::FillEntry(const NodeAttr& a, struct fuse_entry_out* out) const {
+  std::memset(out, 0, sizeof(*out));
+  out->nodeid = a.ino;
+  out->entry_valid = static_cast<uint64_t>(options_.entry_timeout.count());
+  out->attr_valid = static_cast<uint64_t>(options_.attr_timeout.count());
+  FillAttr(a, &out->attr);
+}
+
+HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<const char> body,
+                                    std::span<char> out) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  by_opcode_[std::min<uint32_t>(h.opcode, 63)].fetch_add(1, std::memory_order_relaxed);
+  HandlerReply r;
+  switch (h.opcode) {
+    case FUSE_LOOKUP: r = DoLookup(h, body, out); break;
+    case FUSE_FORGET: {
+      const auto* in = Arg<fuse_forget_in>(body);
+      if (in != nullptr) DoForget(h.nodeid, in->nlookup);
+      return NoReply();
+    }
+    case FUSE_BATCH_FORGET: {
+      const auto* in = Arg<fuse_batch_forget_in>(body);
+      if (in == nullptr) return NoReply();
+      size_t room = (body.size() - sizeof(*in)) / sizeof(fuse_forget_one);
+      const auto* items = reinterpret_cast<const fuse_forget_one*>(body.data() + sizeof(*in));
+      for (size_t i = 0; i < std::min<size_t>(in->count, room); ++i) {
+        DoForget(items[i].nodeid, items[i].nlookup);
+      }
+      return NoReply();
+    }
+    case FUSE_INTERRUPT: return NoReply();  // requests are served synchronously; nothing to cancel
+    case FUSE_GETATTR: r = DoGetAttr(h, out); break;
+    case FUSE_OPEN: r = DoOpen(h, body, out); break;
+    case FUSE_READ: r = DoRead(h, body, out); break;
+    case FUSE_RELEASE: r = DoRelease(h, body); break;
+    // No-opendir: the kernel then caches listings (FOPEN_CACHE_DIR | KEEP_CACHE).
+    case FUSE_OPENDIR: r = Error(ENOSYS); break;
+    case FUSE_RELEASEDIR: r = Ok(0); break;
+    case FUSE_READDIR: r = DoReadDir(h, body, out, /*plus=*/false); break;
+    case FUSE_READDIRPLUS: r = DoReadDir(h, body, out, /*plus=*/true); break;
+    case FUSE_STATFS: r = DoStatFs(out); break;
+    case FUSE_ACCESS: {
+      const auto* in = Arg<fuse_access_in>(body);
+      r = (in != nullptr && (in->mask & W_OK)) ? Error(EROFS) : Ok(0);
+      break;
+    }
+    case FUSE_FLUSH: r = Ok(0); break;
+    case FUSE_GETXATTR: r = Error(ENODATA); break;
+    case FUSE_LISTXATTR: r = DoListXattr(body, out); break;
+    case FUSE_DESTROY: r = Ok(0); break;
+    case FUSE_READLINK: r = Error(EINVAL); break;  // there are no symlinks
+    default: r = Error(IsWriteOpcode(h.opcode) ? EROFS : ENOSYS); break;
+  }
+  if (r.error != 0) errors_.fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
+HandlerReply FuseDispatcher::DoLookup(const struct fuse_in_header& h, std::span<const char> body,
+                                      std::span<char> out) {
+  std::string_view name = NameArg(body);
+  if (name.empty() || name.size() > 255) return Error(name.empty() ? EINVAL : ENAMETOOLONG);
+  Result<NodeAttr> attr = fs_->Lookup(h.nodeid, name);
+  if (!attr.ok()) {
+    if (attr.status().code() == Code::kNotFound) {
+      // A negative entry the kernel may cache for entry_timeout (nodeid 0).
+      auto* e = reinterpret_cast<fuse_entry_out*>(out.data());
+      std::memset(e, 0, sizeof(*e));
+      e->entry_valid = static_cast<uint64_t>(options_.entry_timeout.count());
+      return Ok(sizeof(*e));
+    }
+    return Error(FuseErrno(attr.status()));
+  }
+  AddLookup(attr->ino);
+  FillEntry(*attr, reinterpret_cast<fuse_entry_out*>(out.data()));
+  return Ok(sizeof(fuse_entry_out));
+}
+
+HandlerReply FuseDispatcher::DoGetAttr(const struct fuse_in_header& h, std::span<char> out) {
+  Result<NodeAttr> attr = fs_->GetAttr(h.nodeid);
+  if (!attr.ok()) return Error(FuseErrno(attr.status()));
+  auto* a = reinterpret_cast<fuse_attr_out*>(out.data());
+  std::memset(a, 0, sizeof(*a));
+  a->attr_valid = static_cast<uint64_t>(options_.attr_timeout.count());
+  FillAttr(*attr, &a->attr);
+  return Ok(sizeof(*a));
+}
+
+HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<const char> body,
+                                    std::span<char> out) {
+  const auto* in = Arg<fuse_open_in>(body);
+  if (in == nullptr) return Error(EINVAL);
+  if ((in->flags & O_ACCMODE) != O_RDONLY || (in->flags & O_TRUNC)) return Error(EROFS);
+  // No-open: the kernel stops sending OPEN/RELEASE and keeps the page cache.
+  if (options_.read_mode == FuseReadMode::kCached) return Error(ENOSYS);
+  Result<OpenResult> opened = fs_->Open(h.nodeid, static_cast<int>(in->flags));
+  if (!opened.ok()) return Error(FuseErrno(opened.status()));
+  auto* o = reinterpret_cast<fusek::OpenOut*>(out.data());
+  std::memset(o, 0, sizeof(*o));
+  int32_t backing = AttachOpen(h.nodeid, passthrough() ? opened->backing_path : std::string());
+  // FLUSH would only cost a round trip per close(2): the mount is read-only.
+  o->open_flags = FOPEN_NOFLUSH;
+  if (backing > 0) {
+    o->fh = opened->fh | kPassthroughFh;
+    o->open_flags |= FOPEN_PASSTHROUGH;
+    o->backing_id = backing;
+    passthrough_opens_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    o->fh = opened->fh & ~kPassthroughFh;
+    if (opened->keep_cache) o->open_flags |= FOPEN_KEEP_CACHE;
+    userspace_opens_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return Ok(sizeof(*o));
+}
+
+HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<const char> body,
+                                    std::span<char> out) {
+  const auto* in = Arg<fuse_read_in>(body);
+  if (in == nullptr) return Error(EINVAL);
+  size_t want = std::min<size_t>(in->size, out.size());
+  Result<size_t> n = fs_->Read(h.nodeid, in->fh & ~kPassthroughFh, in->offset, out.first(want));
+  if (!n.ok()) return Error(FuseErrno(n.status()));
+  userspace_reads_.fetch_add(1, std::memory_order_relaxed);
+  userspace_read_bytes_.fetch_add(*n, std::memory_order_relaxed);
+  return Ok(*n);
+}
+
+HandlerReply FuseDispatcher::DoRelease(const struct fuse_in_header& h,
+                                       std::span<const char> body) {
+  const auto* in = Arg<fuse_release_in>(body);
+  if (in == nullptr) return Ok(0);
+  bool was_passthrough = (in->fh & kPassthroughFh) != 0;
+  int32_t to_close = 0;
+  {
+    Shard& s = ShardOf(h.nodeid);
+    std::lock_guard lock(s.mu);
+    auto it = s.nodes.find(h.nodeid);
+    if (it != s.nodes.end()) {
+      Node& n = it->second;
+      if (was_passthrough && n.passthrough_opens > 0) --n.passthrough_opens;
+      if (!was_passthrough && n.userspace_opens > 0) --n.userspace_opens;
+      if (n.drop_pending && n.passthrough_opens == 0) {
+        to_close = n.backing_id;
+        n.backing_id = 0;
+        n.backing_path.clear();
+        n.drop_pending = false;
+      }
+    }
+  }
+  if (to_close > 0) CloseBacking(to_close);
+  fs_->Release(h.nodeid, in->fh & ~kPassthroughFh);
+  return Ok(0);
+}
+
+HandlerReply FuseDispatcher::DoReadDir(const struct fuse_in_header& h, std::span<const char> body,
+                                       std::span<char> out, bool plus) {
+  const auto* in = Arg<fuse_read_in>(body);
+  if (in == nullptr) return Error(EINVAL);
+  size_t limit = std::min<size_t>(in->size, out.size());
+  size_t used = 0;
+  // Positions: 0 ".", 1 "..", 2 + i the filesystem's entry i; `off` = next position.
+  auto put = [&](std::string_view name, const NodeAttr* attr, uint64_t ino, bool is_dir,
+                 uint64_t next) {
+    size_t head = plus ? offsetof(fuse_direntplus, dirent.name) : offsetof(fuse_dirent, name);
+    size_t rec = FUSE_DIRENT_ALIGN(head + name.size());
+    if (used + rec > limit) return false;
+    char* p = out.data() + used;
+    std::memset(p, 0, rec);
+    fuse_dirent* d = reinterpret_cast<fuse_dirent*>(p);
+    if (plus) {
+      auto* dp = reinterpret_cast<fuse_direntplus*>(p);
+      if (attr != nullptr) FillEntry(*attr, &dp->entry_out);
+      d = &dp->dirent;
+    }
+    d->ino = ino;
+    d->off = next;
+    d->namelen = static_cast<uint32_t>(name.size());
+    d->type = is_dir ? DT_DIR : DT_REG;
+    std::memcpy(d->name, name.data(), name.size());
+    used += rec;
+    return true;
+  };
+  uint64_t pos = in->offset;
+  if (pos == 0 && !put(".", nullptr, h.nodeid, true, 1)) return Ok(used);
+  if (pos <= 1 && !put("..", nullptr, h.nodeid, true, 2)) return Ok(used);
+  uint64_t next = std::max<uint64_t>(pos, 2);
+  Status st = fs_->ReadDir(h.nodeid, next - 2, [&](const DirEntry& e) {
+    if (!put(e.name, &e.attr, e.attr.ino, e.attr.is_dir, next + 1)) return false;
+    if (plus) AddLookup(e.attr.ino);
+    ++next;
+    return true;
+  });
+  if (!st.ok() && used == 0) return Error(FuseErrno(st));
+  return Ok(used);
+}
+
+HandlerReply FuseDispatcher::DoStatFs(std::span<char> out) {
+  Result<StatFsResult> r = fs_->StatFs();
+  if (!r.ok()) return Error(FuseErrno(r.status()));
+  auto* s = reinterpret_cast<fuse_statfs_out*>(out.data());
+  std::memset(s, 0, sizeof(*s));
+  constexpr uint32_t kUnit = 4096;
+  s->st.bsize = kUnit;
+  s->st.frsize = kUnit;
+  s->st.blocks = (r->total_bytes + kUnit - 1) / kUnit;
+  s->st.bfree = r->free_bytes / kUnit;
+  s->st.bavail = s->st.bfree;
+  s->st.files = r->total_files;
+  s->st.ffree = r->free_files;
+  s->st.namelen = 255;
+  return Ok(sizeof(*s));
+}
+
+HandlerReply FuseDispatcher::DoListXattr(std::span<const char> body, std::span<char> out) {
+  const auto* in = Arg<fuse_getxattr_in>(body);
+  if (in != nullptr && in->size == 0) {  // size probe: "no attributes"
+    auto* o = reinterpret_cast<fuse_getxattr_out*>(out.data());
+    std::memset(o, 0, sizeof(*o));
+    return Ok(sizeof(*o));
+  }
+  return Ok(0);  // the empty list
+}
+
+void FuseDispatcher::AddLookup(uint64_t ino) {
+  if (ino == kRootIno) return;
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  ++s.nodes[ino].nlookup;
+}
+
+void FuseDispatcher::DoForget(uint64_t ino, uint64_t nlookup) {
+  if (ino == kRootIno) return;
+  int32_t to_close = 0;
+  bool gone = false;
+  {
+    Shard& s = ShardOf(ino);
+    std::lock_guard lock(s.mu);
+    auto it = s.nodes.find(ino);
+    if (it == s.nodes.end()) return;
+    Node& n = it->second;
+    n.nlookup = nlookup >= n.nlookup ? 0 : n.nlookup - nlookup;
+    if (n.nlookup == 0) {
+      // The kernel dropped the inode: no open of it can be outstanding.
+      to_close = n.backing_id;
+      s.nodes.erase(it);
+      gone = true;
+    }
+  }
+  if (to_close > 0) CloseBacking(to_close);
+  if (gone) fs_->Forget(ino);
+}
+
+int32_t FuseDispatcher::AttachOpen(uint64_t ino, const std::string& backing_path) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  Node& n = s.nodes[ino];
+  int32_t id = 0;
+  if (n.backing_id > 0 && n.passthrough_opens > 0) {
+    // The kernel has this backing file attached to the inode and refuses any
+    // other (EBUSY) or a userspace-read open (ETXTBSY) until those close; the
+    // content is immutable, so keep serving through it.
+    id = n.backing_id;
+  } else if (!backing_path.empty() && n.userspace_opens == 0) {
+    if (n.backing_id > 0 && n.backing_path == backing_path && !n.drop_pending) {
+      id = n.backing_id;
+    } else {
+      if (n.backing_id > 0) CloseBacking(n.backing_id);
+      n.backing_id = RegisterBacking(backing_path);
+      n.backing_path = n.backing_id > 0 ? backing_path : std::string();
+      n.drop_pending = false;
+      id = n.backing_id;
+    }
+  }
+  if (id > 0) {
+    ++n.passthrough_opens;
+  } else {
+    ++n.userspace_opens;
+  }
+  return id;
+}
+
+int32_t FuseDispatcher::RegisterBacking(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (backing_open_failures_.fetch_add(1) == 0) {
+      GLOG_WARN("fuse: cannot open backing file {}: {}", path, strerror(err));
+    }
+    return 0;
+  }
+  fusek::BackingMap map{.fd = fd, .flags = 0, .padding = 0};
+  int id = ::ioctl(passthrough_dev_fd_, fusek::kDevIocBackingOpen, &map);
+  int err = errno;
+  ::close(fd);  // the backing id holds its own reference to the file
+  if (id <= 0) {
+    if (backing_open_failures_.fetch_add(1) == 0) {
+      GLOG_WARN("fuse: FUSE_DEV_IOC_BACKING_OPEN {} failed: {}; serving reads in userspace",
+                path, strerror(err));
+    }
+    return 0;
+  }
+  backing_ids_open_.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+void FuseDispatcher::CloseBacking(int32_t id) {
+  uint32_t arg = static_cast<uint32_t>(id);
+  if (::ioctl(passthrough_dev_fd_, fusek::kDevIocBackingClose, &arg) != 0) {
+    GLOG_DEBUG("fuse: FUSE_DEV_IOC_BACKING_CLOSE {} failed: {}", id, strerror(errno));
+  }
+  backing_ids_open_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void FuseDispatcher::DropBacking(uint64_t ino) {
+  int32_t to_close = 0;
+  {
+    Shard& s = ShardOf(ino);
+    std::lock_guard lock(s.mu);
+    auto it = s.nodes.find(ino);
+    if (it == s.nodes.end() || it->second.backing_id <= 0) return;
+    Node& n = it->second;
+    if (n.passthrough_opens > 0) {
+      n.drop_pending = true;
+      return;
+    }
+    to_close = n.backing_id;
+    n.backing_id = 0;
+    n.backing_path.clear();
+  }
+  CloseBacking(to_close);
+}
+
+void FuseDispatcher::CloseAllBacking() {
+  if (passthrough_dev_fd_ < 0) return;
+  for (Shard& s : shards_) {
+    std::lock_guard lock(s.mu);
+    for (auto& [ino, n] : s.nodes) {
+      if (n.backing_id > 0) CloseBacking(n.backing_id);
+      n.backing_id = 0;
+    }
+  }
+}
+
+void FuseDispatcher::FillStats(FuseStats* st) const {
+  for (size_t i = 0; i < by_opcode_.size(); ++i) {
+    st->requests_by_opcode[i] = by_opcode_[i].load(std::memory_order_relaxed);
+  }
+  st->requests = requests_.load(std::memory_order_relaxed);
+  st->errors = errors_.load(std::memory_order_relaxed);
+  st->passthrough_opens = passthrough_opens_.load(std::memory_order_relaxed);
+  st->userspace_opens = userspace_opens_.load(std::memory_order_relaxed);
+  st->userspace_reads = userspace_reads_.load(std::memory_order_relaxed);
+  st->userspace_read_bytes = userspace_read_bytes_.load(std::memory_order_relaxed);
+  st->backing_ids_open =
+      static_cast<uint64_t>(std::max<int64_t>(0, backing_ids_open_.load(std::memory_order_relaxed)));
+  st->backing_open_failures = backing_open_failures_.load(std::memory_order_relaxed);
+}
+
+}  // namespace granary

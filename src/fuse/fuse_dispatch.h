@@ -1,0 +1,154 @@
+// FuseDispatcher: turns one FUSE request into calls on a FuseFilesystem and
+// one reply body; transport-independent (the /dev/fuse and io_uring loops in
+// fuse_transport.cc hand it requests and write its replies). Also holds:
+//   - INIT negotiation (NegotiateInit, a pure function),
+//   - the node table: the kernel's lookup count per node, and per node at
+//     most ONE passthrough backing id, kept until the count drops to zero
+//     (FORGET) or DropBacking(); never an fd per node,
+//   - the counters behind FuseStats,
+//   - the one Status -> errno map (FuseErrno).
+//
+// Invariants: a backing id is closed only when no passthrough open of its
+// node is outstanding (the kernel attaches one backing file per inode and
+// refuses a second one, or a userspace-read open, while it is in use).
+//
+// Thread safety: Handle() is called from many transport threads at once.
+// The node table is sharded; each shard's mutex guards its map only, and no
+// other lock is taken while holding one (FuseFilesystem calls happen outside).
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "fuse/fuse_filesystem.h"
+#include "fuse/fuse_kernel.h"
+#include "fuse/fuse_server.h"
+#include "granary/status.h"
+
+namespace granary {
+
+// The errno a FUSE reply carries for `status` (positive; 0 for OK):
+// NotFound ENOENT, InvalidArgument EINVAL, PermissionDenied EACCES,
+// Unavailable EIO (a blocking read(2) must not see EAGAIN), IoError EIO,
+// Corruption EIO, NoSpace ENOSPC, Unimplemented ENOSYS, Cancelled EINTR,
+// Internal EIO.
+int FuseErrno(const Status& status);
+
+// What Granary asks for at INIT, before intersecting with the kernel's offer.
+struct InitPolicy {
+  bool want_passthrough = false;  // ask for FUSE_PASSTHROUGH (caller checked CAP_SYS_ADMIN)
+  bool want_uring = false;        // ask for FUSE_OVER_IO_URING
+  uint16_t max_background = 128;
+  uint32_t max_write = 128 * 1024;
+  uint16_t max_pages = 256;       // 1 MiB requests
+};
+
+struct InitDecision {
+  fusek::InitOut out{};      // the reply body
+  size_t out_size = 0;       // bytes of `out` to send (shorter for old minors)
+  FuseSessionInfo info;      // what was offered and granted
+  Status status;             // not OK: unsupported major; reply with an error
+};
+
+// Decides the INIT reply for the kernel's `in`. Pure.
+InitDecision NegotiateInit(const struct fuse_init_in& in, const InitPolicy& policy);
+
+// One reply as a handler produced it; the body sits in the caller's buffer.
+struct HandlerReply {
+  int error = 0;     // positive errno; 0 = success
+  size_t size = 0;   // body bytes (0 on error)
+  bool send = true;  // false for FORGET, BATCH_FORGET, INTERRUPT
+};
+
+class FuseDispatcher {
+ public:
+  FuseDispatcher(FuseFilesystem* fs, const FuseOptions& options, uint32_t uid, uint32_t gid);
+  ~FuseDispatcher();
+
+  // Enables passthrough: backing ids are registered on `dev_fd` (the
+  // original /dev/fuse fd; it must stay open while the dispatcher lives).
+  void EnablePassthrough(int dev_fd);
+  bool passthrough() const { return passthrough_dev_fd_ >= 0; }
+
+  // Handles one request. `body` is the request after fuse_in_header (the
+  // per-opcode argument, then names); `out` receives the reply body and must
+  // hold at least max_pages * 4 KiB (+ 4 KiB).
+  HandlerReply Handle(const struct fuse_in_header& header, std::span<const char> body,
+                      std::span<char> out);
+
+  // See FuseServer::DropBacking.
+  void DropBacking(uint64_t ino);
+
+  // Closes every backing id (at shutdown, before the fd closes).
+  void CloseAllBacking();
+
+  void FillStats(FuseStats* stats) const;
+
+ private:
+  struct Node {
+    uint64_t nlookup = 0;
+    int32_t backing_id = 0;        // > 0 when registered
+    std::string backing_path;      // the file behind backing_id
+    uint32_t passthrough_opens = 0;
+    uint32_t userspace_opens = 0;
+    bool drop_pending = false;     // DropBacking() while passthrough opens were outstanding
+  };
+  struct Shard {
+    std::mutex mu;  // guards nodes
+    std::unordered_map<uint64_t, Node> nodes;
+  };
+  static constexpr size_t kShards = 64;
+  Shard& ShardOf(uint64_t ino) { return shards_[ino % kShards]; }
+
+  HandlerReply DoLookup(const struct fuse_in_header& h, std::span<const char> body,
+                        std::span<char> out);
+  HandlerReply DoGetAttr(const struct fuse_in_header& h, std::span<char> out);
+  HandlerReply DoOpen(const struct fuse_in_header& h, std::span<const char> body,
+                      std::span<char> out);
+  HandlerReply DoRead(const struct fuse_in_header& h, std::span<const char> body,
+                      std::span<char> out);
+  HandlerReply DoRelease(const struct fuse_in_header& h, std::span<const char> body);
+  HandlerReply DoReadDir(const struct fuse_in_header& h, std::span<const char> body,
+                         std::span<char> out, bool plus);
+  HandlerReply DoStatFs(std::span<char> out);
+  HandlerReply DoListXattr(std::span<const char> body, std::span<char> out);
+  void DoForget(uint64_t ino, uint64_t nlookup);
+
+  // Adds one kernel reference to `ino`.
+  void AddLookup(uint64_t ino);
+  // Chooses the backing id for an OPEN of `ino` (0: userspace reads) and
+  // records the open. Called with the fs's answer.
+  int32_t AttachOpen(uint64_t ino, const std::string& backing_path);
+  // Registers `path` as a backing file; 0 on failure (counted, logged once).
+  int32_t RegisterBacking(const std::string& path);
+  void CloseBacking(int32_t id);
+
+  void FillAttr(const NodeAttr& a, struct fuse_attr* out) const;
+  void FillEntry(const NodeAttr& a, struct fuse_entry_out* out) const;
+
+  FuseFilesystem* fs_;
+  const FuseOptions options_;
+  const uint32_t uid_;
+  const uint32_t gid_;
+  int passthrough_dev_fd_ = -1;
+  std::array<Shard, kShards> shards_;
+
+  std::array<std::atomic<uint64_t>, 64> by_opcode_{};
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> passthrough_opens_{0};
+  std::atomic<uint64_t> userspace_opens_{0};
+  std::atomic<uint64_t> userspace_reads_{0};
+  std::atomic<uint64_t> userspace_read_bytes_{0};
+  std::atomic<int64_t> backing_ids_open_{0};
+  std::atomic<uint64_t> backing_open_failures_{0};
+};
+
+}  // namespace granary

@@ -1,0 +1,298 @@
+// Unit tests of the FUSE protocol layer that need no mount: INIT
+// negotiation, the errno map, reply framing of LOOKUP/READDIR(PLUS)/OPEN,
+// lookup counting and FORGET, write opcodes answering EROFS.
+#include "fuse/fuse_dispatch.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace granary {
+namespace {
+
+// A fixed two-level tree: / { a (file, 10 bytes), d/ { b (file, 3 bytes) } }.
+class TinyFs : public FuseFilesystem {
+ public:
+  Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) override {
+    for (const auto& [p, n, a] : kids_) {
+      if (p == parent && n == name) return a;
+    }
+    return NotFound("no " + std::string(name));
+  }
+  Result<NodeAttr> GetAttr(uint64_t ino) override {
+    if (ino == kRootIno) return NodeAttr{.ino = 1, .size = 4096, .is_dir = true, .nlink = 2};
+    for (const auto& k : kids_) {
+      if (std::get<2>(k).ino == ino) return std::get<2>(k);
+    }
+    return NotFound("no node");
+  }
+  void Forget(uint64_t ino) override { forgotten.push_back(ino); }
+  Result<OpenResult> Open(uint64_t ino, int flags) override {
+    return OpenResult{.fh = 7, .backing_path = "", .keep_cache = true};
+  }
+  Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out) override {
+    std::string data = ino == 2 ? "0123456789" : "xyz";
+    if (offset >= data.size()) return size_t{0};
+    size_t n = std::min(out.size(), data.size() - offset);
+    std::memcpy(out.data(), data.data() + offset, n);
+    return n;
+  }
+  Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) override {
+    std::vector<DirEntry> list;
+    for (const auto& [p, n, a] : kids_) {
+      if (p == ino) list.push_back(DirEntry{.name = n, .attr = a});
+    }
+    for (size_t i = offset; i < list.size(); ++i) {
+      if (!emit(list[i])) break;
+    }
+    return Status::Ok();
+  }
+  std::vector<uint64_t> forgotten;
+
+ private:
+  std::vector<std::tuple<uint64_t, std::string, NodeAttr>> kids_ = {
+      {1, "a", NodeAttr{.ino = 2, .size = 10, .mtime_ns = 1500000000123, .is_dir = false}},
+      {1, "d", NodeAttr{.ino = 3, .size = 4096, .is_dir = true, .nlink = 2}},
+      {3, "b", NodeAttr{.ino = 4, .size = 3, .is_dir = false}},
+  };
+};
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  DispatcherTest() : out_(1 << 20), d_(&fs_, Options(), 1234, 5678) {}
+  static FuseOptions Options() {
+    FuseOptions o;
+    o.mountpoint = "/unused";
+    o.entry_timeout = std::chrono::seconds(100);
+    return o;
+  }
+  HandlerReply Call(uint32_t opcode, uint64_t nodeid, const std::string& body) {
+    fuse_in_header h{};
+    h.opcode = opcode;
+    h.nodeid = nodeid;
+    h.unique = ++unique_;
+    h.len = static_cast<uint32_t>(sizeof(h) + body.size());
+    return d_.Handle(h, std::span<const char>(body.data(), body.size()), out_);
+  }
+  template <typename T>
+  static std::string Bytes(const T& v) {
+    return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  static std::string ReadIn(uint64_t offset, uint32_t size, uint64_t fh = 0) {
+    fuse_read_in in{};
+    in.fh = fh;
+    in.offset = offset;
+    in.size = size;
+    return Bytes(in);
+  }
+  // Names in a READDIR(PLUS) reply.
+  std::vector<std::string> Names(const HandlerReply& r, bool plus) {
+    std::vector<std::string> names;
+    size_t pos = 0;
+    while (pos < r.size) {
+      const fuse_dirent* d;
+      size_t head;
+      if (plus) {
+        d = &reinterpret_cast<const fuse_direntplus*>(out_.data() + pos)->dirent;
+        head = offsetof(fuse_direntplus, dirent.name);
+      } else {
+        d = reinterpret_cast<const fuse_dirent*>(out_.data() + pos);
+        head = offsetof(fuse_dirent, name);
+      }
+      names.emplace_back(d->name, d->namelen);
+      pos += FUSE_DIRENT_ALIGN(head + d->namelen);
+    }
+    return names;
+  }
+
+  TinyFs fs_;
+  std::vector<char> out_;
+  FuseDispatcher d_;
+  uint64_t unique_ = 0;
+};
+
+TEST(FuseErrnoTest, MapsEveryCode) {
+  EXPECT_EQ(FuseErrno(Status::Ok()), 0);
+  EXPECT_EQ(FuseErrno(NotFound("x")), ENOENT);
+  EXPECT_EQ(FuseErrno(InvalidArgument("x")), EINVAL);
+  EXPECT_EQ(FuseErrno(PermissionDenied("x")), EACCES);
+  EXPECT_EQ(FuseErrno(Unavailable("x")), EIO);
+  EXPECT_EQ(FuseErrno(IoError("x")), EIO);
+  EXPECT_EQ(FuseErrno(Corruption("x")), EIO);
+  EXPECT_EQ(FuseErrno(NoSpace("x")), ENOSPC);
+  EXPECT_EQ(FuseErrno(Unimplemented("x")), ENOSYS);
+  EXPECT_EQ(FuseErrno(Cancelled("x")), EINTR);
+  EXPECT_EQ(FuseErrno(Internal("x")), EIO);
+}
+
+TEST(NegotiateInitTest, GrantsWhatBothSidesWant) {
+  fuse_init_in in{};
+  in.major = 7;
+  in.minor = 45;
+  in.max_readahead = 131072;
+  uint64_t kernel = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT |
+                    FUSE_DO_READDIRPLUS | FUSE_PASSTHROUGH | FUSE_OVER_IO_URING |
+                    FUSE_WRITEBACK_CACHE;
+  in.flags = fusek::Low32(kernel);
+  in.flags2 = fusek::High32(kernel);
+  InitDecision d = NegotiateInit(in, InitPolicy{.want_passthrough = true, .want_uring = true});
+  ASSERT_TRUE(d.status.ok());
+  EXPECT_EQ(d.out.major, 7u);
+  EXPECT_EQ(d.out.minor, fusek::kKernelMinor);
+  EXPECT_EQ(d.out_size, 64u);
+  EXPECT_EQ(d.out.max_pages, 256);
+  EXPECT_GE(d.out.max_background, 64);
+  EXPECT_EQ(d.out.time_gran, 1u);
+  EXPECT_EQ(d.out.max_stack_depth, 1u);
+  EXPECT_TRUE(d.info.passthrough);
+  EXPECT_EQ(d.info.transport, FuseTransport::kUring);
+  EXPECT_TRUE(d.out.flags & FUSE_ASYNC_READ);
+  EXPECT_TRUE(d.out.flags & FUSE_PARALLEL_DIROPS);
+  EXPECT_FALSE(d.out.flags & FUSE_WRITEBACK_CACHE);   // never asked for
+  EXPECT_FALSE(d.out.flags & FUSE_NO_OPEN_SUPPORT);   // not offered by this kernel
+  EXPECT_EQ(d.out.flags2, fusek::High32(FUSE_PASSTHROUGH | FUSE_OVER_IO_URING));
+}
+
+TEST(NegotiateInitTest, OldKernelGetsNoPassthroughOrUring) {
+  fuse_init_in in{};
+  in.major = 7;
+  in.minor = 38;
+  in.flags = FUSE_ASYNC_READ | FUSE_INIT_EXT;
+  in.flags2 = fusek::High32(FUSE_PASSTHROUGH | FUSE_OVER_IO_URING);
+  InitDecision d = NegotiateInit(in, InitPolicy{.want_passthrough = true, .want_uring = true});
+  EXPECT_FALSE(d.info.passthrough);
+  EXPECT_EQ(d.info.transport, FuseTransport::kDev);
+  EXPECT_EQ(d.out.max_stack_depth, 0u);
+  EXPECT_EQ(d.out.flags2, 0u);
+}
+
+TEST(NegotiateInitTest, NewerMajorGetsVersionOnlyAndOlderFails) {
+  fuse_init_in in{};
+  in.major = 8;
+  EXPECT_EQ(NegotiateInit(in, InitPolicy{}).out_size, 8u);
+  in.major = 6;
+  EXPECT_FALSE(NegotiateInit(in, InitPolicy{}).status.ok());
+}
+
+TEST_F(DispatcherTest, LookupFillsEntryWithNormalisedAttributes) {
+  HandlerReply r = Call(FUSE_LOOKUP, 1, std::string("a\0", 2));
+  ASSERT_EQ(r.error, 0);
+  ASSERT_EQ(r.size, sizeof(fuse_entry_out));
+  const auto* e = reinterpret_cast<const fuse_entry_out*>(out_.data());
+  EXPECT_EQ(e->nodeid, 2u);
+  EXPECT_EQ(e->entry_valid, 100u);
+  EXPECT_EQ(e->attr.size, 10u);
+  EXPECT_EQ(e->attr.mode, static_cast<uint32_t>(S_IFREG | 0444));
+  EXPECT_EQ(e->attr.uid, 1234u);
+  EXPECT_EQ(e->attr.gid, 5678u);
+  EXPECT_EQ(e->attr.mtime, 1500u);
+  EXPECT_EQ(e->attr.mtimensec, 123u);
+  r = Call(FUSE_LOOKUP, 1, std::string("d\0", 2));
+  EXPECT_EQ(reinterpret_cast<const fuse_entry_out*>(out_.data())->attr.mode,
+            static_cast<uint32_t>(S_IFDIR | 0555));
+}
+
+TEST_F(DispatcherTest, MissingNameIsANegativeEntry) {
+  HandlerReply r = Call(FUSE_LOOKUP, 1, std::string("nope\0", 5));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(reinterpret_cast<const fuse_entry_out*>(out_.data())->nodeid, 0u);
+}
+
+TEST_F(DispatcherTest, ForgetReachesTheFilesystemWhenLookupsDropToZero) {
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Call(FUSE_LOOKUP, 1, std::string("a\0", 2)).error, 0);
+  fuse_forget_in f{.nlookup = 2};
+  EXPECT_FALSE(Call(FUSE_FORGET, 2, Bytes(f)).send);
+  EXPECT_TRUE(fs_.forgotten.empty());
+  fuse_batch_forget_in b{.count = 1, .dummy = 0};
+  fuse_forget_one one{.nodeid = 2, .nlookup = 1};
+  EXPECT_FALSE(Call(FUSE_BATCH_FORGET, 0, Bytes(b) + Bytes(one)).send);
+  EXPECT_EQ(fs_.forgotten, std::vector<uint64_t>{2});
+}
+
+TEST_F(DispatcherTest, ReadDirListsDotsThenChildrenAndResumesAtOffset) {
+  HandlerReply r = Call(FUSE_READDIR, 1, ReadIn(0, 4096));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(Names(r, false), (std::vector<std::string>{".", "..", "a", "d"}));
+  r = Call(FUSE_READDIR, 1, ReadIn(3, 4096));  // after ".", "..", "a"
+  EXPECT_EQ(Names(r, false), (std::vector<std::string>{"d"}));
+  r = Call(FUSE_READDIRPLUS, 3, ReadIn(0, 4096));
+  EXPECT_EQ(Names(r, true), (std::vector<std::string>{".", "..", "b"}));
+  // A small buffer takes what fits; the rest follows from the last offset.
+  r = Call(FUSE_READDIR, 1, ReadIn(0, 64));  // 32 bytes per dot record
+  EXPECT_EQ(Names(r, false), (std::vector<std::string>{".", ".."}));
+}
+
+TEST_F(DispatcherTest, ReadServesBytesAndCountsThem) {
+  HandlerReply r = Call(FUSE_READ, 2, ReadIn(4, 100));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(std::string(out_.data(), r.size), "456789");
+  r = Call(FUSE_READ, 2, ReadIn(50, 100));
+  EXPECT_EQ(r.size, 0u);
+  FuseStats st;
+  d_.FillStats(&st);
+  EXPECT_EQ(st.userspace_reads, 2u);
+  EXPECT_EQ(st.userspace_read_bytes, 6u);
+  EXPECT_EQ(st.requests_by_opcode[FUSE_READ], 2u);
+}
+
+TEST_F(DispatcherTest, OpenWithoutBackingAsksForUserspaceReads) {
+  fuse_open_in in{.flags = O_RDONLY, .open_flags = 0};
+  HandlerReply r = Call(FUSE_OPEN, 2, Bytes(in));
+  ASSERT_EQ(r.error, 0);
+  const auto* o = reinterpret_cast<const fusek::OpenOut*>(out_.data());
+  EXPECT_EQ(o->fh, 7u);
+  EXPECT_FALSE(o->open_flags & FOPEN_PASSTHROUGH);
+  EXPECT_TRUE(o->open_flags & FOPEN_KEEP_CACHE);
+  in.flags = O_WRONLY;
+  EXPECT_EQ(Call(FUSE_OPEN, 2, Bytes(in)).error, EROFS);
+}
+
+TEST_F(DispatcherTest, WritesAreReadOnlyAndUnknownOpcodesUnimplemented) {
+  for (uint32_t op : {FUSE_WRITE, FUSE_CREATE, FUSE_MKDIR, FUSE_UNLINK, FUSE_RENAME,
+                      FUSE_SETATTR, FUSE_RMDIR, FUSE_SYMLINK, FUSE_LINK, FUSE_MKNOD,
+                      FUSE_SETXATTR, FUSE_FALLOCATE, FUSE_COPY_FILE_RANGE, FUSE_RENAME2}) {
+    EXPECT_EQ(Call(op, 2, std::string(64, '\0')).error, EROFS) << fusek::OpcodeName(op);
+  }
+  EXPECT_EQ(Call(999, 2, "").error, ENOSYS);
+  EXPECT_EQ(Call(FUSE_GETXATTR, 2, std::string(16, '\0')).error, ENODATA);
+  EXPECT_EQ(Call(FUSE_OPENDIR, 1, std::string(8, '\0')).error, ENOSYS);
+  EXPECT_FALSE(Call(FUSE_INTERRUPT, 0, std::string(8, '\0')).send);
+}
+
+TEST(FuseCachedModeTest, OpenAnswersEnosysSoTheKernelStopsSendingIt) {
+  TinyFs fs;
+  FuseOptions o;
+  o.mountpoint = "/unused";
+  o.read_mode = FuseReadMode::kCached;
+  FuseDispatcher d(&fs, o, 0, 0);
+  std::vector<char> out(1 << 20);
+  fuse_in_header h{};
+  h.opcode = FUSE_OPEN;
+  h.nodeid = 2;
+  fuse_open_in in{.flags = O_RDONLY, .open_flags = 0};
+  HandlerReply r = d.Handle(h, std::span<const char>(reinterpret_cast<char*>(&in), sizeof(in)),
+                            out);
+  EXPECT_EQ(r.error, ENOSYS);
+}
+
+TEST(FuseOptionsTest, ParsesAndValidates) {
+  EXPECT_EQ(*ParseFuseTransport("uring"), FuseTransport::kUring);
+  EXPECT_FALSE(ParseFuseTransport("tcp").ok());
+  EXPECT_EQ(*ParseFuseReadMode("cached"), FuseReadMode::kCached);
+  EXPECT_EQ(*ParseFusePassthrough("off"), FusePassthrough::kOff);
+  FuseOptions o;
+  EXPECT_FALSE(ValidateFuseOptions(o).ok());  // no mountpoint
+  o.mountpoint = "/mnt/x";
+  EXPECT_TRUE(ValidateFuseOptions(o).ok());
+  o.threads = -1;
+  EXPECT_NE(ValidateFuseOptions(o).message().find("threads"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary

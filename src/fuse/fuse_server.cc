@@ -1,0 +1,361 @@
+// FuseServer: mount, INIT, transport threads, shutdown. See fuse_server.h.
+//
+// Shutdown order (Stop): set stop_, abort the connection through fusectl (so
+// every pending and future request fails at once and the loops see
+// ENODEV/ENOTCONN), lazy-unmount, wake threads still blocked (signal, repeated
+// until they leave), join, close backing ids, close the fds (closing the last
+// /dev/fuse fd aborts the connection too, where fusectl was unavailable).
+#include "fuse/fuse_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "fuse/fuse_dispatch.h"
+#include "fuse/fuse_mount.h"
+#include "fuse/fuse_transport.h"
+
+namespace granary {
+
+Result<FuseTransport> ParseFuseTransport(std::string_view t) {
+  if (t == "auto") return FuseTransport::kAuto;
+  if (t == "dev") return FuseTransport::kDev;
+  if (t == "uring") return FuseTransport::kUring;
+  return InvalidArgument("fuse transport must be auto, dev or uring, not '" + std::string(t) + "'");
+}
+
+Result<FuseReadMode> ParseFuseReadMode(std::string_view t) {
+  if (t == "passthrough") return FuseReadMode::kPassthrough;
+  if (t == "cached") return FuseReadMode::kCached;
+  return InvalidArgument("read mode must be passthrough or cached, not '" + std::string(t) + "'");
+}
+
+Result<FusePassthrough> ParseFusePassthrough(std::string_view t) {
+  if (t == "auto") return FusePassthrough::kAuto;
+  if (t == "on") return FusePassthrough::kOn;
+  if (t == "off") return FusePassthrough::kOff;
+  return InvalidArgument("passthrough must be auto, on or off, not '" + std::string(t) + "'");
+}
+
+std::string_view FuseTransportName(FuseTransport t) {
+  switch (t) {
+    case FuseTransport::kAuto: return "auto";
+    case FuseTransport::kDev: return "dev";
+    case FuseTransport::kUring: return "uring";
+  }
+  return "?";
+}
+
+std::string_view FuseReadModeName(FuseReadMode m) {
+  return m == FuseReadMode::kCached ? "cached" : "passthrough";
+}
+
+Status ValidateFuseOptions(const FuseOptions& o) {
+  if (o.mountpoint.empty()) return InvalidArgument("fuse: mountpoint is required");
+  if (o.threads < 0 || o.threads > 1024) {
+    return InvalidArgument("fuse: threads must be 0..1024, not " + std::to_string(o.threads));
+  }
+  if (o.max_background < 1 || o.max_background > 65535) {
+    return InvalidArgument("fuse: max_background must be 1..65535, not " +
+                           std::to_string(o.max_background));
+  }
+  if (o.uring_queue_depth < 1 || o.uring_queue_depth > 256) {
+    return InvalidArgument("fuse: uring_queue_depth must be 1..256, not " +
+                           std::to_string(o.uring_queue_depth));
+  }
+  if (o.entry_timeout.count() < 0 || o.attr_timeout.count() < 0) {
+    return InvalidArgument("fuse: timeouts must not be negative");
+  }
+  if (o.read_mode == FuseReadMode::kCached && o.passthrough == FusePassthrough::kOn) {
+    return InvalidArgument("fuse: passthrough=on needs read mode passthrough, not cached");
+  }
+  return Status::Ok();
+}
+
+class FuseServer::Impl {
+ public:
+  Impl(FuseFilesystem* fs, const FuseOptions& o) : fs_(fs), opts_(o) {}
+  ~Impl() { Stop(); }
+
+  Status Start();
+  void Stop();
+  void Wait();
+  FuseStats Stats() const;
+  FuseSessionInfo Info() const;
+  void DropBacking(uint64_t ino) {
+    if (dispatcher_) dispatcher_->DropBacking(ino);
+  }
+
+ private:
+  Status Negotiate(InitPolicy policy);
+  Status StartTransport();
+  void StartDevThreads(int count);
+  void Spawn(std::function<void()> body);
+  void Cleanup();
+
+  FuseFilesystem* fs_;
+  const FuseOptions opts_;
+  uint32_t uid_ = 0;
+  uint32_t gid_ = 0;
+  int dev_fd_ = -1;
+  std::vector<int> clone_fds_;
+  dev_t dev_ = 0;
+  bool mounted_ = false;
+  std::unique_ptr<FuseDispatcher> dispatcher_;
+  FuseSessionInfo info_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+
+  mutable std::mutex mu_;  // guards running_ and the wake-up of Wait()/Stop()
+  std::condition_variable cv_;
+  int running_ = 0;
+};
+
+void FuseServer::Impl::Spawn(std::function<void()> body) {
+  {
+    std::lock_guard lock(mu_);
+    ++running_;
+  }
+  threads_.emplace_back([this, body = std::move(body)] {
+    body();
+    std::lock_guard lock(mu_);
+    --running_;
+    cv_.notify_all();
+  });
+}
+
+Status FuseServer::Impl::Start() {
+  RETURN_IF_ERROR(ValidateFuseOptions(opts_));
+  RETURN_IF_ERROR(CheckMountpoint(opts_.mountpoint, opts_.allow_non_empty));
+  uid_ = opts_.uid.value_or(getuid());
+  gid_ = opts_.gid.value_or(getgid());
+  InitPolicy policy{.max_background = static_cast<uint16_t>(opts_.max_background),
+                    .max_pages = static_cast<uint16_t>(kFuseMaxPages)};
+  if (opts_.read_mode == FuseReadMode::kPassthrough && opts_.passthrough != FusePassthrough::kOff) {
+    policy.want_passthrough = HaveCapSysAdmin();
+    if (!policy.want_passthrough) info_.passthrough_note = "no CAP_SYS_ADMIN";
+    if (!policy.want_passthrough && opts_.passthrough == FusePassthrough::kOn) {
+      return PermissionDenied("fuse: passthrough=on needs CAP_SYS_ADMIN (run as root)");
+    }
+  } else {
+    info_.passthrough_note = opts_.read_mode == FuseReadMode::kCached ? "read mode cached"
+                                                                      : "passthrough=off";
+  }
+  if (opts_.transport != FuseTransport::kDev) {
+    policy.want_uring = FuseUringEnabled();
+    if (!policy.want_uring && opts_.transport == FuseTransport::kUring) {
+      return Unimplemented(
+          "fuse: transport uring unavailable: /sys/module/fuse/parameters/enable_uring is not Y "
+          "(needs Linux >= 6.14 built with CONFIG_FUSE_IO_URING, then enable_uring=Y)");
+    }
+  }
+  dispatcher_ = std::make_unique<FuseDispatcher>(fs_, opts_, uid_, gid_);
+  ASSIGN_OR_RETURN(dev_fd_, MountFuse(opts_, getuid(), getgid()));
+  mounted_ = true;
+  Status st = Negotiate(policy);
+  if (st.ok()) st = StartTransport();
+  if (!st.ok()) {
+    Stop();
+    return st;
+  }
+  struct stat sb;
+  if (stat(opts_.mountpoint.c_str(), &sb) != 0) {
+    Status err = ErrnoStatus("fuse: stat of the new mount " + opts_.mountpoint, errno);
+    Stop();
+    return err;
+  }
+  dev_ = sb.st_dev;
+  if (opts_.readahead_kb > 0) {
+    Status ra = SetFuseReadahead(dev_, opts_.readahead_kb);
+    if (!ra.ok()) GLOG_WARN("fuse: cannot raise readahead: {}", ra.ToString());
+  }
+  GLOG_INFO("fuse: mounted {} (protocol 7.{}, transport {}, {} threads, read mode {}, "
+            "passthrough {})",
+            opts_.mountpoint, info_.kernel_minor, FuseTransportName(info_.transport),
+            info_.threads, FuseReadModeName(opts_.read_mode),
+            info_.passthrough ? "on" : "off (" + info_.passthrough_note + ")");
+  return Status::Ok();
+}
+
+// Reads INIT from the fresh connection and answers it.
+Status FuseServer::Impl::Negotiate(InitPolicy policy) {
+  std::vector<char> buf(kFuseRequestBuffer);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    pollfd pfd{.fd = dev_fd_, .events = POLLIN, .revents = 0};
+    if (poll(&pfd, 1, 10000) != 1) return Unavailable("fuse: the kernel sent no INIT within 10 s");
+    ssize_t n = read(dev_fd_, buf.data(), buf.size());
+    if (n < 0) return ErrnoStatus("fuse: read INIT", errno);
+    const auto* h = reinterpret_cast<const fuse_in_header*>(buf.data());
+    if (static_cast<size_t>(n) < sizeof(*h) + 8 || h->opcode != FUSE_INIT) {
+      return Internal("fuse: first request is not INIT");
+    }
+    struct fuse_init_in in {};
+    std::memcpy(&in, buf.data() + sizeof(*h),
+                std::min(sizeof(in), static_cast<size_t>(n) - sizeof(*h)));
+    InitDecision d = NegotiateInit(in, policy);
+    fuse_out_header oh{.len = 0, .error = 0, .unique = h->unique};
+    if (!d.status.ok()) {
+      oh.len = sizeof(oh);
+      oh.error = -EPROTO;
+      (void)!write(dev_fd_, &oh, sizeof(oh));
+      return d.status;
+    }
+    Status need = Status::Ok();
+    if (opts_.passthrough == FusePassthrough::kOn && !d.info.passthrough && in.major == 7) {
+      need = Unimplemented("fuse: passthrough=on but the kernel (protocol 7." +
+                           std::to_string(in.minor) + ") does not offer FUSE_PASSTHROUGH");
+    }
+    if (opts_.transport == FuseTransport::kUring && d.info.transport != FuseTransport::kUring &&
+        in.major == 7) {
+      need = Unimplemented("fuse: transport uring but the kernel (protocol 7." +
+                           std::to_string(in.minor) + ") does not offer FUSE_OVER_IO_URING");
+    }
+    if (!need.ok()) {
+      oh.len = sizeof(oh);
+      oh.error = -EPROTO;
+      (void)!write(dev_fd_, &oh, sizeof(oh));
+      return need;
+    }
+    oh.len = static_cast<uint32_t>(sizeof(oh) + d.out_size);
+    iovec iov[2] = {{&oh, sizeof(oh)}, {&d.out, d.out_size}};
+    if (writev(dev_fd_, iov, 2) < 0) return ErrnoStatus("fuse: reply to INIT", errno);
+    if (in.major > fusek::kKernelMajor) continue;  // the kernel retries with 7.x
+    std::string note = info_.passthrough_note;
+    info_ = d.info;
+    if (info_.passthrough) {
+      dispatcher_->EnablePassthrough(dev_fd_);
+    } else if (note.empty()) {
+      info_.passthrough_note = "kernel did not grant FUSE_PASSTHROUGH";
+    } else {
+      info_.passthrough_note = note;
+    }
+    return Status::Ok();
+  }
+  return Internal("fuse: INIT version negotiation did not converge");
+}
+
+void FuseServer::Impl::StartDevThreads(int count) {
+  for (int i = 0; i < count; ++i) {
+    int fd = dev_fd_;
+    if (i > 0) {
+      fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+      uint32_t src = static_cast<uint32_t>(dev_fd_);
+      if (fd < 0 || ioctl(fd, fusek::kDevIocClone, &src) != 0) {
+        GLOG_WARN("fuse: FUSE_DEV_IOC_CLONE failed ({}); using {} thread(s)", strerror(errno), i);
+        if (fd >= 0) close(fd);
+        break;
+      }
+      clone_fds_.push_back(fd);
+    }
+    Spawn([this, fd] { RunDevLoop(fd, dispatcher_.get(), &stop_); });
+    ++info_.threads;
+  }
+}
+
+Status FuseServer::Impl::StartTransport() {
+  int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int dev_threads = opts_.threads > 0 ? opts_.threads : cpus;
+  if (info_.transport != FuseTransport::kUring) {
+    StartDevThreads(dev_threads);
+    return Status::Ok();
+  }
+  // FORGET and INTERRUPT keep arriving on /dev/fuse.
+  StartDevThreads(1);
+  int queues = FuseUringQueueCount();
+  std::vector<std::promise<Status>> promises(static_cast<size_t>(queues));
+  for (int q = 0; q < queues; ++q) {
+    UringQueueConfig c{.dev_fd = dev_fd_, .qid = q, .depth = opts_.uring_queue_depth};
+    std::promise<Status>* p = &promises[static_cast<size_t>(q)];
+    Spawn([this, c, p] {
+      RunUringQueue(c, dispatcher_.get(), &stop_, [p](Status s) { p->set_value(std::move(s)); });
+    });
+  }
+  Status failed = Status::Ok();
+  for (auto& p : promises) {
+    Status s = p.get_future().get();
+    if (!s.ok() && failed.ok()) failed = s;
+  }
+  if (failed.ok()) {
+    info_.threads += queues;
+    return Status::Ok();
+  }
+  if (opts_.transport == FuseTransport::kUring) return failed.WithContext("fuse: transport uring");
+  GLOG_WARN("fuse: io_uring setup failed ({}); falling back to /dev/fuse", failed.ToString());
+  info_.transport = FuseTransport::kDev;
+  StartDevThreads(std::max(0, dev_threads - 1));
+  return Status::Ok();
+}
+
+void FuseServer::Impl::Stop() {
+  if (!mounted_) return;
+  stop_.store(true);
+  if (dev_ != 0) {
+    Status ab = AbortFuseConnection(dev_);
+    if (!ab.ok()) GLOG_DEBUG("fuse: abort via fusectl: {}", ab.ToString());
+  }
+  Status um = UnmountFuse(opts_.mountpoint);
+  if (!um.ok() && um.code() != Code::kNotFound) GLOG_WARN("fuse: {}", um.ToString());
+  // Wake threads blocked in read(2)/io_uring_enter until they have all left;
+  // repeated because a signal may land just before a thread blocks.
+  std::unique_lock lock(mu_);
+  while (running_ > 0) {
+    for (auto& t : threads_) WakeTransportThread(t.native_handle());
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  lock.unlock();
+  Cleanup();
+}
+
+void FuseServer::Impl::Cleanup() {
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  if (dispatcher_) dispatcher_->CloseAllBacking();
+  for (int fd : clone_fds_) close(fd);
+  clone_fds_.clear();
+  if (dev_fd_ >= 0) close(dev_fd_);
+  dev_fd_ = -1;
+  {
+    std::lock_guard lock(mu_);
+    mounted_ = false;
+  }
+  cv_.notify_all();
+}
+
+void FuseServer::Impl::Wait() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return running_ == 0; });
+}
+
+FuseStats FuseServer::Impl::Stats() const {
+  FuseStats s;
+  if (dispatcher_) dispatcher_->FillStats(&s);
+  return s;
+}
+
+FuseSessionInfo FuseServer::Impl::Info() const { return info_; }
+
+FuseServer::FuseServer(FuseFilesystem* fs, FuseOptions options)
+    : options_(std::move(options)), impl_(std::make_unique<Impl>(fs, options_)) {}
+
+FuseServer::~FuseServer() = default;
+
+Status FuseServer::Start() { return impl_->Start(); }
+void FuseServer::Wait() { impl_->Wait(); }
+void FuseServer::Stop() { impl_->Stop(); }
+void FuseServer::DropBacking(uint64_t ino) { impl_->DropBacking(ino); }
+FuseStats FuseServer::stats() const { return impl_->Stats(); }
+FuseSessionInfo FuseServer::session() const { return impl_->Info(); }
+
+}  // namespace granary
