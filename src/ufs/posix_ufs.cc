@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -56,83 +59,139 @@ class FdCloser {
   int fd_;
 };
 
-// One directory entry that is a listable object or directory (symlinks resolved).
+// One directory entry that is a file or a directory (symlinks resolved).
 struct DirEntry {
-  std::string name;
+  // The name, with "/" appended for a directory: sorting siblings by this and
+  // walking depth-first yields keys in global bytewise order ("a-b" < "a/x").
+  std::string sort_key;
   bool is_dir = false;
-  struct stat st {};
-  // Bytewise position among siblings: directories sort as "name/", so walking
-  // siblings in this order yields keys in global bytewise order.
-  std::string SortKey() const { return is_dir ? name + "/" : name; }
 };
 
-// The entries of directory `path` whose names start with `name_prefix`, in
-// key order. A missing directory (or a non-directory) has no entries.
-Result<std::vector<DirEntry>> ReadDirSorted(const std::string& path, std::string_view name_prefix) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return std::vector<DirEntry>{};
-    return ErrnoStatus(path, errno);
-  }
+// A directory's entries sorted by sort_key.
+using SortedDir = std::vector<DirEntry>;
+
+// Reads and sorts the open directory `fd` (which it closes). Broken symlinks,
+// vanished entries and special files are left out.
+Result<std::shared_ptr<const SortedDir>> ReadDirSorted(int fd, const std::string& path) {
   DIR* dir = ::fdopendir(fd);
   if (dir == nullptr) {
     int err = errno;
     ::close(fd);
     return ErrnoStatus(path, err);
   }
-  std::vector<DirEntry> out;
+  auto out = std::make_shared<SortedDir>();
   errno = 0;
   while (struct dirent* de = ::readdir(dir)) {
     std::string_view name = de->d_name;
-    if (name == "." || name == ".." || !name.starts_with(name_prefix)) continue;
-    DirEntry e{.name = std::string(name)};
-    if (::fstatat(fd, de->d_name, &e.st, 0) != 0) {
-      // Broken symlink, or the entry vanished while we listed: not an object.
-      GLOG_DEBUG("posix list: skipping {}/{}: {}", path, name, std::strerror(errno));
-      errno = 0;
-      continue;
+    if (name == "." || name == "..") continue;
+    bool is_dir = de->d_type == DT_DIR;
+    if (de->d_type != DT_DIR && de->d_type != DT_REG) {  // symlink or unknown: ask stat
+      struct stat st {};
+      if (::fstatat(fd, de->d_name, &st, 0) != 0) {
+        GLOG_DEBUG("posix list: skipping {}/{}: {}", path, name, std::strerror(errno));
+        errno = 0;
+        continue;
+      }
+      if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;  // fifo, socket, device
+      is_dir = S_ISDIR(st.st_mode);
     }
-    if (S_ISDIR(e.st.st_mode)) {
-      e.is_dir = true;
-    } else if (!S_ISREG(e.st.st_mode)) {
-      continue;  // sockets, fifos, devices are not objects
-    }
-    out.push_back(std::move(e));
+    out->push_back(DirEntry{.sort_key = is_dir ? std::string(name) + "/" : std::string(name),
+                            .is_dir = is_dir});
   }
   int err = errno;
   ::closedir(dir);
   if (err != 0) return ErrnoStatus(path, err);
-  std::sort(out.begin(), out.end(),
-            [](const DirEntry& a, const DirEntry& b) { return a.SortKey() < b.SortKey(); });
-  return out;
+  std::sort(out->begin(), out->end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.sort_key < b.sort_key; });
+  return std::shared_ptr<const SortedDir>(std::move(out));
 }
+
+// The sorted contents of recently listed directories, so that paging through
+// a directory of N entries costs O(N log N) once rather than per page. An
+// entry is reused only for continuation pages (a first page always re-reads)
+// and only while the directory's inode and mtime are unchanged.
+// Thread safety: thread-safe.
+class DirCache {
+ public:
+  // The sorted entries of directory `path`; empty when it does not exist or
+  // is not a directory.
+  Result<std::shared_ptr<const SortedDir>> Get(const std::string& path, bool allow_cached) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return std::make_shared<const SortedDir>();
+      return ErrnoStatus(path, errno);
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus(path, err);
+    }
+    const Version version{.dev = st.st_dev, .ino = st.st_ino, .mtime_ns = MtimeNanos(st)};
+    if (allow_cached) {
+      std::lock_guard lock(mu_);
+      for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+        if (it->path == path && it->version == version) {
+          slots_.splice(slots_.begin(), slots_, it);
+          ::close(fd);
+          return slots_.front().dir;
+        }
+      }
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<const SortedDir> dir, ReadDirSorted(fd, path));
+    std::lock_guard lock(mu_);
+    std::erase_if(slots_, [&](const Slot& s) { return s.path == path; });
+    slots_.push_front(Slot{.path = path, .version = version, .dir = dir});
+    if (slots_.size() > kSlots) slots_.pop_back();
+    return dir;
+  }
+
+ private:
+  struct Version {
+    dev_t dev;
+    ino_t ino;
+    int64_t mtime_ns;
+    bool operator==(const Version&) const = default;
+  };
+  struct Slot {
+    std::string path;
+    Version version;
+    std::shared_ptr<const SortedDir> dir;
+  };
+  static constexpr size_t kSlots = 16;
+
+  std::mutex mu_;  // guards slots_; leaf lock
+  std::list<Slot> slots_;  // most recently used first
+};
 
 // Builds one page of a listing by walking directories in key order, skipping
 // whatever sorts at or before the continuation token, until one entry past
 // the page is seen (so next_token is only set when more entries exist).
 class PageBuilder {
  public:
-  explicit PageBuilder(const ListRequest& req) : req_(req) {}
+  PageBuilder(const ListRequest& req, DirCache& cache) : req_(req), cache_(cache) {}
 
   // Lists `dir_key` (a directory key ending in "/", or "" for the root),
   // restricted at its top level to names starting with `name_prefix`.
   Status Walk(const std::string& dir_key, std::string_view name_prefix) {
-    ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ReadDirSorted(PathOf(dir_key), name_prefix));
-    for (const DirEntry& e : entries) {
-      if (full_) return Status::Ok();
-      std::string key = dir_key + e.SortKey();
-      if (!e.is_dir) {
-        if (After(key)) Emit(key, e.st, false);
+    ASSIGN_OR_RETURN(std::shared_ptr<const SortedDir> dir,
+                     cache_.Get(PathOf(dir_key), !req_.continuation_token.empty()));
+    for (auto it = Start(*dir, dir_key, name_prefix); it != dir->end() && !full_; ++it) {
+      if (!it->sort_key.starts_with(name_prefix)) break;  // names with the prefix are contiguous
+      std::string key = dir_key + it->sort_key;
+      if (!it->is_dir) {
+        if (After(key)) EmitObject(key);
         continue;
       }
       if (!req_.delimiter.empty()) {
-        if (After(key) && !req_.continuation_token.starts_with(key)) Emit(key, e.st, true);
+        if (After(key) && !req_.continuation_token.starts_with(key)) EmitPrefix(key);
         continue;
       }
       // Recursive: descend unless the whole subtree sorts before the token.
-      bool subtree_done = !After(key) && !req_.continuation_token.starts_with(key);
-      if (subtree_done || OnStack(e.st)) continue;
-      stack_.emplace_back(e.st.st_dev, e.st.st_ino);
+      if (!After(key) && !req_.continuation_token.starts_with(key)) continue;
+      struct stat st {};
+      if (::stat(PathOf(key).c_str(), &st) != 0 || OnStack(st)) continue;
+      stack_.emplace_back(st.st_dev, st.st_ino);
       Status s = Walk(key, "");
       stack_.pop_back();
       RETURN_IF_ERROR(s);
@@ -146,6 +205,25 @@ class PageBuilder {
   ListPage Take() { return std::move(page_); }
 
  private:
+  // The first entry of `dir` that may hold keys after the token: a binary
+  // search instead of a scan, so a continuation page in a huge directory
+  // starts where the last one ended.
+  SortedDir::const_iterator Start(const SortedDir& dir, const std::string& dir_key,
+                                  std::string_view name_prefix) const {
+    auto by_key = [](const DirEntry& e, std::string_view k) { return e.sort_key < k; };
+    auto it = std::lower_bound(dir.begin(), dir.end(), name_prefix, by_key);
+    const std::string& token = req_.continuation_token;
+    if (token.empty() || !token.starts_with(dir_key)) return it;
+    std::string_view rest = std::string_view(token).substr(dir_key.size());
+    auto after = std::upper_bound(dir.begin(), dir.end(), rest,
+                                  [](std::string_view k, const DirEntry& e) { return k < e.sort_key; });
+    // A directory holding the token sorts before it but still has keys after it.
+    if (after != dir.begin() && std::prev(after)->is_dir && rest.starts_with(std::prev(after)->sort_key)) {
+      --after;
+    }
+    return std::max(it, after);
+  }
+
   bool After(const std::string& key) const {
     return req_.continuation_token.empty() || key > req_.continuation_token;
   }
@@ -156,22 +234,32 @@ class PageBuilder {
     return loop;
   }
 
-  void Emit(const std::string& key, const struct stat& st, bool is_prefix) {
-    if (count_ == req_.max_keys) {
-      page_.next_token = last_;
-      full_ = true;
-      return;
-    }
-    if (is_prefix) {
-      page_.common_prefixes.push_back(key);
-    } else {
-      page_.objects.push_back(InfoFromStat(key, st));
-    }
+  // False when the page is already full (then next_token is set).
+  bool Reserve() {
+    if (count_ < req_.max_keys) return true;
+    page_.next_token = last_;
+    full_ = true;
+    return false;
+  }
+
+  void EmitObject(const std::string& key) {
+    struct stat st {};
+    if (::stat(PathOf(key).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;  // vanished
+    if (!Reserve()) return;
+    page_.objects.push_back(InfoFromStat(key, st));
+    last_ = key;
+    ++count_;
+  }
+
+  void EmitPrefix(const std::string& key) {
+    if (!Reserve()) return;
+    page_.common_prefixes.push_back(key);
     last_ = key;
     ++count_;
   }
 
   const ListRequest& req_;
+  DirCache& cache_;
   ListPage page_;
   std::vector<std::pair<dev_t, ino_t>> stack_;  // (dev, inode) of directories being walked
   std::string last_;
@@ -193,7 +281,7 @@ class PosixUfs : public UnderStorage {
     size_t slash = request.prefix.rfind('/');
     std::string dir_key = slash == std::string::npos ? "" : request.prefix.substr(0, slash + 1);
     std::string name_prefix = request.prefix.substr(dir_key.size());
-    PageBuilder builder(request);
+    PageBuilder builder(request, dir_cache_);
     struct stat st {};
     if (::stat(PathOf(dir_key).c_str(), &st) == 0) builder.PushRoot(st);
     RETURN_IF_ERROR(builder.Walk(dir_key, name_prefix));
@@ -238,6 +326,8 @@ class PosixUfs : public UnderStorage {
     if (!S_ISREG(st.st_mode)) return NotFound(path + ": not a regular file");
     return Status::Ok();
   }
+
+  DirCache dir_cache_;  // sorted directory contents for continuation pages
 };
 
 }  // namespace

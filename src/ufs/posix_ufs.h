@@ -9,7 +9,9 @@
 // prefix not ending in "/" lists the entries of its parent directory whose
 // names start with the last component. Keys come back sorted bytewise, exactly
 // as S3 would order them, paged by `max_keys`; the continuation token is the
-// last key (or common prefix) returned. Symlinks are followed (loops are
+// last key (or common prefix) returned. Continuation pages reuse the sorted
+// contents of recently read directories (a small LRU, validated by inode and
+// mtime), so paging through a directory of N files costs O(N log N) once. Symlinks are followed (loops are
 // detected and skipped); broken symlinks and special files are skipped. A
 // missing directory lists as empty, as a missing S3 prefix does.
 //
@@ -17,7 +19,8 @@
 // preads, and closes it again: no file descriptor is held between calls.
 // Errors carry the path and strerror (ErrnoStatus).
 //
-// Thread safety: stateless; every method may be called from many threads.
+// Thread safety: every method may be called from many threads (the directory
+// cache has its own lock).
 #pragma once
 
 #include <memory>

@@ -125,6 +125,28 @@ TEST_F(PosixUfsTest, PagingReturnsEveryKeyOnce) {
   EXPECT_EQ(pages, 3);
 }
 
+TEST_F(PosixUfsTest, PagingThroughALargeFlatDirectory) {
+  std::vector<std::string> want;
+  for (int i = 0; i < 2500; ++i) {
+    std::string rel = "flat/" + std::to_string(i * 7919 % 10007);
+    dir_.Write(rel, "");
+    want.push_back(dir_.Key(rel));
+  }
+  std::sort(want.begin(), want.end());
+  int pages = 0;
+  EXPECT_EQ(ListKeys(dir_.Key("flat/"), "", 97, &pages), want);
+  EXPECT_EQ(pages, 26);
+  EXPECT_EQ(ListKeys(dir_.Key("flat/"), "/", 1000, &pages), want);
+  EXPECT_EQ(pages, 3);
+}
+
+TEST_F(PosixUfsTest, FirstPageSeesNewFiles) {
+  dir_.Write("d/a", "");
+  EXPECT_EQ(ListKeys(dir_.Key("d/"), "").size(), 1u);
+  dir_.Write("d/b", "");  // possibly within the same mtime tick as the first write
+  EXPECT_EQ(ListKeys(dir_.Key("d/"), "").size(), 2u);
+}
+
 TEST_F(PosixUfsTest, MissingDirectoryListsEmpty) {
   auto page = ufs_->List({.prefix = dir_.Key("nope/")});
   ASSERT_TRUE(page.ok()) << page.status().ToString();
