@@ -102,6 +102,17 @@ TEST_F(CliHttpTest, MissingObjectIsNotFound) {
   EXPECT_EQ(r.out, "");
 }
 
+TEST_F(CliHttpTest, ServerErrorsAreRetriedThenReported) {
+  auto r = RunGranary({"cat", server_->url() + "/status/503"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(IsErrorLine(r.err, server_->url() + "/status/503",
+                          "server failed after 4 attempts (HTTP 503)"))
+      << r.err;
+  r = RunGranary({"stat", server_->url() + "/status/403"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(IsErrorLine(r.err, server_->url() + "/status/403", "access denied (HTTP 403)")) << r.err;
+}
+
 TEST(CliHttpKillTest, KilledServerGivesAClearErrorNotAHang) {
   TempDir dir;
   dir.Write("f", "hello");

@@ -32,6 +32,8 @@ std::string Config(const std::string& dir, const std::string& root, int port) {
          "  uwsgi_temp_path " + dir + "/uwsgi;\n" + "  scgi_temp_path " + dir + "/scgi;\n" +
          "  types { application/octet-stream bin; }\n" + "  server {\n" +
          "    listen 127.0.0.1:" + std::to_string(port) + ";\n" + "    root " + root + ";\n" +
+         "    location = /status/503 { return 503; }\n" +
+         "    location = /status/403 { return 403; }\n" +
          "  }\n" + "}\n";
 }
 

@@ -23,7 +23,9 @@ namespace granary::testing {
 
 class NginxServer {
  public:
-  // Serves `root` (a directory) at http://127.0.0.1:PORT/. Unavailable naming
+  // Serves `root` (a directory) at http://127.0.0.1:PORT/, except that
+  // /status/503 and /status/403 always answer with that status (fault
+  // injection for error-path tests). Unavailable naming
   // the reason when nginx is missing or does not come up in 15 s.
   static Result<std::unique_ptr<NginxServer>> Start(const std::string& root);
 
