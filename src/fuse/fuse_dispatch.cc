@@ -184,7 +184,9 @@ HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<co
       r = (in != nullptr && (in->mask & W_OK)) ? Error(EROFS) : Ok(0);
       break;
     }
-    case FUSE_FLUSH: r = Ok(0); break;
+    // ENOSYS once: the kernel stops sending FLUSH on every close(2) (no-open
+    // files cannot carry FOPEN_NOFLUSH; opened ones do).
+    case FUSE_FLUSH: r = Error(ENOSYS); break;
     case FUSE_GETXATTR: r = Error(ENODATA); break;
     case FUSE_LISTXATTR: r = DoListXattr(body, out); break;
     case FUSE_DESTROY: r = Ok(0); break;
