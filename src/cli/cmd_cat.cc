@@ -1,13 +1,15 @@
 // `granary cat URI...`: writes objects to stdout, byte-exact, one after another.
 //
-// Each object is read in chunks of --chunk-size (default 8 MiB); the next
-// chunk is fetched while the current one is written, so a remote object
-// streams at close to the origin's single-stream rate with bounded memory.
+// Each object is read in chunks of --chunk-size (default 8 MiB), up to
+// --parallel (default 4) ranged reads in flight while earlier chunks are
+// written in order, so a remote object streams at several times the origin's
+// single-request rate with memory bounded by parallel x chunk.
 // An object that shrinks while being read is an error (the output would be
 // silently truncated otherwise).
 #include <unistd.h>
 
 #include <cerrno>
+#include <deque>
 #include <future>
 #include <vector>
 
@@ -20,6 +22,7 @@ namespace {
 struct CatFlags {
   std::vector<std::string> uris;
   std::string chunk_size = "8MiB";
+  int parallel = 4;
 };
 
 Status WriteAll(std::span<const char> data) {
@@ -34,39 +37,40 @@ Status WriteAll(std::span<const char> data) {
   return Status::Ok();
 }
 
-Status CatOne(const Location& loc, uint64_t chunk) {
+Status CatOne(const Location& loc, uint64_t chunk, size_t depth) {
   UnderStorage& ufs = *loc.ufs;
   const std::string& key = loc.uri.key;
   ASSIGN_OR_RETURN(ObjectInfo info, ufs.Stat(key));
-  std::vector<char> bufs[2] = {std::vector<char>(std::min(chunk, info.size)),
-                               std::vector<char>(std::min(chunk, info.size))};
-  auto fetch = [&](int which, uint64_t offset) {
-    size_t len = static_cast<size_t>(std::min<uint64_t>(chunk, info.size - offset));
-    return std::async(std::launch::async, [&ufs, &key, &bufs, which, offset, len] {
-      return ufs.Read(key, offset, std::span<char>(bufs[which].data(), len));
-    });
+  const size_t buf_size = static_cast<size_t>(std::min(chunk, info.size));
+  // Declared before `inflight` so that the reads (which borrow the buffers)
+  // are waited for before the buffers go away, on every return path.
+  std::vector<std::vector<char>> bufs(depth, std::vector<char>(buf_size));
+  std::deque<std::future<Result<size_t>>> inflight;
+  uint64_t next_offset = 0;  // of the next chunk to fetch
+  size_t next_chunk = 0;
+  auto launch = [&] {
+    size_t len = static_cast<size_t>(std::min<uint64_t>(chunk, info.size - next_offset));
+    std::span<char> out(bufs[next_chunk % depth].data(), len);
+    inflight.push_back(std::async(std::launch::async, [&ufs, &key, offset = next_offset, out] {
+      return ufs.Read(key, offset, out);
+    }));
+    next_offset += len;
+    ++next_chunk;
   };
-  uint64_t offset = 0;
-  int cur = 0;
-  std::future<Result<size_t>> pending;
-  if (info.size > 0) pending = fetch(cur, 0);
-  while (offset < info.size) {
-    Result<size_t> got = pending.get();
+  while (inflight.size() < depth && next_offset < info.size) launch();
+  uint64_t written = 0;
+  for (size_t chunk_index = 0; !inflight.empty(); ++chunk_index) {
+    Result<size_t> got = inflight.front().get();
+    inflight.pop_front();
     if (!got.ok()) return got.status();
-    size_t want = static_cast<size_t>(std::min<uint64_t>(chunk, info.size - offset));
+    size_t want = static_cast<size_t>(std::min<uint64_t>(chunk, info.size - written));
     if (*got < want) {
       return IoError("object changed while reading: ended at byte " +
-                     std::to_string(offset + *got) + " of " + std::to_string(info.size));
+                     std::to_string(written + *got) + " of " + std::to_string(info.size));
     }
-    uint64_t next = offset + *got;
-    if (next < info.size) pending = fetch(1 - cur, next);
-    Status w = WriteAll(std::span<const char>(bufs[cur].data(), *got));
-    if (!w.ok()) {
-      if (pending.valid()) pending.wait();  // the fetch borrows bufs; let it finish
-      return w;
-    }
-    offset = next;
-    cur = 1 - cur;
+    RETURN_IF_ERROR(WriteAll(std::span<const char>(bufs[chunk_index % depth].data(), *got)));
+    written += *got;
+    if (next_offset < info.size) launch();  // reuses the buffer just written
   }
   return Status::Ok();
 }
@@ -79,7 +83,9 @@ int RunCat(const CatFlags& flags, const GlobalFlags& globals) {
   for (const std::string& text : flags.uris) {
     auto loc = OpenLocation(text, globals);
     if (!loc.ok()) return ReportError(text, loc.status());
-    if (Status s = CatOne(*loc, *chunk); !s.ok()) return ReportError(text, s);
+    if (Status s = CatOne(*loc, *chunk, static_cast<size_t>(flags.parallel)); !s.ok()) {
+      return ReportError(text, s);
+    }
   }
   return kExitOk;
 }
@@ -92,6 +98,9 @@ void RegisterCatCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("URI", flags->uris, "s3://bucket/key, http(s)://host/path, file:///path or a path")
       ->required();
   cmd->add_option("--chunk-size", flags->chunk_size, "Bytes per read request (e.g. 8MiB)")
+      ->capture_default_str();
+  cmd->add_option("--parallel", flags->parallel, "Chunks fetched at once (memory: parallel x chunk)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd->callback([&ctx, flags] {
     ctx.action = [&ctx, flags] { return RunCat(*flags, ctx.flags); };

@@ -71,10 +71,15 @@ TEST_F(CliFileTest, CatIsByteExactForEveryFile) {
     ASSERT_EQ(r.exit_code, 0) << rel << ": " << r.err;
     EXPECT_TRUE(r.out == data) << rel << ": got " << r.out.size() << " bytes, want " << data.size();
   }
-  // Small chunks: many reads, each placed at the right offset.
-  auto r = RunGranary({"cat", "--chunk-size", "64KiB", Path("train/n02/c.JPEG")});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(r.out == files_[2].second);
+  // Small chunks: many reads in flight, each placed at the right offset.
+  for (const char* parallel : {"1", "4", "16"}) {
+    auto r = RunGranary({"cat", "--chunk-size", "64KiB", "--parallel", parallel,
+                         Path("train/n02/c.JPEG")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(r.out == files_[2].second) << "parallel " << parallel;
+  }
+  auto r = RunGranary({"cat", "--parallel", "0", Path("train/n02/c.JPEG")});
+  EXPECT_EQ(r.exit_code, 2);
   // Several objects in a row.
   r = RunGranary({"cat", Path("train-list.txt"), Path("val/with space.JPEG")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
