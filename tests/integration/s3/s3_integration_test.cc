@@ -177,6 +177,21 @@ TEST_F(S3IntegrationTest, OpenUnderStorageReachesTheSameObjects) {
   EXPECT_EQ(*text, "hello");
 }
 
+TEST_F(S3IntegrationTest, VirtualHostAddressingReachesTheSameObjects) {
+  auto path_style = MakeS3(server_->endpoint(), "data");
+  ASSERT_TRUE(path_style->PutObject("vhost/a.txt", "virtual").ok());
+  // curl resolves *.localhost to loopback, so http://data.localhost:PORT works.
+  const std::string localhost = "http://localhost:" + std::to_string(server_->port());
+  auto vhost = MakeS3(localhost, "data", {{"addressing", "virtual"}});
+  auto text = vhost->ReadRange("vhost/a.txt", 0, 100);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, "virtual");
+  auto page = vhost->List(ListRequest{.prefix = "vhost/"});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(page->objects[0].key, "vhost/a.txt");
+}
+
 // Creates an IAM user and access key on a moto server whose first requests
 // are unauthenticated; returns {access key id, secret}.
 std::pair<std::string, std::string> CreateIamKey(const std::string& endpoint) {

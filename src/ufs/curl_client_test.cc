@@ -1,0 +1,199 @@
+// CurlClient against a tiny in-process HTTP/1.1 server on loopback: header
+// lowercasing, buffered bodies, bodies written into the caller's span, error
+// documents, servers that ignore Range, refused connections, and the
+// in-flight bound.
+#include "ufs/curl_client.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+namespace granary {
+namespace {
+
+// One-connection-at-a-time HTTP server: `handler` maps the raw request head
+// to a full raw response. Connections are closed after each response.
+class TinyHttpServer {
+ public:
+  explicit TinyHttpServer(std::function<std::string(const std::string&)> handler)
+      : handler_(std::move(handler)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(fd_, 64), 0);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~TinyHttpServer() {
+    stopping_ = true;
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  void Serve() {
+    while (!stopping_) {
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string head;
+      char buf[4096];
+      while (head.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = read(c, buf, sizeof(buf));
+        if (n <= 0) break;
+        head.append(buf, n);
+      }
+      // Read a request body announced by Content-Length before answering.
+      size_t cl = head.find("Content-Length: ");
+      size_t body_start = head.find("\r\n\r\n");
+      if (cl != std::string::npos && body_start != std::string::npos) {
+        size_t want = std::stoul(head.substr(cl + 16));
+        while (head.size() - (body_start + 4) < want) {
+          ssize_t n = read(c, buf, sizeof(buf));
+          if (n <= 0) break;
+          head.append(buf, n);
+        }
+      }
+      std::string resp = handler_(head);
+      size_t off = 0;
+      while (off < resp.size()) {
+        ssize_t n = write(c, resp.data() + off, resp.size() - off);
+        if (n <= 0) break;
+        off += n;
+      }
+      close(c);
+    }
+  }
+
+  std::function<std::string(const std::string&)> handler_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+std::string Response(int code, const std::string& body, const std::string& extra = "") {
+  return "HTTP/1.1 " + std::to_string(code) + " X\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra + "\r\n" + body;
+}
+
+const std::string kBody = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+TEST(CurlClient, SendBuffersBodyAndLowercasesHeaders) {
+  TinyHttpServer server([](const std::string&) { return Response(200, kBody, "X-Amz-Thing: v1\r\n"); });
+  CurlClient http;
+  auto r = http.Send(HttpRequest{.url = server.url("/obj")});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, kBody);
+  EXPECT_EQ(r->body_bytes, kBody.size());
+  EXPECT_EQ(r->headers["x-amz-thing"], "v1");
+}
+
+TEST(CurlClient, SendIntoWritesTheRangeIntoTheCallersBuffer) {
+  std::atomic<bool> saw_range{false};
+  TinyHttpServer server([&](const std::string& head) {
+    saw_range = head.find("Range: bytes=10-14") != std::string::npos;
+    return Response(206, kBody.substr(10, 5));
+  });
+  CurlClient http;
+  std::string out(5, '\0');
+  auto r = http.SendInto(HttpRequest{.url = server.url("/obj"), .range = ByteRange{10, 5}},
+                         std::span<char>(out.data(), out.size()));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(saw_range);
+  EXPECT_EQ(r->status, 206);
+  EXPECT_EQ(r->body_bytes, 5u);
+  EXPECT_EQ(out, "abcde");
+}
+
+TEST(CurlClient, ServerIgnoringRangeStillYieldsTheRequestedWindow) {
+  TinyHttpServer server([](const std::string&) { return Response(200, kBody); });
+  CurlClient http;
+  std::string out(4, '\0');
+  auto r = http.SendInto(HttpRequest{.url = server.url("/obj"), .range = ByteRange{20, 4}},
+                         std::span<char>(out.data(), out.size()));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body_bytes, 4u);
+  EXPECT_EQ(out, "klmn");
+  // A window running past the end is short.
+  std::string tail(10, '\0');
+  r = http.SendInto(HttpRequest{.url = server.url("/obj"), .range = ByteRange{30, 10}},
+                    std::span<char>(tail.data(), tail.size()));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->body_bytes, 6u);
+  EXPECT_EQ(tail.substr(0, 6), "uvwxyz");
+}
+
+TEST(CurlClient, ErrorStatusKeepsTheErrorDocumentOutOfTheCallersBuffer) {
+  const std::string doc = "<Error><Code>NoSuchKey</Code></Error>";
+  TinyHttpServer server([&](const std::string&) { return Response(404, doc); });
+  CurlClient http;
+  std::string out(8, '-');
+  auto r = http.SendInto(HttpRequest{.url = server.url("/missing")},
+                         std::span<char>(out.data(), out.size()));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(r->body, doc);
+  EXPECT_EQ(r->body_bytes, 0u);
+  EXPECT_EQ(out, "--------");
+}
+
+TEST(CurlClient, PutSendsTheBody) {
+  std::string seen;
+  TinyHttpServer server([&](const std::string& head) {
+    seen = head;
+    return Response(200, "");
+  });
+  CurlClient http;
+  auto r = http.Send(HttpRequest{.method = "PUT", .url = server.url("/k"), .body = "payload"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(seen.find("PUT /k HTTP/1.1"), std::string::npos);
+  EXPECT_NE(seen.find("Content-Length: 7"), std::string::npos);
+  EXPECT_TRUE(seen.ends_with("\r\n\r\npayload"));
+}
+
+TEST(CurlClient, RefusedConnectionIsUnavailableWithCurlsReason) {
+  CurlClient http(CurlClientOptions{.connect_timeout = std::chrono::milliseconds(1000)});
+  auto r = http.Send(HttpRequest{.url = "http://127.0.0.1:1/"});
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_EQ(r.status().message(), "Couldn't connect to server");
+}
+
+TEST(CurlClient, BadUrlIsInvalidArgument) {
+  CurlClient http;
+  EXPECT_EQ(http.Send(HttpRequest{.url = "ftp://x/"}).status().code(), Code::kInvalidArgument);
+}
+
+TEST(CurlClient, ManyThreadsShareABoundedClient) {
+  TinyHttpServer server([](const std::string&) { return Response(200, kBody); });
+  CurlClient http(CurlClientOptions{.max_in_flight = 2});
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        auto r = http.Send(HttpRequest{.url = server.url("/obj")});
+        if (r.ok() && r->body == kBody) ok.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 80);
+}
+
+}  // namespace
+}  // namespace granary
