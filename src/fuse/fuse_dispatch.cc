@@ -495,6 +495,7 @@ void FuseDispatcher::FillStats(FuseStats* st) const {
   st->backing_ids_open =
       static_cast<uint64_t>(std::max<int64_t>(0, backing_ids_open_.load(std::memory_order_relaxed)));
   st->backing_open_failures = backing_open_failures_.load(std::memory_order_relaxed);
+  st->uring_requests = uring_requests_.load(std::memory_order_relaxed);
 }
 
 }  // namespace granary

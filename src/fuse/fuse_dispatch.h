@@ -91,6 +91,9 @@ class FuseDispatcher {
 
   void FillStats(FuseStats* stats) const;
 
+  // Counts a request that arrived over io_uring (called by the uring loop).
+  void CountUringRequest() { uring_requests_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   struct Node {
     uint64_t nlookup = 0;
@@ -149,6 +152,7 @@ class FuseDispatcher {
   std::atomic<uint64_t> userspace_read_bytes_{0};
   std::atomic<int64_t> backing_ids_open_{0};
   std::atomic<uint64_t> backing_open_failures_{0};
+  std::atomic<uint64_t> uring_requests_{0};
 };
 
 }  // namespace granary

@@ -107,6 +107,7 @@ struct FuseStats {
   uint64_t userspace_read_bytes = 0; // bytes in those replies
   uint64_t backing_ids_open = 0;     // backing ids currently registered (gauge)
   uint64_t backing_open_failures = 0;// FUSE_DEV_IOC_BACKING_OPEN failures (fell back)
+  uint64_t uring_requests = 0;       // requests that arrived over io_uring (the rest: /dev/fuse)
 };
 
 // What the kernel granted at INIT, and what is in use.

@@ -155,6 +155,7 @@ void ServeEntry(io_uring* ring, const UringQueueConfig& c, FuseDispatcher* d, Ri
     std::memcpy(scratch.data() + opsz, e.payload.get(), psz);
     body = std::span<const char>(scratch.data(), opsz + psz);
   }
+  d->CountUringRequest();
   HandlerReply r = d->Handle(ih, body, std::span<char>(e.payload.get(), e.iov[1].iov_len));
   fuse_out_header oh{};
   oh.unique = ih.unique;

@@ -306,6 +306,7 @@ TEST_P(FuseModeTest, BytesRangesAndConcurrentReadersMatchTheSource) {
     EXPECT_EQ(st.passthrough_opens, 0u);
     EXPECT_GT(st.userspace_reads, 0u);
   }
+  EXPECT_EQ(st.uring_requests, 0u);  // transport dev
   if (c.read_mode == FuseReadMode::kCached) {
     EXPECT_LE(st.requests_by_opcode[FUSE_OPEN], 1u);  // no-open after the first ENOSYS
   }
@@ -426,6 +427,8 @@ TEST_F(FuseIntegrationTest, IoUringTransportServesTheSameBytes) {
     ExpectAllBytesEqual(*m);
     ExpectRangedReads(*m);
     ExpectConcurrentReaders(*m);
+    FuseStats st = m->server->stats();
+    EXPECT_GT(st.uring_requests, st.requests / 2) << "requests did not travel over io_uring";
     m->server->Stop();
   }
 }
