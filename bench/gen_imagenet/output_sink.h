@@ -1,5 +1,5 @@
-// OutputSink: where gen_imagenet puts files — a local directory, or (when built
-// with the S3 connector) objects under a bucket prefix.
+// OutputSink: where gen_imagenet puts files — a local directory, or objects
+// under a bucket prefix of an S3-compatible store (s3_sink.cc).
 //
 // Keys are relative paths such as "train/n01440764/n01440764_0.JPEG".
 // Thread safety: Put() may be called from many threads at once; PrepareDir()
