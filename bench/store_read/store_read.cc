@@ -6,6 +6,7 @@
 // verified on its first read), single pass, 16 threads.
 // Table 3: hit rate of lru vs training at cache fractions 20/35/65% under 3
 // random-permutation epochs (simulated reads through a real Store).
+// Last row: Open time and index memory with many entries.
 //
 //   store_read [--dir /dev/shm] [--objects 4000] [--size 112640] [--seconds 1]
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <random>
 #include <thread>
+#include <malloc.h>
 #include <unistd.h>
 
 #include "store/epoch_sim.h"
@@ -81,7 +83,34 @@ Rate ReadEachOnce(Store& store, int objects, uint64_t size, int threads) {
   return {objects / secs, objects * static_cast<double>(size) / secs / 1e9};
 }
 
-int Run(const std::string& base, int objects, uint64_t size, double seconds) {
+// Heap bytes in use (glibc).
+uint64_t HeapInUse() {
+  struct mallinfo2 mi = ::mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+// Index memory and Open (recovery) time with `entries` tiny objects.
+int IndexScale(const std::string& dir, int entries) {
+  std::string data(100, 'x');
+  StoreOptions opt = BenchOptions(dir, 1ull << 40);
+  {
+    auto store = Store::Open(opt);
+    if (!store.ok()) return 1;
+    for (int i = 0; i < entries; ++i) (void)(*store)->AdmitObject(BenchKey(i, data.size()), data);
+  }
+  uint64_t before = HeapInUse();
+  auto t0 = Clock::now();
+  auto store = Store::Open(opt);
+  double open_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  uint64_t after = HeapInUse();
+  if (!store.ok()) return 1;
+  std::printf("\nIndex scale: %d entries (keys like \"train/123456.JPEG\"): Open %.0f ms "
+              "(checkpoint load + stat of every file + orphan scan), %.0f heap bytes per entry\n",
+              entries, open_ms, static_cast<double>(after - before) / entries);
+  return 0;
+}
+
+int Run(const std::string& base, int objects, uint64_t size, double seconds, int index_entries) {
   std::string dir = base + "/granary-store-read-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   uint64_t quota = static_cast<uint64_t>(objects) * (size + 8192) * 2;
@@ -140,6 +169,7 @@ int Run(const std::string& base, int objects, uint64_t size, double seconds) {
     }
     std::printf("| %.0f%% | %s | %s |\n", 100 * fraction, cells[0].c_str(), cells[1].c_str());
   }
+  if (index_entries > 0 && IndexScale(dir + "/index-scale", index_entries) != 0) return 1;
   std::filesystem::remove_all(dir);
   return 0;
 }
@@ -153,10 +183,12 @@ int main(int argc, char** argv) {
   int objects = 4000;
   uint64_t size = 110 * 1024;
   double seconds = 1.0;
+  int index_entries = 100'000;
   app.add_option("--dir", dir, "directory for the store's files");
   app.add_option("--objects", objects, "objects in the hit-path test")->check(CLI::PositiveNumber);
   app.add_option("--size", size, "object size in bytes")->check(CLI::PositiveNumber);
   app.add_option("--seconds", seconds, "seconds per throughput row")->check(CLI::PositiveNumber);
+  app.add_option("--index-entries", index_entries, "entries for the index scale row (0: skip)");
   CLI11_PARSE(app, argc, argv);
-  return granary::Run(dir, objects, size, seconds);
+  return granary::Run(dir, objects, size, seconds, index_entries);
 }

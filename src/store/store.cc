@@ -133,8 +133,8 @@ store_format::EntryRecord Store::Impl::ToRecord(const Entry& e) const {
       .size = e.key.size,
       .tier = e.tier,
       .last_use = e.last_use.load(std::memory_order_relaxed),
-      .checksums = e.checksums,
-      .present = e.present,
+      .checksums = e.checksums.ToVector(),
+      .present = e.present.ToVector(),
   };
 }
 

@@ -115,9 +115,9 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
   e->key = key;
   e->tier = static_cast<uint32_t>(tier);
   e->blocks = 1;
-  e->checksums = {checksum};
-  e->present = {1};
-  e->verified = {1};
+  e->checksums = U64Array(1, checksum);
+  e->present = U64Array(1, 1);
+  e->verified = U64Array(1, 1);
   e->present_count = 1;
   e->allocated = alloc;
   e->last_use.store(NextTick(), std::memory_order_relaxed);

@@ -7,6 +7,7 @@
 // eviction passes and checkpoints and is taken before any shard lock.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +36,54 @@ struct ObjectIdHash {
 ObjectId IdOf(const ObjectKey& key);
 std::string HexName(const ObjectId& id);
 
+// A fixed-size array of u64 that keeps one element inline: a small object's
+// checksum and bitmaps cost no heap allocation (the index holds millions).
+class U64Array {
+ public:
+  U64Array() = default;
+  U64Array(size_t n, uint64_t value) { assign(n, value); }
+  explicit U64Array(const std::vector<uint64_t>& v) {
+    assign(v.size(), 0);
+    std::copy(v.begin(), v.end(), begin());
+  }
+  U64Array(const U64Array& o) { *this = o; }
+  U64Array& operator=(const U64Array& o) {
+    if (this != &o) {
+      assign(o.size_, 0);
+      std::copy(o.begin(), o.end(), begin());
+    }
+    return *this;
+  }
+  ~U64Array() { Free(); }
+
+  void assign(size_t n, uint64_t value) {
+    Free();
+    size_ = n;
+    if (n > 1) heap_ = new uint64_t[n];
+    std::fill(begin(), end(), value);
+  }
+  size_t size() const { return size_; }
+  uint64_t* begin() { return size_ > 1 ? heap_ : &inline_; }
+  uint64_t* end() { return begin() + size_; }
+  const uint64_t* begin() const { return size_ > 1 ? heap_ : &inline_; }
+  const uint64_t* end() const { return begin() + size_; }
+  uint64_t& operator[](size_t i) { return begin()[i]; }
+  uint64_t operator[](size_t i) const { return begin()[i]; }
+  uint64_t& back() { return begin()[size_ - 1]; }
+  std::vector<uint64_t> ToVector() const { return std::vector<uint64_t>(begin(), end()); }
+
+ private:
+  void Free() {
+    if (size_ > 1) delete[] heap_;
+    size_ = 0;
+  }
+  size_t size_ = 0;
+  union {
+    uint64_t inline_ = 0;
+    uint64_t* heap_;
+  };
+};
+
 // Allocation unit quota accounting counts in.
 inline constexpr uint64_t kAllocUnit = 4096;
 inline uint64_t RoundUpAlloc(uint64_t n) { return (n + kAllocUnit - 1) / kAllocUnit * kAllocUnit; }
@@ -46,19 +95,20 @@ struct Entry {
   ObjectKey key;
   uint32_t tier = 0;
   uint64_t blocks = 1;               // number of blocks (1 for a small object)
-  std::vector<uint64_t> checksums;   // per block XXH3-64; valid where present
-  std::vector<uint64_t> present;     // presence bitmap words
-  std::vector<uint64_t> verified;    // in memory: block checked since Open
+  U64Array checksums;                // per block XXH3-64; valid where present
+  U64Array present;                  // presence bitmap words
+  U64Array verified;                 // in memory: block checked since Open
   uint64_t present_count = 0;
   uint64_t allocated = 0;            // bytes counted against the tier (present blocks)
   uint64_t generation = 0;           // bumped when the file moves to another tier
   std::atomic<uint64_t> last_use{0}; // logical use tick (relaxed atomics)
 
   bool complete() const { return present_count == blocks; }
-  static bool Bit(const std::vector<uint64_t>& bits, uint64_t i) {
+  template <typename Words>
+  static bool Bit(const Words& bits, uint64_t i) {
     return (bits[i / 64] >> (i % 64)) & 1;
   }
-  static void SetBit(std::vector<uint64_t>& bits, uint64_t i) { bits[i / 64] |= 1ull << (i % 64); }
+  static void SetBit(U64Array& bits, uint64_t i) { bits[i / 64] |= 1ull << (i % 64); }
 };
 
 struct Shard {

@@ -96,7 +96,7 @@ bool Store::Impl::Demote(const std::shared_ptr<Entry>& e, uint32_t to) {
     from = e->tier;
     generation = e->generation;
     present_count = e->present_count;
-    present = e->present;
+    present = e->present.ToVector();
     alloc = e->allocated;
   }
   if (!tiers[to]->Reserve(alloc)) return false;

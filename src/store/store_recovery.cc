@@ -78,8 +78,8 @@ void Store::Impl::UpsertEntry(store_format::EntryRecord&& rec) {
   e->key = std::move(key);
   e->tier = rec.tier;
   e->blocks = blocks;
-  e->checksums = std::move(rec.checksums);
-  e->present = std::move(rec.present);
+  e->checksums = U64Array(rec.checksums);
+  e->present = U64Array(rec.present);
   if (blocks % 64) e->present.back() &= (1ull << (blocks % 64)) - 1;
   e->verified.assign(words, 0);
   for (uint64_t w : e->present) e->present_count += static_cast<uint64_t>(std::popcount(w));
