@@ -138,7 +138,8 @@ struct Counters {
 struct Store::Impl {
   ~Impl();
   StoreOptions options;
-  int lock_fd = -1;  // flock on index_dir/LOCK: one store per cache directory
+  std::vector<int> lock_fds;  // flock(LOCK_EX) on <dir>/LOCK of index_dir and every tier
+  Status LockDir(const std::string& dir);
   Clock* clock = nullptr;
   std::unique_ptr<CachePolicy> policy;
   std::vector<std::unique_ptr<TierState>> tiers;

@@ -217,7 +217,19 @@ Status Store::Impl::Recover() {
 }
 
 Store::Impl::~Impl() {
-  if (lock_fd >= 0) ::close(lock_fd);
+  for (int fd : lock_fds) ::close(fd);
+}
+
+Status Store::Impl::LockDir(const std::string& dir) {
+  std::string path = dir + "/LOCK";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("store: open " + path, errno);
+  lock_fds.push_back(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    return Unavailable("store: " + dir + " is in use by another Granary store (" + path +
+                       " is locked)");
+  }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
@@ -240,13 +252,13 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
     impl->tiers.push_back(std::move(tier));
   }
   RETURN_IF_ERROR(MakeDirs(impl->options.index_dir));
-  std::string lock_path = impl->options.index_dir + "/LOCK";
-  impl->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (impl->lock_fd < 0) return ErrnoStatus("store: open " + lock_path, errno);
-  if (::flock(impl->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    return Unavailable("store: " + impl->options.index_dir +
-                       " is in use by another Granary store (" + lock_path + " is locked)");
+  // One store per directory: a second one would delete the first one's files
+  // as orphans.
+  std::vector<std::string> lock_dirs{impl->options.index_dir};
+  for (const TierLevel& level : options.tiers) {
+    if (level.path != impl->options.index_dir) lock_dirs.push_back(level.path);
   }
+  for (const std::string& dir : lock_dirs) RETURN_IF_ERROR(impl->LockDir(dir));
   RETURN_IF_ERROR(impl->Recover());
   Impl* raw = impl.get();
   std::unique_ptr<Store> store(new Store(std::move(impl)));

@@ -291,6 +291,10 @@ TEST(StoreTest, SecondStoreOnSameDirectoryIsRefused) {
   auto b = Store::Open(OneTier(dir.path(), 1 << 20));
   EXPECT_EQ(b.status().code(), Code::kUnavailable);
   EXPECT_NE(b.status().message().find("in use"), std::string::npos);
+  // Sharing only a tier directory is refused too.
+  StoreOptions other = OneTier(dir.path(), 1 << 20);
+  other.index_dir = dir.path() + "/elsewhere";
+  EXPECT_EQ(Store::Open(other).status().code(), Code::kUnavailable);
 }
 
 }  // namespace
