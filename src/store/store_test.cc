@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "store/epoch_sim.h"
 #include "store/store_test_util.h"
@@ -176,6 +177,33 @@ TEST(StoreTest, EvictionDeletesLeastRecentlyUsedInLastTier) {
   EXPECT_TRUE(store.Contains(Key(0, kSize)));
   for (int i = 1; i <= 5; ++i) EXPECT_FALSE(store.Contains(Key(i, kSize))) << i;
   EXPECT_EQ(store.stats().tiers[0].files, 5u);
+}
+
+TEST(StoreTest, BackgroundThreadEvictsAndCheckpoints) {
+  TempDir dir;
+  StoreOptions opt = OneTier(dir.path(), 1 << 20);
+  opt.background = true;
+  opt.eviction_interval = std::chrono::milliseconds(1);
+  opt.checkpoint_every_records = 5;
+  auto opened = Store::Open(opt);
+  ASSERT_TRUE(opened.ok());
+  Store& store = **opened;
+  const uint64_t kSize = 100 * 1024;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
+  // Poll (with a deadline) for the background thread's pass.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (store.stats().tiers[0].used_bytes > (1 << 19) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_LE(store.stats().tiers[0].used_bytes, 1u << 19);
+  EXPECT_EQ(store.stats().evictions, 5u);
+  // A checkpoint replaced the first journal(s): at most two remain.
+  int journals = 0;
+  for (auto& f : std::filesystem::directory_iterator(dir.path())) {
+    journals += f.path().filename().string().rfind("journal-", 0) == 0;
+  }
+  EXPECT_LE(journals, 2);
 }
 
 TEST(StoreTest, CorruptFilesAreDroppedAfterRestart) {
