@@ -12,7 +12,7 @@ PACKAGES=(
 )
 # Extra packages for the benchmark suite's peers (s3fs, rclone) and plots.
 if [[ "${1:-}" == "--bench" ]]; then
-  PACKAGES+=(s3fs rclone gnuplot-nox)
+  PACKAGES+=(s3fs rclone gnuplot-nox python3-torch python3-torchvision)
 fi
 
 missing=()
