@@ -137,67 +137,101 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
   return true;
 }
 
+Result<std::shared_ptr<Entry>> Store::Impl::CreateLargeEntryLocked(Shard& shard,
+                                                                   const ObjectKey& key,
+                                                                   const ObjectId& id,
+                                                                   uint64_t alloc) {
+  if (!policy->ShouldAdmit({.dataset = key.dataset,
+                            .object_bytes = WholeObjectAlloc(key.size, options.block_size),
+                            .used_bytes = UsedAll(),
+                            .capacity = Capacity()})) {
+    counters.refusals.fetch_add(1, std::memory_order_relaxed);
+    return std::shared_ptr<Entry>();
+  }
+  int t = ReserveInFastest(alloc);
+  if (t < 0) {
+    NoteNoSpace(static_cast<uint32_t>(tiers.size() - 1), alloc, false);
+    return std::shared_ptr<Entry>();
+  }
+  auto tier = static_cast<uint32_t>(t);
+  std::string path = FilePath(tier, id);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err = fd < 0 ? errno : (::ftruncate(fd, static_cast<off_t>(key.size)) != 0 ? errno : 0);
+  if (fd >= 0) ::close(fd);
+  if (err != 0) {
+    ::unlink(path.c_str());
+    tiers[tier]->Release(alloc);
+    if (!IsNoSpace(err)) return ErrnoStatus("store: create " + path, err);
+    NoteNoSpace(tier, alloc, true);
+    return std::shared_ptr<Entry>();
+  }
+  auto e = std::make_shared<Entry>();
+  e->id = id;
+  e->key = key;
+  e->tier = tier;
+  e->blocks = BlockCount(key.size);
+  size_t words = (e->blocks + 63) / 64;
+  e->checksums.assign(e->blocks, 0);
+  e->present.assign(words, 0);
+  e->verified.assign(words, 0);
+  e->last_use.store(NextTick(), std::memory_order_relaxed);
+  shard.map.emplace(id, e);
+  tiers[tier]->files.fetch_add(1, std::memory_order_relaxed);
+  return e;
+}
+
+Result<bool> Store::Impl::CommitBlockLocked(const std::shared_ptr<Entry>& e, uint64_t block,
+                                            uint64_t checksum, uint64_t alloc) {
+  store_format::BlockRecord rec{.object = {.id_hi = e->id.hi,
+                                           .id_lo = e->id.lo,
+                                           .dataset = e->key.dataset,
+                                           .key = e->key.key,
+                                           .etag = e->key.etag,
+                                           .size = e->key.size,
+                                           .tier = e->tier,
+                                           .last_use = e->last_use.load(std::memory_order_relaxed)},
+                                .block = block,
+                                .checksum = checksum};
+  Status s = AppendJournal(store_format::RecordType::kBlock, store_format::EncodeBlock(rec));
+  if (!s.ok()) {
+    tiers[e->tier]->Release(alloc);
+    if (s.code() != Code::kNoSpace) return s;
+    NoteNoSpace(e->tier, alloc, true);
+    return false;
+  }
+  e->checksums[block] = checksum;
+  Entry::SetBit(e->present, block);
+  Entry::SetBit(e->verified, block);
+  e->present_count++;
+  e->allocated += alloc;
+  counters.admissions.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
                                           std::string_view data) {
   Shard& shard = ShardOf(id);
   uint64_t alloc = RoundUpAlloc(data.size());
   std::shared_ptr<Entry> e;
-  uint32_t tier;
   uint64_t generation;
+  uint32_t tier;
   bool created = false;
   {
     std::lock_guard lock(shard.mu);
     e = FindLocked(shard, id, key);
     if (e && Entry::Bit(e->present, block)) return true;
     if (!e && shard.map.count(id)) return false;  // same id, other identity: never in practice
-    if (e) {
-      tier = e->tier;
-      if (!tiers[tier]->Reserve(alloc)) {
-        NoteNoSpace(tier, alloc, false);
-        return false;
-      }
-    } else {
-      if (!policy->ShouldAdmit({.dataset = key.dataset,
-                                .object_bytes = WholeObjectAlloc(key.size, options.block_size),
-                                .used_bytes = UsedAll(),
-                                .capacity = Capacity()})) {
-        counters.refusals.fetch_add(1, std::memory_order_relaxed);
-        return false;
-      }
-      int t = ReserveInFastest(alloc);
-      if (t < 0) {
-        NoteNoSpace(static_cast<uint32_t>(tiers.size() - 1), alloc, false);
-        return false;
-      }
-      tier = static_cast<uint32_t>(t);
-      std::string path = FilePath(tier, id);
-      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      int err = fd < 0 ? errno : (::ftruncate(fd, static_cast<off_t>(key.size)) != 0 ? errno : 0);
-      if (fd >= 0) ::close(fd);
-      if (err != 0) {
-        ::unlink(path.c_str());
-        tiers[tier]->Release(alloc);
-        if (IsNoSpace(err)) {
-          NoteNoSpace(tier, alloc, true);
-          return false;
-        }
-        return ErrnoStatus("store: create " + path, err);
-      }
-      e = std::make_shared<Entry>();
-      e->id = id;
-      e->key = key;
-      e->tier = tier;
-      e->blocks = BlockCount(key.size);
-      size_t words = (e->blocks + 63) / 64;
-      e->checksums.assign(e->blocks, 0);
-      e->present.assign(words, 0);
-      e->verified.assign(words, 0);
-      e->last_use.store(NextTick(), std::memory_order_relaxed);
-      shard.map.emplace(id, e);
-      tiers[tier]->files.fetch_add(1, std::memory_order_relaxed);
+    if (e && !tiers[e->tier]->Reserve(alloc)) {
+      NoteNoSpace(e->tier, alloc, false);
+      return false;
+    }
+    if (!e) {
+      ASSIGN_OR_RETURN(e, CreateLargeEntryLocked(shard, key, id, alloc));
+      if (!e) return false;
       created = true;
     }
     generation = e->generation;
+    tier = e->tier;
   }
   std::string path = FilePath(tier, id);
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -208,36 +242,18 @@ Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& 
   std::lock_guard lock(shard.mu);
   auto it = shard.map.find(id);
   bool same = it != shard.map.end() && it->second == e && e->generation == generation;
-  if (err != 0 || !same || Entry::Bit(e->present, block)) {
-    tiers[tier]->Release(alloc);
-    if (same && created && e->present_count == 0 && err != 0) DropLocked(shard, e);
-    if (err == 0) return same;
-    if (IsNoSpace(err)) {
-      NoteNoSpace(tier, alloc, true);
-      return false;
-    }
-    if (!same) return false;
-    return ErrnoStatus("store: write " + path, err);
+  if (err == 0 && same && !Entry::Bit(e->present, block)) {
+    return CommitBlockLocked(e, block, checksum, alloc);
   }
-  store_format::BlockRecord rec{.object = ToRecord(*e), .block = block, .checksum = checksum};
-  rec.object.checksums.clear();
-  rec.object.present.clear();
-  Status s = AppendJournal(store_format::RecordType::kBlock, store_format::EncodeBlock(rec));
-  if (!s.ok()) {
-    tiers[tier]->Release(alloc);
-    if (s.code() == Code::kNoSpace) {
-      NoteNoSpace(tier, alloc, true);
-      return false;
-    }
-    return s;
+  tiers[tier]->Release(alloc);
+  if (same && created && e->present_count == 0 && err != 0) DropLocked(shard, e);
+  if (err == 0) return same;  // moved or dropped meanwhile, or a concurrent writer won
+  if (IsNoSpace(err)) {
+    NoteNoSpace(tier, alloc, true);
+    return false;
   }
-  e->checksums[block] = checksum;
-  Entry::SetBit(e->present, block);
-  Entry::SetBit(e->verified, block);
-  e->present_count++;
-  e->allocated += alloc;
-  counters.admissions.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  if (!same) return false;
+  return ErrnoStatus("store: write " + path, err);
 }
 
 Result<bool> Store::AdmitObject(const ObjectKey& key, std::string_view data) {

@@ -182,6 +182,15 @@ struct Store::Impl {
   Result<bool> AdmitSmall(const ObjectKey& key, const ObjectId& id, std::string_view data);
   Result<bool> AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
                                std::string_view data);
+  // For a new large object: asks the policy, reserves `alloc` in the fastest
+  // tier with room, creates the sparse file and inserts an empty entry. Null
+  // when not admitted. Caller holds the shard lock.
+  Result<std::shared_ptr<Entry>> CreateLargeEntryLocked(Shard& shard, const ObjectKey& key,
+                                                        const ObjectId& id, uint64_t alloc);
+  // Journals a written block and marks it present (releases `alloc` if the
+  // journal refuses). Caller holds the shard lock.
+  Result<bool> CommitBlockLocked(const std::shared_ptr<Entry>& e, uint64_t block,
+                                 uint64_t checksum, uint64_t alloc);
   // Picks the fastest tier with room for `bytes` and reserves them; -1 if none.
   int ReserveInFastest(uint64_t bytes);
   void NoteNoSpace(uint32_t tier, uint64_t bytes, bool disk_full);
