@@ -1,0 +1,157 @@
+// CacheEngine: the read path of one dataset (DESIGN §3.4).
+//
+//   Read(ino, offset, out): snapshot lookup (inode -> key, size, etag)
+//     -> store hit: serve from the cache file
+//     -> miss: single-flight fetch per (object, block) from the origin, so N
+//        concurrent readers of one cold block cause one origin request; the
+//        bytes go to every waiting reader first and are admitted to the store
+//        concurrently (on the admission pool).
+//   Fetch(ino): makes the whole object cached (warm-up, readahead); joins any
+//     in-flight fetch of the same block instead of fetching twice.
+//
+// All origin I/O passes one PrioritySemaphore (options.origin_concurrency
+// permits): demand reads (Priority::kHigh) always go before warm-up and
+// readahead (Priority::kLow). Origin errors (after the connector's retries)
+// fail only the read that needed them.
+//
+// Large objects (size > block_size) are fetched and cached block by block; a
+// sequential reader triggers readahead of the next readahead_blocks blocks.
+//
+// Concurrency model: every public method is thread-safe; FUSE threads call
+// Read and block on the single-flight result (bounded by the origin's
+// timeouts). flights_mu_ guards flights_; each Flight's mu guards its fields;
+// seq_mu_ guards last_end_. Lock order: flights_mu_ -> Flight::mu (never the
+// other way). The store and snapshot have their own thread-safety contracts.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "common/priority_semaphore.h"
+#include "common/thread_pool.h"
+#include "granary/status.h"
+#include "meta/snapshot.h"
+#include "store/store.h"
+#include "ufs/ufs.h"
+
+namespace granary {
+
+struct EngineOptions {
+  // Dataset name in store keys (a store may hold several datasets).
+  std::string dataset = "default";
+  // Origin requests in flight at most (demand + warm-up together).
+  int origin_concurrency = 64;
+  // Blocks fetched ahead of a sequential reader of a large object (0 = off).
+  int readahead_blocks = 4;
+  // Threads admitting fetched bytes to the store off the read path.
+  int admission_threads = 2;
+
+  Status Validate() const;
+};
+
+// Engine counters (monotonic since start) plus the dataset's totals.
+struct EngineStats {
+  uint64_t ufs_files = 0;        // files in the snapshot
+  uint64_t ufs_bytes = 0;        // bytes in the snapshot
+  uint64_t reads = 0;            // Read calls
+  uint64_t hit_reads = 0;        // Read calls served entirely from the store
+  uint64_t miss_reads = 0;       // Read calls that needed the origin (or a flight)
+  uint64_t hit_bytes = 0;        // bytes served from the store
+  uint64_t miss_bytes = 0;       // bytes served from fetched blocks
+  uint64_t read_errors = 0;      // Read calls that failed
+  uint64_t origin_requests = 0;  // block GETs sent to the origin
+  uint64_t origin_bytes = 0;     // bytes received from the origin
+  uint64_t origin_errors = 0;    // block GETs that failed (after retries)
+  uint64_t flight_joins = 0;     // times a reader waited on another's fetch
+  uint64_t admitted = 0;         // blocks the store accepted
+  uint64_t not_admitted = 0;     // blocks the store refused (policy / space)
+  uint64_t admit_errors = 0;     // admissions that failed with an error
+};
+
+class CacheEngine {
+ public:
+  // Borrows `store` (must outlive the engine); shares the UFS and snapshot.
+  CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<const Snapshot> snapshot,
+              Store* store, EngineOptions options);
+  // Waits for pending admissions.
+  ~CacheEngine();
+  CacheEngine(const CacheEngine&) = delete;
+  CacheEngine& operator=(const CacheEngine&) = delete;
+
+  // Reads up to out.size() bytes of file `ino` at `offset`; short only at the
+  // end of the file. InvalidArgument for a directory, NotFound for an unknown
+  // inode, the origin's error if a needed block could not be fetched.
+  Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out,
+                      Priority priority = Priority::kHigh);
+
+  // Makes file `ino` fully cached. true: cached (or already was); false: the
+  // store refused part of it (policy or no space). Errors: origin errors.
+  Result<bool> Fetch(uint64_t ino, Priority priority = Priority::kLow);
+
+  // True if file `ino` is completely cached.
+  bool IsCached(uint64_t ino) const;
+
+  // For passthrough: an fd of the complete cache file of `ino` (caller closes),
+  // or NotFound when it is not (completely) cached.
+  Result<int> OpenCachedFile(uint64_t ino);
+
+  // The store identity of a file entry.
+  ObjectKey KeyOf(const EntryView& entry) const;
+
+  const Snapshot& snapshot() const { return *snapshot_; }
+  Store& store() { return *store_; }
+  UnderStorage& ufs() { return *ufs_; }
+  EngineStats stats() const;
+
+ private:
+  struct Flight;
+  using FlightKey = std::pair<uint64_t, uint64_t>;  // (ino, block index)
+  struct FlightKeyHash {
+    size_t operator()(const FlightKey& k) const { return k.first * 0x9E3779B97F4A7C15ull ^ k.second; }
+  };
+  using BlockData = std::shared_ptr<const std::string>;
+
+  // The bytes of one block: joins or leads a flight. If `wait_admission`, also
+  // waits for the store's answer and returns it in *admitted.
+  Result<BlockData> GetBlock(const EntryView& e, uint64_t block, Priority p, bool wait_admission,
+                             bool* admitted);
+  Result<BlockData> FetchBlock(const EntryView& e, const ObjectKey& key, uint64_t block, Priority p);
+  void Admit(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block, BlockData data,
+             uint64_t ino);
+  void MaybeReadahead(const EntryView& e, uint64_t offset, uint64_t end);
+  uint64_t BlockCount(uint64_t size) const;
+
+  std::shared_ptr<UnderStorage> ufs_;
+  std::shared_ptr<const Snapshot> snapshot_;
+  Store* store_;
+  EngineOptions options_;
+  uint64_t block_size_;
+  PrioritySemaphore origin_slots_;
+
+  std::mutex flights_mu_;  // guards flights_
+  std::unordered_map<FlightKey, std::shared_ptr<Flight>, FlightKeyHash> flights_;
+
+  std::mutex seq_mu_;  // guards last_end_
+  std::unordered_map<uint64_t, uint64_t> last_end_;  // ino -> end of its last read (large files)
+
+  struct Counters {
+    std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
+        read_errors{0}, origin_requests{0}, origin_bytes{0}, origin_errors{0}, flight_joins{0},
+        admitted{0}, not_admitted{0}, admit_errors{0};
+  };
+  mutable Counters c_;
+
+  // Declared last: destroyed first, so queued admissions finish while the
+  // members they use are alive.
+  std::unique_ptr<ThreadPool> admission_pool_;
+  std::unique_ptr<ThreadPool> readahead_pool_;
+};
+
+}  // namespace granary

@@ -1,0 +1,226 @@
+#include "cache/engine.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "testing/mem_ufs.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// A dataset in MemUfs, its snapshot and a store in a temp dir.
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("granary-engine-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "cache");
+    ufs_ = std::make_shared<testing::MemUfs>("mem://bkt");
+  }
+  void TearDown() override {
+    engine_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+
+  void Put(const std::string& path, std::string data) {
+    objects_[path] = data;
+    ufs_->Put("ds/" + path, std::move(data));
+  }
+
+  void Open(uint64_t quota = 1ull << 30, std::string policy = "lru", uint64_t block = 64 << 10) {
+    engine_.reset();
+    store_.reset();
+    if (!snapshot_) {
+      auto snap = Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
+                                  (dir_ / "snapshot").string(), 1);
+      ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+      snapshot_ = std::move(*snap);
+    }
+    auto store = Store::Open(StoreOptions{
+        .tiers = {TierLevel{.medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
+        .policy = policy,
+        .block_size = block,
+        .background = false});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
+                                            EngineOptions{.dataset = "ds", .origin_concurrency = 8});
+  }
+
+  uint64_t Ino(const std::string& path) {
+    auto ino = snapshot_->FindPath(path);
+    EXPECT_TRUE(ino.has_value()) << path;
+    return ino.value_or(0);
+  }
+
+  std::string ReadAll(uint64_t ino, size_t chunk = 1 << 20) {
+    std::string out;
+    std::string buf(chunk, '\0');
+    for (uint64_t off = 0;;) {
+      auto n = engine_->Read(ino, off, std::span<char>(buf.data(), buf.size()));
+      EXPECT_TRUE(n.ok()) << n.status().ToString();
+      if (!n.ok() || *n == 0) break;
+      out.append(buf.data(), *n);
+      off += *n;
+    }
+    return out;
+  }
+
+  fs::path dir_;
+  std::shared_ptr<testing::MemUfs> ufs_;
+  std::map<std::string, std::string> objects_;
+  std::shared_ptr<const Snapshot> snapshot_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<CacheEngine> engine_;
+};
+
+TEST_F(EngineTest, ColdReadFetchesWarmReadDoesNot) {
+  for (int i = 0; i < 50; ++i) Put("train/c" + std::to_string(i % 5) + "/f" + std::to_string(i) + ".jpg",
+                                   RandomBytes(1000 + i * 997, i));
+  Open();
+  for (const auto& [path, data] : objects_) EXPECT_EQ(ReadAll(Ino(path)), data) << path;
+  auto cold = engine_->stats();
+  EXPECT_EQ(cold.origin_requests, 50u);
+  engine_.reset();  // drains admissions
+  engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), EngineOptions{.dataset = "ds"});
+  for (const auto& [path, data] : objects_) EXPECT_EQ(ReadAll(Ino(path)), data) << path;
+  auto warm = engine_->stats();
+  EXPECT_EQ(warm.origin_requests, 0u);
+  EXPECT_EQ(warm.hit_reads, warm.reads - 50);  // each file's final read at EOF returns 0 early
+}
+
+TEST_F(EngineTest, ThirtyTwoConcurrentReadersOfOneColdObjectCauseOneOriginRead) {
+  Put("big.jpg", RandomBytes(110 << 10, 7));
+  Open(1ull << 30, "lru", /*block=*/4 << 20);  // one block: one origin GET
+  const uint64_t ino = Ino("big.jpg");
+  // Hold the leader's origin read until every other reader has joined its flight.
+  ufs_->SetReadHook([this](std::string_view, uint64_t) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (engine_->stats().flight_joins < 31 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    return Status::Ok();
+  });
+  std::vector<std::thread> readers;
+  std::vector<std::string> got(32);
+  for (int t = 0; t < 32; ++t) {
+    readers.emplace_back([&, t] {
+      std::string buf(200 << 10, '\0');
+      auto n = engine_->Read(ino, 0, std::span<char>(buf.data(), buf.size()));
+      if (n.ok()) got[t] = buf.substr(0, *n);
+    });
+  }
+  for (auto& r : readers) r.join();
+  for (const auto& g : got) EXPECT_EQ(g, objects_["big.jpg"]);
+  EXPECT_EQ(ufs_->stats().read_requests, 1u);
+  EXPECT_EQ(engine_->stats().flight_joins, 31u);
+}
+
+TEST_F(EngineTest, MultiBlockObjectsRangedReadsAndFetch) {
+  Put("large.bin", RandomBytes((1 << 20) + 12345, 3));  // 17 blocks of 64 KiB
+  Put("small.bin", RandomBytes(100, 4));
+  Open();
+  const uint64_t ino = Ino("large.bin");
+  const std::string& data = objects_["large.bin"];
+  std::mt19937 rng(1);
+  for (int i = 0; i < 200; ++i) {
+    uint64_t off = rng() % (data.size() + 100);
+    size_t len = rng() % (200 << 10);
+    std::string buf(len, '\0');
+    auto n = engine_->Read(ino, off, std::span<char>(buf.data(), buf.size()));
+    ASSERT_TRUE(n.ok());
+    std::string want = off < data.size() ? data.substr(off, len) : "";
+    ASSERT_EQ(buf.substr(0, *n), want) << "off=" << off << " len=" << len;
+  }
+  auto fetched = engine_->Fetch(ino);
+  ASSERT_TRUE(fetched.ok()) << fetched.status().ToString();
+  EXPECT_TRUE(*fetched);
+  EXPECT_TRUE(engine_->IsCached(ino));
+  auto fd = engine_->OpenCachedFile(ino);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  std::string file(data.size(), '\0');
+  EXPECT_EQ(pread(*fd, file.data(), file.size(), 0), static_cast<ssize_t>(data.size()));
+  close(*fd);
+  EXPECT_EQ(file, data);
+  const uint64_t before = engine_->stats().origin_requests;
+  EXPECT_EQ(ReadAll(ino, 100000), data);
+  EXPECT_EQ(engine_->stats().origin_requests, before);
+  EXPECT_FALSE(engine_->OpenCachedFile(Ino("small.bin")).ok());  // not cached yet
+}
+
+TEST_F(EngineTest, OriginErrorFailsOnlyThatRead) {
+  Put("bad.jpg", RandomBytes(5000, 1));
+  Put("good.jpg", RandomBytes(5000, 2));
+  Open();
+  ufs_->SetReadHook([](std::string_view key, uint64_t) {
+    if (key == "ds/bad.jpg") return Unavailable("mem://bkt/ds/bad.jpg: origin down");
+    return Status::Ok();
+  });
+  std::string buf(8192, '\0');
+  auto bad = engine_->Read(Ino("bad.jpg"), 0, std::span<char>(buf.data(), buf.size()));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kUnavailable);
+  EXPECT_NE(bad.status().message().find("bad.jpg"), std::string::npos);
+  EXPECT_EQ(ReadAll(Ino("good.jpg")), objects_["good.jpg"]);
+  ufs_->SetReadHook(nullptr);
+  EXPECT_EQ(ReadAll(Ino("bad.jpg")), objects_["bad.jpg"]);  // a later read succeeds
+  EXPECT_EQ(engine_->stats().read_errors, 1u);
+}
+
+TEST_F(EngineTest, CorruptCacheFileIsRefetchedAfterRestart) {
+  Put("x.jpg", RandomBytes(50000, 9));
+  Open();
+  const uint64_t ino = Ino("x.jpg");
+  ASSERT_TRUE(engine_->Fetch(ino).value_or(false));
+  auto info = store_->Describe(engine_->KeyOf(*snapshot_->Get(ino)));
+  ASSERT_TRUE(info.ok());
+  const std::string path = info->path;
+  Open();  // restart: close and reopen the store
+  {
+    int fd = ::open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, "XXXX", 4, 1000), 4);
+    close(fd);
+  }
+  EXPECT_EQ(ReadAll(ino), objects_["x.jpg"]);
+  EXPECT_EQ(store_->stats().checksum_failures, 1u);
+  EXPECT_EQ(engine_->stats().origin_requests, 1u);
+}
+
+TEST_F(EngineTest, FetchReportsWhenTheCacheIsFull) {
+  for (int i = 0; i < 20; ++i) Put("f" + std::to_string(i), RandomBytes(40 << 10, i));
+  Open(/*quota=*/200 << 10, "training");
+  int cached = 0, refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto r = engine_->Fetch(Ino("f" + std::to_string(i)));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    (*r ? cached : refused)++;
+  }
+  EXPECT_GT(cached, 0);
+  EXPECT_GT(refused, 0);
+  // Refused objects are still readable (served from the origin).
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(ReadAll(Ino("f" + std::to_string(i))), objects_["f" + std::to_string(i)]);
+  }
+}
+
+}  // namespace
+}  // namespace granary
