@@ -200,6 +200,10 @@ struct Store::Impl {
   void EvictTier(uint32_t tier, uint64_t target);
   // Moves the entry's file to tier+1 (returns false if it could not).
   bool Demote(const std::shared_ptr<Entry>& e, uint32_t to);
+  // Copies the blocks marked in `present` from src into a new sparse file dst
+  // (the object's immutable fields only are read). Returns 0 or the errno.
+  int CopyPresentBlocks(const Entry& e, const std::vector<uint64_t>& present,
+                        const std::string& src, const std::string& dst);
   Status CheckpointLocked();
   void BackgroundLoop();
 

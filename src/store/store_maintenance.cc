@@ -84,6 +84,23 @@ int CopyRange(int from, int to, uint64_t offset, uint64_t len, std::string& buf)
 
 }  // namespace
 
+int Store::Impl::CopyPresentBlocks(const Entry& e, const std::vector<uint64_t>& present,
+                                   const std::string& src, const std::string& dst) {
+  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int err = in < 0 || out < 0 ? errno : 0;
+  if (err == 0 && ::ftruncate(out, static_cast<off_t>(e.key.size)) != 0) err = errno;
+  std::string buf;
+  for (uint64_t b = 0; err == 0 && b < e.blocks; ++b) {
+    if (Entry::Bit(present, b)) {
+      err = CopyRange(in, out, b * options.block_size, BlockLength(e.key, b), buf);
+    }
+  }
+  if (in >= 0) ::close(in);
+  if (out >= 0 && ::close(out) != 0 && err == 0) err = errno;
+  return err;
+}
+
 bool Store::Impl::Demote(const std::shared_ptr<Entry>& e, uint32_t to) {
   Shard& shard = ShardOf(e->id);
   uint32_t from;
@@ -104,18 +121,7 @@ bool Store::Impl::Demote(const std::shared_ptr<Entry>& e, uint32_t to) {
   std::string dst = FilePath(to, e->id);
   std::string tmp = dst + ".tmp." + std::to_string(::getpid()) + "." +
                     std::to_string(tmp_seq.fetch_add(1, std::memory_order_relaxed));
-  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  int err = in < 0 || out < 0 ? errno : 0;
-  if (err == 0 && ::ftruncate(out, static_cast<off_t>(e->key.size)) != 0) err = errno;
-  std::string buf;
-  for (uint64_t b = 0; err == 0 && b < e->blocks; ++b) {
-    if (Entry::Bit(present, b)) {
-      err = CopyRange(in, out, b * options.block_size, BlockLength(e->key, b), buf);
-    }
-  }
-  if (in >= 0) ::close(in);
-  if (out >= 0 && ::close(out) != 0 && err == 0) err = errno;
+  int err = CopyPresentBlocks(*e, present, src, tmp);
   std::lock_guard lock(shard.mu);
   auto it = shard.map.find(e->id);
   bool same = it != shard.map.end() && it->second == e && e->generation == generation &&
