@@ -1,0 +1,8 @@
+# Control socket, warm-up loads, dataset status and Prometheus metrics served
+# by the mount daemon (Issue 5). Included from src/daemon/CMakeLists.txt.
+target_sources(granary PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/loader.cc)
+if(GRANARY_BUILD_TESTS)
+  granary_test(daemon_control_test
+    ${CMAKE_CURRENT_LIST_DIR}/loader_test.cc)
+endif()

@@ -1,0 +1,240 @@
+// Process plumbing of `granary mount` / `granary umount`: dataset ids, run
+// files (pid, stats), the mount table, forking a background daemon that
+// reports readiness through a pipe, and stopping a daemon (see daemon.h).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/log.h"
+#include "common/uri.h"
+#include "daemon/daemon.h"
+#include "fuse/fuse_server.h"
+
+namespace granary {
+namespace {
+
+std::string Hex12(std::string_view text) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(text.data(), text.size())));
+  return std::string(buf, 12);
+}
+
+// Undoes the escaping of /proc/self/mountinfo fields ("\040" = space).
+std::string UnescapeMountField(std::string_view f) {
+  std::string out;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == '\\' && i + 3 < f.size()) {
+      int v = (f[i + 1] - '0') * 64 + (f[i + 2] - '0') * 8 + (f[i + 3] - '0');
+      out += static_cast<char>(v);
+      i += 3;
+    } else {
+      out += f[i];
+    }
+  }
+  return out;
+}
+
+// A live process that is not a zombie.
+bool ProcessAlive(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  size_t close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'Z';
+}
+
+// Writes all of `text` to fd (best effort).
+void WriteAllFd(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// The background child: never returns.
+[[noreturn]] void RunChild(DaemonOptions options, int ready_fd) {
+  ::setsid();
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+  int log = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log >= 0) {
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+  }
+  Result<std::unique_ptr<Daemon>> d = Daemon::Start(options);
+  if (!d.ok()) {
+    GLOG_ERROR("mount {}: {}", options.mountpoint, d.status().ToString());
+    WriteAllFd(ready_fd, std::to_string(static_cast<int>(d.status().code())) + " " +
+                             d.status().message());
+    ::close(ready_fd);
+    ::_exit(1);
+  }
+  WriteAllFd(ready_fd, "ready");
+  ::close(ready_fd);
+  Status s = (*d)->Run();
+  d->reset();
+  if (!s.ok()) GLOG_ERROR("shutdown: {}", s.ToString());
+  ::_exit(s.ok() ? 0 : 1);
+}
+
+}  // namespace
+
+std::string DatasetId(std::string_view source) {
+  auto uri = ParseUri(source);
+  return Hex12(uri.ok() ? uri->ToString() : std::string(source));
+}
+
+std::string CanonicalMountpoint(std::string_view mountpoint) {
+  std::string path(mountpoint);
+  if (char* real = ::realpath(path.c_str(), nullptr); real != nullptr) {
+    path = real;
+    ::free(real);
+    return path;
+  }
+  if (!path.empty() && path[0] != '/') {
+    std::error_code ec;
+    path = std::filesystem::absolute(path, ec).lexically_normal().string();
+  }
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::string RunFilePath(std::string_view run_dir, std::string_view mountpoint,
+                        std::string_view ext) {
+  return std::string(run_dir) + "/mount-" + Hex12(CanonicalMountpoint(mountpoint)) + "." +
+         std::string(ext);
+}
+
+Result<DaemonPidInfo> ReadPidFile(std::string_view run_dir, std::string_view mountpoint) {
+  std::string path = RunFilePath(run_dir, mountpoint, "pid");
+  std::ifstream in(path);
+  if (!in) return NotFound("no pid file " + path);
+  DaemonPidInfo info;
+  std::string pid_line;
+  std::getline(in, pid_line);
+  std::getline(in, info.mountpoint);
+  std::getline(in, info.source);
+  try {
+    info.pid = static_cast<pid_t>(std::stol(pid_line));
+  } catch (...) {
+    return Corruption("pid file " + path + ": bad pid '" + pid_line + "'");
+  }
+  return info;
+}
+
+namespace {
+
+// "fstype source" of the mount at `path` from /proc/self/mountinfo; "" when
+// `path` is not a mount point.
+std::string MountType(std::string_view path) {
+  std::string want = CanonicalMountpoint(path);
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  std::string found;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mp;
+    fields >> id >> parent >> dev >> root >> mp;
+    if (UnescapeMountField(mp) != want) continue;
+    size_t sep = line.find(" - ");
+    std::istringstream rest(sep == std::string::npos ? "" : line.substr(sep + 3));
+    std::string fstype, source;
+    rest >> fstype >> source;
+    found = fstype + " " + UnescapeMountField(source);  // the last (top) mount wins
+  }
+  return found;
+}
+
+}  // namespace
+
+bool IsMountpoint(std::string_view path) { return !MountType(path).empty(); }
+
+Status LaunchDaemon(DaemonOptions options) {
+  if (options.foreground) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Daemon> d, Daemon::Start(std::move(options)));
+    return d->Run();
+  }
+  RETURN_IF_ERROR(options.Validate());
+  if (options.log_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.run_dir, ec);
+    options.log_file = RunFilePath(options.run_dir, options.mountpoint, "log");
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) {
+    ::close(fds[0]);
+    RunChild(std::move(options), fds[1]);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    msg.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (msg == "ready") return Status::Ok();
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (msg.empty()) {
+    return Internal("the daemon exited before the mount was ready (see " + options.log_file + ")");
+  }
+  size_t space = msg.find(' ');
+  int code = std::atoi(msg.substr(0, space).c_str());
+  return Status(static_cast<Code>(code), space == std::string::npos ? "" : msg.substr(space + 1));
+}
+
+Status StopDaemon(std::string_view run_dir, std::string_view mountpoint,
+                  std::chrono::seconds timeout) {
+  const std::string mp = CanonicalMountpoint(mountpoint);
+  Result<DaemonPidInfo> info = ReadPidFile(run_dir, mp);
+  const std::string pid_path = RunFilePath(run_dir, mp, "pid");
+  if (info.ok() && ProcessAlive(info->pid)) {
+    if (::kill(info->pid, SIGTERM) != 0 && errno != ESRCH) {
+      return ErrnoStatus("signal granary daemon pid " + std::to_string(info->pid), errno);
+    }
+    // Polling an external process with a deadline: it is not our child.
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (ProcessAlive(info->pid)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Unavailable("granary daemon pid " + std::to_string(info->pid) + " did not exit within " +
+                           std::to_string(timeout.count()) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } else if (!info.ok() && !IsMountpoint(mp)) {
+    return NotFound(mp + " is not mounted");
+  }
+  ::unlink(pid_path.c_str());
+  if (std::string type = MountType(mp); !type.empty()) {
+    if (!type.starts_with("fuse") || !type.ends_with(" granary")) {
+      return InvalidArgument(mp + " is a " + type + " mount, not a granary mount");
+    }
+    Status s = UnmountFuse(mp);
+    if (!s.ok() && s.code() != Code::kNotFound) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace granary
