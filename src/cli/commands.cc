@@ -8,6 +8,8 @@ std::span<const RegisterVerbFn> AllVerbs() {
       RegisterLsCommand,
       RegisterCatCommand,
       RegisterStatCommand,
+      RegisterMountCommand,
+      RegisterUmountCommand,
       RegisterVersionCommand,
   };
   return kVerbs;

@@ -17,6 +17,8 @@ void RegisterLsCommand(CLI::App& app, CliContext& ctx);       // cmd_ls.cc
 void RegisterCatCommand(CLI::App& app, CliContext& ctx);      // cmd_cat.cc
 void RegisterStatCommand(CLI::App& app, CliContext& ctx);     // cmd_stat.cc
 void RegisterVersionCommand(CLI::App& app, CliContext& ctx);  // cmd_version.cc
+void RegisterMountCommand(CLI::App& app, CliContext& ctx);    // cmd_mount.cc
+void RegisterUmountCommand(CLI::App& app, CliContext& ctx);   // cmd_umount.cc
 
 // Every verb, in the order `granary --help` lists them.
 std::span<const RegisterVerbFn> AllVerbs();

@@ -1,0 +1,159 @@
+// `granary mount SOURCE MOUNTPOINT [flags]`: mounts a dataset read-only through
+// the cache (docs/mount.md). Flags become DaemonOptions; --config lends the
+// source's connector options plus tiers, policy and block size where the
+// flags do not say otherwise. Without --foreground the command returns once
+// the mount is ready (exit 0) or prints "granary: mount <mp>: <reason>" and
+// exits 1; bad flag values exit 2.
+#include <optional>
+
+#include "cli/commands.h"
+#include "common/units.h"
+#include "daemon/daemon.h"
+
+namespace granary::cli {
+namespace {
+
+struct MountFlags {
+  std::string source;
+  std::string mountpoint;
+  std::vector<std::string> cache_dirs;
+  std::string cache_size;
+  std::string mem_cache = "0";
+  std::string policy;
+  std::string read_mode = "passthrough";
+  std::string transport = "auto";
+  std::string passthrough = "auto";
+  std::string block_size;
+  std::string log_file;
+  std::string run_dir = "/run/granary";
+  bool foreground = false;
+  int fuse_threads = 0;
+  bool allow_other = false;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+};
+
+// "DIR" or "DIR:QUOTA" (QUOTA a size such as 200G). quota 0 = auto.
+Result<TierLevel> ParseCacheDir(const std::string& text) {
+  TierLevel t{.medium = Medium::kSsd, .path = text};
+  if (size_t colon = text.rfind(':'); colon != std::string::npos) {
+    auto quota = ParseSize(text.substr(colon + 1));
+    if (!quota.ok()) return InvalidArgument("--cache-dir '" + text + "': " + quota.status().message());
+    if (*quota == 0) return InvalidArgument("--cache-dir '" + text + "': quota must be > 0");
+    t.path = text.substr(0, colon);
+    t.quota = *quota;
+  }
+  if (t.path.empty()) return InvalidArgument("--cache-dir '" + text + "': empty directory");
+  return t;
+}
+
+// Flags (and --config) -> DaemonOptions. Errors are usage errors.
+Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globals) {
+  DaemonOptions o;
+  o.source = f.source;
+  o.mountpoint = f.mountpoint;
+  ASSIGN_OR_RETURN(Uri uri, ParseUri(f.source));
+  ASSIGN_OR_RETURN(o.ufs, ResolveUfsOptions(uri, globals));
+  std::optional<Config> config;
+  if (!globals.config_path.empty()) {
+    ASSIGN_OR_RETURN(Config c, LoadConfigFile(globals.config_path));
+    config = std::move(c);
+  }
+  if (!f.cache_size.empty()) {
+    ASSIGN_OR_RETURN(o.default_cache_size, ParseSize(f.cache_size));
+    if (o.default_cache_size == 0) return InvalidArgument("--cache-size: must be > 0");
+  }
+  if (!f.cache_dirs.empty()) {
+    o.cache_dirs.clear();
+    for (const std::string& text : f.cache_dirs) {
+      ASSIGN_OR_RETURN(TierLevel t, ParseCacheDir(text));
+      o.cache_dirs.push_back(t);
+    }
+  } else if (config && !config->tiers.empty()) {
+    o.cache_dirs.clear();
+    for (const TierLevel& t : config->tiers) {
+      if (t.medium == Medium::kMem) {
+        o.mem_cache = t.quota;  // a MEM level becomes the memory tier
+      } else {
+        o.cache_dirs.push_back(t);
+      }
+    }
+    if (o.cache_dirs.empty()) o.cache_dirs.push_back(TierLevel{.path = "/var/lib/granary/cache"});
+  }
+  if (f.mem_cache != "0") {
+    ASSIGN_OR_RETURN(o.mem_cache, ParseSize(f.mem_cache));
+  }
+  o.policy = !f.policy.empty() ? f.policy : config ? config->policy : "lru";
+  if (o.policy != "lru" && o.policy != "training") {
+    return InvalidArgument("--policy: '" + o.policy + "' is not lru or training");
+  }
+  if (!f.block_size.empty()) {
+    ASSIGN_OR_RETURN(o.block_size, ParseSize(f.block_size));
+  } else if (config) {
+    o.block_size = config->block_size;
+  }
+  if (config) o.engine.origin_concurrency = config->ufs_concurrency;
+  ASSIGN_OR_RETURN(o.fuse.read_mode, ParseFuseReadMode(f.read_mode));
+  ASSIGN_OR_RETURN(o.fuse.transport, ParseFuseTransport(f.transport));
+  ASSIGN_OR_RETURN(o.fuse.passthrough, ParseFusePassthrough(f.passthrough));
+  o.fuse.threads = f.fuse_threads;
+  o.fuse.allow_other = f.allow_other;
+  o.fuse.uid = f.uid;
+  o.fuse.gid = f.gid;
+  o.run_dir = f.run_dir;
+  o.log_file = f.log_file;
+  o.foreground = f.foreground;
+  return o;
+}
+
+int RunMount(const MountFlags& flags, const GlobalFlags& globals) {
+  Result<DaemonOptions> options = BuildOptions(flags, globals);
+  if (!options.ok()) return ReportError("mount " + flags.mountpoint, options.status());
+  Status s = LaunchDaemon(std::move(*options));
+  if (!s.ok()) {
+    ReportError("mount " + flags.mountpoint, s);
+    return kExitFailure;  // the flags were fine; the mount failed
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
+  auto f = std::make_shared<MountFlags>();
+  CLI::App* cmd = app.add_subcommand("mount", "Mount a dataset read-only through the cache");
+  cmd->add_option("SOURCE", f->source, "s3://bucket/prefix, file:///path or a path")->required();
+  cmd->add_option("MOUNTPOINT", f->mountpoint, "Existing empty directory")->required();
+  cmd->add_option("--cache-dir", f->cache_dirs,
+                  "Cache directory, optionally with a quota (DIR or DIR:200G); repeatable, "
+                  "fastest first (default /var/lib/granary/cache)")
+      ->option_text("DIR[:QUOTA]");
+  cmd->add_option("--cache-size", f->cache_size,
+                  "Quota of cache dirs given without one (default: min(100G, 90% of free space))")
+      ->option_text("SIZE");
+  cmd->add_option("--mem-cache", f->mem_cache, "Memory tier under /dev/shm (0 = none)")
+      ->option_text("SIZE");
+  cmd->add_option("--policy", f->policy, "lru or training (default lru)")->option_text("POLICY");
+  cmd->add_option("--read-mode", f->read_mode, "passthrough or cached")->capture_default_str();
+  cmd->add_option("--fuse-transport", f->transport, "auto, dev or uring")->capture_default_str();
+  cmd->add_option("--passthrough", f->passthrough, "auto, on or off")->capture_default_str();
+  cmd->add_option("--block-size", f->block_size, "Cache block size (default 4MiB)")
+      ->option_text("SIZE");
+  cmd->add_flag("--foreground", f->foreground, "Stay in the foreground, log to stderr");
+  cmd->add_option("--log-file", f->log_file,
+                  "Log of the background daemon (default RUN_DIR/mount-<id>.log)")
+      ->option_text("FILE");
+  cmd->add_option("--fuse-threads", f->fuse_threads, "FUSE transport threads (0 = one per CPU)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_flag("--allow-other", f->allow_other, "Let other users access the mount");
+  cmd->add_option("--uid", f->uid, "Owner shown for every file (default: the mounting user)");
+  cmd->add_option("--gid", f->gid, "Group shown for every file (default: the mounting group)");
+  cmd->add_option("--run-dir", f->run_dir, "Directory of pid and stats files")
+      ->capture_default_str();
+  cmd->callback([&ctx, f] {
+    ctx.action = [&ctx, f] { return RunMount(*f, ctx.flags); };
+  });
+}
+
+}  // namespace granary::cli
