@@ -90,15 +90,10 @@ bool GetIdentity(Reader& r, EntryRecord& e) {
          r.String(e.etag) && r.U64(e.size) && r.U32(e.tier) && r.U64(e.last_use);
 }
 
-uint32_t RecordCheck(RecordType type, std::string_view payload) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  auto t = static_cast<uint8_t>(type);
-  XXH3_64bits_update(st, &t, 1);
-  XXH3_64bits_update(st, payload.data(), payload.size());
-  uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return static_cast<uint32_t>(h);
+// The check of a record: over its type byte and payload, which are adjacent
+// in every framed record (`type_and_payload`).
+uint32_t RecordCheck(std::string_view type_and_payload) {
+  return static_cast<uint32_t>(XXH3_64bits(type_and_payload.data(), type_and_payload.size()));
 }
 
 Status WriteAll(int fd, std::string_view data, const std::string& what) {
@@ -159,7 +154,7 @@ bool NextRecord(std::string_view& data, RecordType& type, std::string_view& payl
   if (len > kMaxRecordPayload || data.size() - kRecordHeaderSize < len) return false;
   type = static_cast<RecordType>(static_cast<uint8_t>(data[8]));
   payload = data.substr(kRecordHeaderSize, len);
-  if (RecordCheck(type, payload) != check) return false;
+  if (RecordCheck(data.substr(8, 1 + len)) != check) return false;
   data.remove_prefix(kRecordHeaderSize + len);
   return true;
 }
@@ -221,9 +216,11 @@ std::string FrameRecord(RecordType type, std::string_view payload) {
   std::string out;
   out.reserve(kRecordHeaderSize + payload.size());
   PutU32(out, static_cast<uint32_t>(payload.size()));
-  PutU32(out, RecordCheck(type, payload));
+  PutU32(out, 0);
   out.push_back(static_cast<char>(type));
   out.append(payload);
+  uint32_t check = RecordCheck(std::string_view(out).substr(8));
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>(check >> (8 * i));
   return out;
 }
 

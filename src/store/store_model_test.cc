@@ -151,7 +151,9 @@ void RunSequence(uint64_t seed, const std::string& policy, Coverage& cov) {
       for (uint64_t b = 0; b < u.Blocks(i); ++b) {
         if (store->ContainsRange(u.keys[i], b * kBlock, 1)) model[i].insert(b);
       }
-      if (*r) ASSERT_TRUE(store->Contains(u.keys[i]));
+      if (*r) {
+        ASSERT_TRUE(store->Contains(u.keys[i]));
+      }
     } else if (op < 55) {
       uint64_t b = rng() % u.Blocks(i);
       auto r = store->AdmitBlock(u.keys[i], b, u.Block(i, b));
