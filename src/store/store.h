@@ -139,8 +139,9 @@ class Store {
 
   // Hit path: copies bytes [offset, offset + out.size()) of a cached object
   // into `out` and returns the count (short only at the object's end; 0 when
-  // offset >= size). NotFound if the object or a needed block is not cached,
-  // or failed verification and was dropped. Updates last use and counters.
+  // offset >= size and the object is cached). NotFound if the object or a
+  // needed block is not cached, or failed verification (first serve after a
+  // restart) and was dropped. Updates last use and counters. Never evicts.
   Result<size_t> Read(const ObjectKey& key, uint64_t offset, std::span<char> out);
 
   // True if the complete object is present.
