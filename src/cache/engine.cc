@@ -197,10 +197,15 @@ Result<CacheEngine::BlockData> CacheEngine::FetchBlock(const EntryView& e, const
   {
     PrioritySemaphore::Permit permit(origin_slots_, p);
     c_.origin_requests.fetch_add(1, std::memory_order_relaxed);
+    auto t0 = std::chrono::steady_clock::now();
     n = ufs_->Read(key.key, start, std::span<char>(buf->data(), buf->size()));
+    RecordOriginLatency(std::chrono::steady_clock::now() - t0);
   }
   if (!n.ok()) {
     c_.origin_errors.fetch_add(1, std::memory_order_relaxed);
+    size_t code = static_cast<size_t>(n.status().code());
+    c_.origin_errors_by_code[code < kStatusCodes ? code : kStatusCodes - 1].fetch_add(
+        1, std::memory_order_relaxed);
     return n.status();
   }
   c_.origin_bytes.fetch_add(*n, std::memory_order_relaxed);
@@ -270,7 +275,7 @@ void CacheEngine::MaybeReadahead(const EntryView& e, uint64_t offset, uint64_t e
 
 EngineStats CacheEngine::stats() const {
   auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return EngineStats{
+  EngineStats s{
       .ufs_files = snapshot_->file_count(),
       .ufs_bytes = snapshot_->total_bytes(),
       .reads = ld(c_.reads),
@@ -287,6 +292,20 @@ EngineStats CacheEngine::stats() const {
       .not_admitted = ld(c_.not_admitted),
       .admit_errors = ld(c_.admit_errors),
   };
+  for (size_t i = 0; i < kOriginLatencyBuckets; ++i) {
+    s.origin_latency_buckets[i] = ld(c_.origin_latency_buckets[i]);
+  }
+  for (size_t i = 0; i < kStatusCodes; ++i) s.origin_errors_by_code[i] = ld(c_.origin_errors_by_code[i]);
+  s.origin_latency_sum_s = static_cast<double>(ld(c_.origin_latency_sum_ns)) / 1e9;
+  return s;
+}
+
+void CacheEngine::RecordOriginLatency(std::chrono::nanoseconds d) {
+  double secs = std::chrono::duration<double>(d).count();
+  size_t b = 0;
+  while (b < kOriginLatencyBounds.size() && secs > kOriginLatencyBounds[b]) ++b;
+  c_.origin_latency_buckets[b].fetch_add(1, std::memory_order_relaxed);
+  c_.origin_latency_sum_ns.fetch_add(static_cast<uint64_t>(d.count()), std::memory_order_relaxed);
 }
 
 }  // namespace granary

@@ -24,7 +24,9 @@
 // other way). The store and snapshot have their own thread-safety contracts.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -56,6 +58,13 @@ struct EngineOptions {
   Status Validate() const;
 };
 
+// Upper bounds (seconds) of the origin request latency histogram; one more
+// bucket (+Inf) follows the last.
+inline constexpr std::array<double, 12> kOriginLatencyBounds = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0};
+inline constexpr size_t kOriginLatencyBuckets = kOriginLatencyBounds.size() + 1;
+inline constexpr size_t kStatusCodes = 11;  // Code values 0..10
+
 // Engine counters (monotonic since start) plus the dataset's totals.
 struct EngineStats {
   uint64_t ufs_files = 0;        // files in the snapshot
@@ -73,6 +82,12 @@ struct EngineStats {
   uint64_t admitted = 0;         // blocks the store accepted
   uint64_t not_admitted = 0;     // blocks the store refused (policy / space)
   uint64_t admit_errors = 0;     // admissions that failed with an error
+  // Origin GET latency (the UFS call, not the wait for a slot): count per
+  // bucket of kOriginLatencyBounds (not cumulative; last = +Inf) and the sum.
+  std::array<uint64_t, kOriginLatencyBuckets> origin_latency_buckets{};
+  double origin_latency_sum_s = 0;
+  // origin_errors by Code (index = static_cast<int>(code)).
+  std::array<uint64_t, kStatusCodes> origin_errors_by_code{};
 };
 
 class CacheEngine {
@@ -127,6 +142,7 @@ class CacheEngine {
              uint64_t ino);
   void MaybeReadahead(const EntryView& e, uint64_t offset, uint64_t end);
   uint64_t BlockCount(uint64_t size) const;
+  void RecordOriginLatency(std::chrono::nanoseconds d);
 
   std::shared_ptr<UnderStorage> ufs_;
   std::shared_ptr<const Snapshot> snapshot_;
@@ -144,7 +160,9 @@ class CacheEngine {
   struct Counters {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
         read_errors{0}, origin_requests{0}, origin_bytes{0}, origin_errors{0}, flight_joins{0},
-        admitted{0}, not_admitted{0}, admit_errors{0};
+        admitted{0}, not_admitted{0}, admit_errors{0}, origin_latency_sum_ns{0};
+    std::array<std::atomic<uint64_t>, kOriginLatencyBuckets> origin_latency_buckets{};
+    std::array<std::atomic<uint64_t>, kStatusCodes> origin_errors_by_code{};
   };
   mutable Counters c_;
 

@@ -10,6 +10,8 @@ std::span<const RegisterVerbFn> AllVerbs() {
       RegisterStatCommand,
       RegisterMountCommand,
       RegisterUmountCommand,
+      RegisterLoadCommand,
+      RegisterStatusCommand,
       RegisterVersionCommand,
   };
   return kVerbs;

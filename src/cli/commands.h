@@ -16,6 +16,8 @@ using RegisterVerbFn = void (*)(CLI::App& app, CliContext& ctx);
 void RegisterLsCommand(CLI::App& app, CliContext& ctx);       // cmd_ls.cc
 void RegisterCatCommand(CLI::App& app, CliContext& ctx);      // cmd_cat.cc
 void RegisterStatCommand(CLI::App& app, CliContext& ctx);     // cmd_stat.cc
+void RegisterLoadCommand(CLI::App& app, CliContext& ctx);     // cmd_load.cc
+void RegisterStatusCommand(CLI::App& app, CliContext& ctx);   // cmd_status.cc
 void RegisterVersionCommand(CLI::App& app, CliContext& ctx);  // cmd_version.cc
 void RegisterMountCommand(CLI::App& app, CliContext& ctx);    // cmd_mount.cc
 void RegisterUmountCommand(CLI::App& app, CliContext& ctx);   // cmd_umount.cc

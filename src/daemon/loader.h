@@ -119,6 +119,7 @@ class LoadJob {
   // Waits at most `timeout`; true when the job has finished.
   bool WaitFor(std::chrono::milliseconds timeout);
   bool finished() const;
+  bool cancelled() const { return cancelled_.load(); }
   LoadProgress progress() const;
 
  private:

@@ -1,0 +1,82 @@
+// DaemonServices: what a mount daemon hosts besides FUSE for Issue 5: the
+// control socket (status / load / cancel / sync), the one-at-a-time LoadManager
+// (foreground loads from `granary load`, background ones from `mount --load`
+// and `load --background`), the StatusReporter, and the Prometheus endpoint
+// (`--metrics-addr`). The daemon calls StartServices() once its engine serves
+// and destroys the result before the engine.
+//
+// Thread safety: ControlHandler methods are called from control connection
+// threads concurrently; each delegates to a thread-safe component.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cache/engine.h"
+#include "daemon/control.h"
+#include "daemon/loader.h"
+#include "daemon/metrics.h"
+#include "daemon/status.h"
+#include "fuse/fuse_server.h"
+
+namespace granary {
+
+struct ServicesOptions {
+  // Run directory of the control socket (ControlSocketPath(run_dir, mountpoint)).
+  std::string run_dir = "/run/granary";
+  // The mount point (names the socket; shown in status). Required.
+  std::string mountpoint;
+  // Explicit socket path; "" = ControlSocketPath(run_dir, mountpoint).
+  std::string socket_path;
+  // "HOST:PORT" for Prometheus metrics; "" = off. Port 0 picks a free port.
+  std::string metrics_addr;
+  // Start a background load of the whole dataset (`mount --load`).
+  bool load_on_start = false;
+  // Fetch threads of that background load.
+  int load_threads = 64;
+};
+
+class DaemonServices : public ControlHandler {
+ public:
+  // Borrows engine (must outlive the services). fuse_stats: FUSE counters (may
+  // be empty). sync: `granary sync` (may be empty: Unimplemented).
+  static Result<std::unique_ptr<DaemonServices>> Start(CacheEngine* engine, ServicesOptions options,
+                                                       std::function<FuseStats()> fuse_stats = {},
+                                                       std::function<Status()> sync = {});
+  // Stops the socket and metrics server, cancels a running load.
+  ~DaemonServices() override;
+
+  Result<nlohmann::json> GetStatus() override;
+  Result<std::shared_ptr<LoadJob>> StartLoad(const LoadRequest& request) override;
+  Status CancelLoad() override;
+  Status Sync() override;
+
+  LoadManager& loads() { return loads_; }
+  StatusReporter& status() { return reporter_; }
+  const std::string& socket_path() const { return control_->socket_path(); }
+  // "host:port" the metrics server listens on; "" when off.
+  std::string metrics_addr() const;
+
+ private:
+  DaemonServices(CacheEngine* engine, ServicesOptions options, std::function<FuseStats()> fuse_stats,
+                 std::function<Status()> sync);
+
+  CacheEngine* engine_;
+  ServicesOptions options_;
+  std::function<FuseStats()> fuse_stats_;
+  std::function<Status()> sync_;
+  LoadManager loads_;
+  StatusReporter reporter_;
+  std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<ControlServer> control_;  // last: stopped first
+};
+
+// What the daemon calls (see DaemonServices::Start).
+inline Result<std::unique_ptr<DaemonServices>> StartServices(CacheEngine* engine, ServicesOptions options,
+                                                             std::function<FuseStats()> fuse_stats = {},
+                                                             std::function<Status()> sync = {}) {
+  return DaemonServices::Start(engine, std::move(options), std::move(fuse_stats), std::move(sync));
+}
+
+}  // namespace granary

@@ -1,0 +1,231 @@
+// StatusReporter and the status formats (see status.h).
+#include "daemon/status.h"
+
+#include <cstdio>
+
+#include "daemon/control.h"
+
+namespace granary {
+namespace {
+
+double Ratio(uint64_t num, uint64_t den) { return den == 0 ? 0.0 : static_cast<double>(num) / den; }
+
+std::string Percent(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", ratio * 100.0);
+  return buf;
+}
+
+// Reads a field of the expected type, or records the first error.
+template <typename T>
+void Field(const nlohmann::json& j, const char* name, T& out, Status& err) {
+  if (!err.ok()) return;
+  auto it = j.find(name);
+  if (it == j.end()) {
+    err = InvalidArgument(std::string("status: field '") + name + "' is missing");
+    return;
+  }
+  try {
+    out = it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    err = InvalidArgument(std::string("status: field '") + name + "' has the wrong type");
+  }
+}
+
+}  // namespace
+
+StatusReporter::StatusReporter(CacheEngine* engine, const LoadManager* loads, std::string mountpoint,
+                               std::function<FuseStats()> fuse_stats)
+    : engine_(engine), loads_(loads), mountpoint_(std::move(mountpoint)), fuse_stats_(std::move(fuse_stats)) {}
+
+DatasetStatus StatusReporter::Compute() {
+  const Snapshot& snap = engine_->snapshot();
+  EngineStats es = engine_->stats();
+  StoreStats ss = engine_->store().stats();
+  DatasetStatus s{.name = snap.source_uri(),
+                  .mountpoint = mountpoint_,
+                  .ufs_total_bytes = snap.total_bytes(),
+                  .ufs_files = snap.file_count()};
+  snap.ForEachFile([&](const EntryView& e) {
+    if (engine_->IsCached(e.ino)) {
+      ++s.cached_files;
+      s.cached_bytes += e.size;
+    }
+  });
+  for (const TierStats& t : ss.tiers) {
+    s.capacity += t.quota;
+    s.tiers.push_back({.medium = std::string(MediumName(t.medium)), .path = t.path, .quota = t.quota,
+                       .used_bytes = t.used_bytes, .files = t.files});
+  }
+  s.cached_ratio = s.ufs_total_bytes == 0 ? (s.cached_files == s.ufs_files ? 1.0 : 0.0)
+                                          : Ratio(s.cached_bytes, s.ufs_total_bytes);
+  s.reads = es.reads;
+  s.hit_reads = es.hit_reads;
+  s.hit_bytes = es.hit_bytes;
+  s.miss_bytes = es.miss_bytes;
+  s.hit_ratio_reads = Ratio(es.hit_reads, es.reads);
+  s.hit_ratio_bytes = Ratio(es.hit_bytes, es.hit_bytes + es.miss_bytes);
+  s.origin_requests = es.origin_requests;
+  s.origin_bytes = es.origin_bytes;
+  s.origin_errors = es.origin_errors;
+  if (fuse_stats_) {
+    FuseStats fs = fuse_stats_();
+    s.passthrough_opens = fs.passthrough_opens;
+    s.userspace_opens = fs.userspace_opens;
+  }
+  if (loads_ != nullptr) {
+    if (auto job = loads_->current()) s.load = job->progress();
+  }
+  auto now = std::chrono::steady_clock::now();
+  bool degraded;
+  {
+    std::lock_guard lock(mu_);
+    if (es.origin_errors > last_errors_) degraded_until_ = now + kDegradedWindow;
+    last_errors_ = es.origin_errors;
+    degraded = now < degraded_until_;
+  }
+  if (s.load && s.load->running) {
+    s.phase = "Loading";
+  } else if (degraded) {
+    s.phase = "Degraded";
+  }
+  return s;
+}
+
+nlohmann::json StatusToJson(const DatasetStatus& s) {
+  nlohmann::json tiers = nlohmann::json::array();
+  for (const TierUsage& t : s.tiers) {
+    tiers.push_back({{"medium", t.medium}, {"path", t.path}, {"quota", t.quota},
+                     {"used_bytes", t.used_bytes}, {"files", t.files}});
+  }
+  nlohmann::json j = {{"name", s.name},
+                      {"mountpoint", s.mountpoint},
+                      {"ufs_total_bytes", s.ufs_total_bytes},
+                      {"ufs_files", s.ufs_files},
+                      {"cached_bytes", s.cached_bytes},
+                      {"cached_files", s.cached_files},
+                      {"capacity", s.capacity},
+                      {"cached_ratio", s.cached_ratio},
+                      {"reads", s.reads},
+                      {"hit_reads", s.hit_reads},
+                      {"hit_bytes", s.hit_bytes},
+                      {"miss_bytes", s.miss_bytes},
+                      {"hit_ratio_reads", s.hit_ratio_reads},
+                      {"hit_ratio_bytes", s.hit_ratio_bytes},
+                      {"origin_requests", s.origin_requests},
+                      {"origin_bytes", s.origin_bytes},
+                      {"origin_errors", s.origin_errors},
+                      {"passthrough_opens", s.passthrough_opens},
+                      {"userspace_opens", s.userspace_opens},
+                      {"phase", s.phase},
+                      {"tiers", tiers}};
+  j["load"] = s.load ? LoadProgressToJson(*s.load) : nlohmann::json(nullptr);
+  return j;
+}
+
+Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("status: not a JSON object");
+  DatasetStatus s;
+  Status err;
+  Field(j, "name", s.name, err);
+  Field(j, "mountpoint", s.mountpoint, err);
+  Field(j, "ufs_total_bytes", s.ufs_total_bytes, err);
+  Field(j, "ufs_files", s.ufs_files, err);
+  Field(j, "cached_bytes", s.cached_bytes, err);
+  Field(j, "cached_files", s.cached_files, err);
+  Field(j, "capacity", s.capacity, err);
+  Field(j, "cached_ratio", s.cached_ratio, err);
+  Field(j, "reads", s.reads, err);
+  Field(j, "hit_reads", s.hit_reads, err);
+  Field(j, "hit_bytes", s.hit_bytes, err);
+  Field(j, "miss_bytes", s.miss_bytes, err);
+  Field(j, "hit_ratio_reads", s.hit_ratio_reads, err);
+  Field(j, "hit_ratio_bytes", s.hit_ratio_bytes, err);
+  Field(j, "origin_requests", s.origin_requests, err);
+  Field(j, "origin_bytes", s.origin_bytes, err);
+  Field(j, "origin_errors", s.origin_errors, err);
+  Field(j, "passthrough_opens", s.passthrough_opens, err);
+  Field(j, "userspace_opens", s.userspace_opens, err);
+  Field(j, "phase", s.phase, err);
+  RETURN_IF_ERROR(err);
+  if (auto t = j.find("tiers"); t != j.end() && t->is_array()) {
+    for (const auto& tj : *t) {
+      TierUsage u;
+      Field(tj, "medium", u.medium, err);
+      Field(tj, "path", u.path, err);
+      Field(tj, "quota", u.quota, err);
+      Field(tj, "used_bytes", u.used_bytes, err);
+      Field(tj, "files", u.files, err);
+      RETURN_IF_ERROR(err);
+      s.tiers.push_back(std::move(u));
+    }
+  }
+  if (auto l = j.find("load"); l != j.end() && l->is_object()) {
+    LoadProgress p;
+    Field(*l, "files_total", p.files_total, err);
+    Field(*l, "bytes_total", p.bytes_total, err);
+    Field(*l, "files_done", p.files_done, err);
+    Field(*l, "bytes_done", p.bytes_done, err);
+    Field(*l, "running", p.running, err);
+    Field(*l, "eta_s", p.eta_s, err);
+    Field(*l, "bytes_per_s", p.bytes_per_s, err);
+    RETURN_IF_ERROR(err);
+    s.load = p;
+  }
+  return s;
+}
+
+std::string FluidSize(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + "B";
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f%s", v, kUnits[u]);
+  return buf;
+}
+
+nlohmann::json FluidSummary(const DatasetStatus& s) {
+  return {{"cached", FluidSize(s.cached_bytes)},
+          {"cachedPercentage", Percent(s.cached_ratio)},
+          {"cacheCapacity", FluidSize(s.capacity)},
+          {"cacheHitRatio", Percent(s.hit_ratio_bytes)},
+          {"fileNum", std::to_string(s.ufs_files)},
+          {"ufsTotal", FluidSize(s.ufs_total_bytes)}};
+}
+
+std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbose) {
+  std::vector<std::vector<std::string>> cells = {
+      {"NAME", "UFS TOTAL", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "FILES", "PHASE"}};
+  for (const DatasetStatus& s : rows) {
+    cells.push_back({s.name, FluidSize(s.ufs_total_bytes), FluidSize(s.cached_bytes),
+                     FluidSize(s.capacity), Percent(s.cached_ratio), Percent(s.hit_ratio_bytes),
+                     std::to_string(s.cached_files) + "/" + std::to_string(s.ufs_files), s.phase});
+    if (!verbose) continue;
+    for (const TierUsage& t : s.tiers) {
+      cells.push_back({"  " + t.medium + " " + t.path, "", FluidSize(t.used_bytes), FluidSize(t.quota),
+                       Percent(Ratio(t.used_bytes, t.quota)), "", std::to_string(t.files), ""});
+    }
+  }
+  std::vector<size_t> width(cells[0].size(), 0);
+  for (const auto& row : cells) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : cells) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace granary

@@ -1,0 +1,110 @@
+// Dataset status (`granary status`): the figures of one mounted dataset, from
+// the daemon's counters and its snapshot, never from walking the mount.
+//
+// Exactness: ufs totals are the snapshot's; cached files/bytes are counted by
+// iterating the snapshot and asking the engine whether each file is completely
+// cached (CacheEngine::IsCached: one index lookup per file), so after a
+// complete load CACHED == UFS TOTAL and CACHED% is exactly 100. This costs
+// O(files) per status call (about a second per million files), which is fine
+// for a command a user runs.
+//
+// Phase: "Loading" while a load runs, "Degraded" for kDegradedWindow after
+// the origin error counter was seen to grow, else "Ready".
+//
+// Formats: a table (NAME, UFS TOTAL, CACHED, CAPACITY, CACHED%, HIT RATIO,
+// FILES, PHASE; verbose adds a row per tier), JSON with numbers (bytes, ratios
+// 0..1, counts), and Fluid's CacheRuntime ReportSummary (string values).
+// docs/load-status.md documents the fields.
+//
+// Thread safety: StatusReporter::Compute may be called from any thread
+// (mu_ guards the degraded-phase bookkeeping); the free functions are pure.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/engine.h"
+#include "daemon/loader.h"
+#include "fuse/fuse_server.h"
+#include "granary/status.h"
+
+namespace granary {
+
+struct TierUsage {
+  std::string medium;       // "MEM" | "SSD" | "HDD"
+  std::string path;
+  uint64_t quota = 0;       // bytes
+  uint64_t used_bytes = 0;  // allocated bytes
+  uint64_t files = 0;
+};
+
+struct DatasetStatus {
+  std::string name;        // source URI
+  std::string mountpoint;  // "" when not mounted (tests)
+  uint64_t ufs_total_bytes = 0;
+  uint64_t ufs_files = 0;
+  uint64_t cached_bytes = 0;  // sizes of completely cached files
+  uint64_t cached_files = 0;
+  uint64_t capacity = 0;      // sum of tier quotas
+  double cached_ratio = 0;    // cached_bytes / ufs_total_bytes (1 for an empty dataset)
+  uint64_t reads = 0;         // userspace reads served by the engine
+  uint64_t hit_reads = 0;
+  uint64_t hit_bytes = 0;
+  uint64_t miss_bytes = 0;
+  double hit_ratio_reads = 0;  // hit_reads / reads (0 without reads)
+  double hit_ratio_bytes = 0;  // hit_bytes / (hit_bytes + miss_bytes)
+  uint64_t origin_requests = 0;
+  uint64_t origin_bytes = 0;
+  uint64_t origin_errors = 0;
+  uint64_t passthrough_opens = 0;  // opens served by the kernel from the cache file
+  uint64_t userspace_opens = 0;
+  std::string phase = "Ready";     // Loading | Ready | Degraded
+  std::vector<TierUsage> tiers;
+  std::optional<LoadProgress> load;  // the running (or last) load
+};
+
+// Computes DatasetStatus for one engine.
+class StatusReporter {
+ public:
+  static constexpr std::chrono::seconds kDegradedWindow{60};
+
+  // Borrows engine and loads (may be null); fuse_stats may be empty (no mount).
+  StatusReporter(CacheEngine* engine, const LoadManager* loads, std::string mountpoint,
+                 std::function<FuseStats()> fuse_stats = {});
+
+  DatasetStatus Compute();
+
+ private:
+  CacheEngine* engine_;
+  const LoadManager* loads_;
+  std::string mountpoint_;
+  std::function<FuseStats()> fuse_stats_;
+  std::mutex mu_;  // guards last_errors_, degraded_until_
+  uint64_t last_errors_ = 0;
+  std::chrono::steady_clock::time_point degraded_until_{};
+};
+
+nlohmann::json StatusToJson(const DatasetStatus& s);
+// The inverse of StatusToJson (the CLI receives JSON from the daemon).
+// InvalidArgument naming the field when one is missing or of the wrong type.
+Result<DatasetStatus> StatusFromJson(const nlohmann::json& j);
+
+// Fluid CacheRuntime ReportSummary: {"cached": "1.20GiB", "cachedPercentage":
+// "100.0%", "cacheCapacity": ..., "cacheHitRatio": "97.3%", "fileNum": "1281167",
+// "ufsTotal": ...}.
+nlohmann::json FluidSummary(const DatasetStatus& s);
+
+// The status table; `verbose` adds one indented row per tier.
+std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbose);
+
+// "1.20GiB", "512B": Fluid's size strings.
+std::string FluidSize(uint64_t bytes);
+
+}  // namespace granary

@@ -1,0 +1,102 @@
+// Status figures equal the truth; the Fluid summary and the table are well formed.
+#include "daemon/status.h"
+
+#include "daemon/control_test_util.h"
+
+namespace granary {
+namespace {
+
+class StatusTest : public DatasetFixture {};
+
+TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
+  for (int i = 0; i < 40; ++i) Put("d" + std::to_string(i % 3) + "/f" + std::to_string(i), 1000 + 37 * i);
+  Put("big.bin", 300'000);
+  Open(/*quota=*/64 << 20);
+  LoadManager loads(engine_.get());
+  StatusReporter reporter(engine_.get(), &loads, "/mnt/x");
+
+  DatasetStatus s = reporter.Compute();
+  EXPECT_EQ(s.name, "mem://bkt/ds");
+  EXPECT_EQ(s.ufs_files, sizes_.size());
+  EXPECT_EQ(s.ufs_total_bytes, total_bytes_);
+  EXPECT_EQ(s.cached_bytes, 0u);
+  EXPECT_EQ(s.capacity, 64u << 20);
+  EXPECT_EQ(s.phase, "Ready");
+
+  // Half the files by reading them.
+  uint64_t want_bytes = 0, want_files = 0;
+  std::string buf(400'000, '\0');
+  snapshot_->ForEachFile([&](const EntryView& e) {
+    if (e.ino % 2) return;
+    ASSERT_TRUE(engine_->Fetch(e.ino).ok());
+    want_bytes += e.size;
+    ++want_files;
+  });
+  s = reporter.Compute();
+  EXPECT_EQ(s.cached_files, want_files);
+  EXPECT_EQ(s.cached_bytes, want_bytes);
+
+  auto job = loads.Start({.threads = 4});
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE((*job)->Wait().complete());
+  s = reporter.Compute();
+  EXPECT_EQ(s.cached_bytes, s.ufs_total_bytes);
+  EXPECT_EQ(s.cached_files, s.ufs_files);
+  EXPECT_EQ(s.cached_ratio, 1.0);
+  EXPECT_EQ(FluidSummary(s)["cachedPercentage"], "100.0%");
+  ASSERT_TRUE(s.load.has_value());
+  EXPECT_FALSE(s.load->running);
+  EXPECT_EQ(s.load->files_done, sizes_.size());
+
+  // Reads now hit: ratio by bytes is 1 for these reads.
+  snapshot_->ForEachFile([&](const EntryView& e) {
+    ASSERT_TRUE(engine_->Read(e.ino, 0, std::span<char>(buf.data(), buf.size())).ok());
+  });
+  s = reporter.Compute();
+  EXPECT_EQ(s.hit_reads, s.reads);
+  EXPECT_DOUBLE_EQ(s.hit_ratio_reads, 1.0);
+
+  // JSON round trip and the Fluid summary's string keys.
+  auto back = StatusFromJson(nlohmann::json::parse(StatusToJson(s).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->cached_bytes, s.cached_bytes);
+  EXPECT_EQ(back->tiers.size(), 1u);
+  nlohmann::json fluid = nlohmann::json::parse(FluidSummary(s).dump());
+  for (const char* key : {"cached", "cachedPercentage", "cacheCapacity", "cacheHitRatio", "fileNum", "ufsTotal"}) {
+    ASSERT_TRUE(fluid.contains(key)) << key;
+    EXPECT_TRUE(fluid[key].is_string()) << key;
+  }
+  EXPECT_EQ(fluid["fileNum"], std::to_string(sizes_.size()));
+  EXPECT_EQ(fluid["cacheCapacity"], "64.00MiB");
+
+  std::string table = FormatStatusTable({s}, /*verbose=*/true);
+  EXPECT_NE(table.find("NAME"), std::string::npos);
+  EXPECT_NE(table.find("PHASE"), std::string::npos);
+  EXPECT_NE(table.find("mem://bkt/ds"), std::string::npos);
+  EXPECT_NE(table.find("100.0%"), std::string::npos);
+  EXPECT_NE(table.find("SSD"), std::string::npos);
+}
+
+TEST_F(StatusTest, OriginErrorsMakeItDegraded) {
+  Put("a", 10);
+  Open();
+  StatusReporter reporter(engine_.get(), nullptr, "");
+  EXPECT_EQ(reporter.Compute().phase, "Ready");
+  ufs_->SetReadHook([](std::string_view, uint64_t) { return Unavailable("injected"); });
+  EXPECT_FALSE(engine_->Fetch(*snapshot_->FindPath("a")).ok());
+  DatasetStatus s = reporter.Compute();
+  EXPECT_EQ(s.phase, "Degraded");
+  EXPECT_EQ(s.origin_errors, 1u);
+  EXPECT_EQ(engine_->stats().origin_errors_by_code[static_cast<int>(Code::kUnavailable)], 1u);
+}
+
+TEST(StatusFormat, FluidSizes) {
+  EXPECT_EQ(FluidSize(0), "0B");
+  EXPECT_EQ(FluidSize(1023), "1023B");
+  EXPECT_EQ(FluidSize(1536), "1.50KiB");
+  EXPECT_EQ(FluidSize(3ull << 30), "3.00GiB");
+  EXPECT_FALSE(StatusFromJson(nlohmann::json::parse(R"({"name": 3})")).ok());
+}
+
+}  // namespace
+}  // namespace granary
