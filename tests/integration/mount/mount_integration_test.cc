@@ -1,0 +1,382 @@
+// `granary mount` / `granary umount` end to end: the built binary mounts a
+// posix tree (~1,200 files in nested directories, a few 3 MiB files larger
+// than the 1 MiB block size) and an S3 bucket on moto_server, and the mount
+// must look and read exactly like the source; after a warm-up, a remount is
+// served by kernel passthrough with zero origin reads (asserted through the
+// daemon's stats file); writes fail with EROFS; a SIGKILLed daemon is cleaned
+// up by `granary umount`; bad inputs give one clear error line and leave
+// nothing mounted.
+//
+// Needs root and /dev/fuse (skipped otherwise). Every mount is undone by an
+// RAII guard (granary umount, then a lazy unmount) also when a test fails.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "daemon/daemon.h"
+#include "fuse/fuse_server.h"
+#include "testing/moto_server.h"
+#include "ufs/s3_ufs.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ProcessResult;
+using testing::RunGranary;
+using testing::TempDir;
+
+constexpr uint64_t kBlock = 1 << 20;
+
+// path relative to the root -> bytes.
+using Tree = std::map<std::string, std::string>;
+
+Tree MakeTree(int files, int big_files, uint32_t seed) {
+  Tree t;
+  std::mt19937 rng(seed);
+  for (int i = 0; i < files; ++i) {
+    std::string rel = "train/c" + std::to_string(i % 23) + "/s" + std::to_string(i % 3) + "/img" +
+                      std::to_string(i) + ".jpg";
+    t[rel] = testing::RandomBytes(rng() % 30000, seed + i);
+  }
+  for (int i = 0; i < big_files; ++i) {
+    t["big/blob" + std::to_string(i) + ".bin"] = testing::RandomBytes(3 * kBlock + 12345 * i, i);
+  }
+  t["empty"] = "";
+  t["top.txt"] = "hello";
+  return t;
+}
+
+bool ReadWhole(const std::string& path, std::string* out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
+
+// Every regular file under `root` (relative path -> stat), and every directory.
+void Walk(const std::string& root, const std::string& rel, std::map<std::string, struct stat>* files,
+          std::vector<std::string>* dirs) {
+  DIR* d = ::opendir((root + "/" + rel).c_str());
+  ASSERT_NE(d, nullptr) << rel << ": " << std::strerror(errno);
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    std::string child = rel.empty() ? name : rel + "/" + name;
+    struct stat st {};
+    ASSERT_EQ(::stat((root + "/" + child).c_str(), &st), 0) << child;
+    if (S_ISDIR(st.st_mode)) {
+      dirs->push_back(child);
+      Walk(root, child, files, dirs);
+    } else {
+      (*files)[child] = st;
+    }
+  }
+  ::closedir(d);
+}
+
+class MountTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) return;
+    src_ = new TempDir();
+    tree_ = new Tree(MakeTree(1200, 3, 1));
+    for (const auto& [rel, data] : *tree_) src_->Write(rel, data);
+  }
+  static void TearDownTestSuite() {
+    delete src_;
+    delete tree_;
+    src_ = nullptr;
+    tree_ = nullptr;
+  }
+  void SetUp() override {
+    if (src_ == nullptr) GTEST_SKIP() << "needs root and /dev/fuse";
+    mp_ = work_.path() + "/mnt";
+    fs::create_directories(mp_);
+  }
+  void TearDown() override {
+    if (src_ == nullptr) return;
+    if (IsMountpoint(mp_)) {
+      RunGranary({"umount", "--run-dir", RunDir(), mp_});
+      if (IsMountpoint(mp_)) UnmountFuse(mp_).IgnoreError();
+    }
+  }
+
+  std::string RunDir() const { return work_.path() + "/run"; }
+  std::string CacheDir() const { return work_.path() + "/cache"; }
+
+  ProcessResult Mount(const std::string& source, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"mount", source, mp_, "--cache-dir", CacheDir() + ":1G",
+                                     "--block-size", "1MiB", "--run-dir", RunDir(),
+                                     "--fuse-threads", "4"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunGranary(args);
+  }
+  void MustMount(const std::string& source, std::vector<std::string> extra = {}) {
+    ProcessResult r = Mount(source, std::move(extra));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(IsMountpoint(mp_));
+  }
+  // Unmounts and returns the stats the daemon wrote on exit.
+  nlohmann::json UmountStats() {
+    ProcessResult r = RunGranary({"umount", "--run-dir", RunDir(), mp_});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(IsMountpoint(mp_));
+    std::ifstream in(RunFilePath(RunDir(), mp_, "stats.json"));
+    if (!in) return nlohmann::json::object();
+    return nlohmann::json::parse(in, nullptr, false);
+  }
+  // Every file of the tree read through the mount equals the source.
+  void ExpectAllBytesEqual(const Tree& tree) {
+    for (const auto& [rel, data] : tree) {
+      std::string got;
+      ASSERT_TRUE(ReadWhole(mp_ + "/" + rel, &got)) << rel << ": " << std::strerror(errno);
+      ASSERT_EQ(got.size(), data.size()) << rel;
+      ASSERT_TRUE(got == data) << rel;
+    }
+  }
+
+  static TempDir* src_;
+  static Tree* tree_;
+  TempDir work_;
+  std::string mp_;
+};
+
+TempDir* MountTest::src_ = nullptr;
+Tree* MountTest::tree_ = nullptr;
+
+TEST_F(MountTest, PosixTreeStatAndReaddirEqualTheSource) {
+  MustMount(src_->path());
+  std::map<std::string, struct stat> files, src_files;
+  std::vector<std::string> dirs, src_dirs;
+  Walk(mp_, "", &files, &dirs);
+  Walk(src_->path(), "", &src_files, &src_dirs);
+  std::sort(dirs.begin(), dirs.end());
+  std::sort(src_dirs.begin(), src_dirs.end());
+  EXPECT_EQ(dirs, src_dirs);
+  ASSERT_EQ(files.size(), src_files.size());
+  for (const auto& [rel, st] : files) {
+    auto it = src_files.find(rel);
+    ASSERT_NE(it, src_files.end()) << rel;
+    EXPECT_EQ(st.st_size, it->second.st_size) << rel;
+    EXPECT_EQ(st.st_mode & 07777, 0444u) << rel;
+    EXPECT_EQ(st.st_mtim.tv_sec, it->second.st_mtim.tv_sec) << rel;
+  }
+  for (const std::string& d : dirs) {
+    struct stat st {};
+    ASSERT_EQ(::stat((mp_ + "/" + d).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0555u) << d;
+  }
+}
+
+TEST_F(MountTest, EveryByteEqualsTheSourceIncludingRangesAndConcurrentReaders) {
+  MustMount(src_->path());
+  ExpectAllBytesEqual(*tree_);
+  // Random ranged reads of the multi-block files, and reads past EOF.
+  std::mt19937_64 rng(7);
+  for (const auto& [rel, data] : *tree_) {
+    if (!rel.starts_with("big/")) continue;
+    int fd = ::open((mp_ + "/" + rel).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    std::string buf(3 * kBlock, '\0');
+    for (int i = 0; i < 50; ++i) {
+      uint64_t off = rng() % data.size();
+      size_t len = 1 + rng() % (2 * kBlock);
+      ssize_t n = ::pread(fd, buf.data(), len, static_cast<off_t>(off));
+      ASSERT_EQ(n, static_cast<ssize_t>(std::min<uint64_t>(len, data.size() - off)));
+      ASSERT_EQ(0, std::memcmp(buf.data(), data.data() + off, static_cast<size_t>(n))) << rel << "@" << off;
+    }
+    EXPECT_EQ(::pread(fd, buf.data(), 100, static_cast<off_t>(data.size())), 0);
+    EXPECT_EQ(::pread(fd, buf.data(), 100, static_cast<off_t>(data.size() + kBlock)), 0);
+    ::close(fd);
+  }
+  // 16 concurrent readers, over the same files and over different files.
+  std::vector<std::string> keys;
+  for (const auto& [rel, data] : *tree_) keys.push_back(rel);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 16; ++t) {
+    readers.emplace_back([&, t] {
+      for (size_t i = t % 2 == 0 ? 0 : t; i < keys.size(); i += (t % 2 == 0 ? 1 : 16)) {
+        std::string got;
+        if (!ReadWhole(mp_ + "/" + keys[i], &got) || got != tree_->at(keys[i])) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST_F(MountTest, WritesCreatesRenamesAndDeletesFailWithErofs) {
+  MustMount(src_->path());
+  const std::string file = mp_ + "/top.txt";
+  EXPECT_LT(::open(file.c_str(), O_WRONLY), 0);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_LT(::open((mp_ + "/new.txt").c_str(), O_CREAT | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_NE(::rename(file.c_str(), (mp_ + "/moved.txt").c_str()), 0);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_NE(::unlink(file.c_str()), 0);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_NE(::mkdir((mp_ + "/d").c_str(), 0755), 0);
+  EXPECT_EQ(errno, EROFS);
+  std::string got;
+  ASSERT_TRUE(ReadWhole(src_->path() + "/top.txt", &got));
+  EXPECT_EQ(got, "hello");
+  EXPECT_FALSE(fs::exists(src_->path() + "/new.txt"));
+}
+
+TEST_F(MountTest, WarmRemountIsServedByPassthroughWithZeroOriginReads) {
+  MustMount(src_->path());
+  ExpectAllBytesEqual(*tree_);
+  nlohmann::json cold = UmountStats();
+  ASSERT_TRUE(cold.is_object() && cold.contains("engine")) << cold.dump();
+  EXPECT_GT(cold["engine"]["origin_requests"].get<uint64_t>(), 0u);
+
+  MustMount(src_->path());
+  ExpectAllBytesEqual(*tree_);
+  nlohmann::json warm = UmountStats();
+  ASSERT_TRUE(warm.contains("engine")) << warm.dump();
+  EXPECT_EQ(warm["engine"]["origin_requests"].get<uint64_t>(), 0u) << warm.dump();
+  if (warm["fuse"]["passthrough"].get<bool>()) {
+    EXPECT_GE(warm["fuse"]["passthrough_opens"].get<uint64_t>(), tree_->size() - 1) << warm.dump();
+  } else {
+    GTEST_LOG_(INFO) << "passthrough unavailable: " << warm["fuse"]["passthrough_note"];
+  }
+
+  MustMount(src_->path(), {"--passthrough", "off"});
+  ExpectAllBytesEqual(*tree_);
+  nlohmann::json off = UmountStats();
+  EXPECT_EQ(off["fuse"]["passthrough_opens"].get<uint64_t>(), 0u);
+  EXPECT_EQ(off["engine"]["origin_requests"].get<uint64_t>(), 0u);
+}
+
+TEST_F(MountTest, KilledDaemonIsCleanedUpByUmountAndRemountIsWarm) {
+  MustMount(src_->path());
+  ExpectAllBytesEqual(*tree_);
+  UmountStats();  // clean stop: every admission is in the index
+  MustMount(src_->path());
+  auto pid = ReadPidFile(RunDir(), mp_);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ASSERT_EQ(::kill(pid->pid, SIGKILL), 0);
+  ProcessResult r = RunGranary({"umount", "--run-dir", RunDir(), mp_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(IsMountpoint(mp_));
+  MustMount(src_->path());
+  ExpectAllBytesEqual(*tree_);
+  nlohmann::json warm = UmountStats();
+  EXPECT_EQ(warm["engine"]["origin_requests"].get<uint64_t>(), 0u) << warm.dump();
+}
+
+TEST_F(MountTest, BadInputsGiveOneErrorLineAndMountNothing) {
+  ProcessResult r = RunGranary({"mount", src_->path(), work_.path() + "/nope", "--cache-dir",
+                                CacheDir(), "--run-dir", RunDir()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(testing::IsErrorLine(r.err, "mount " + work_.path() + "/nope", "does not exist")) << r.err;
+
+  work_.Write("mnt/occupied", "x");
+  r = Mount(src_->path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(testing::IsErrorLine(r.err, "mount " + mp_, "not empty")) << r.err;
+  EXPECT_FALSE(IsMountpoint(mp_));
+  fs::remove(mp_ + "/occupied");
+
+  r = Mount(work_.path() + "/no-such-source");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no objects under"), std::string::npos) << r.err;
+  EXPECT_FALSE(IsMountpoint(mp_));
+
+  MustMount(src_->path());
+  r = Mount(src_->path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(testing::IsErrorLine(r.err, "mount " + mp_, "already")) << r.err;
+  UmountStats();
+
+  r = RunGranary({"umount", "--run-dir", RunDir(), mp_});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(testing::IsErrorLine(r.err, "umount " + mp_, "not mounted")) << r.err;
+}
+
+// The same checks over S3 (moto_server), smaller to keep uploads quick.
+class S3MountTest : public MountTest {
+ protected:
+  void SetUp() override {
+    MountTest::SetUp();
+    if (IsSkipped()) return;
+    ::setenv("AWS_ACCESS_KEY_ID", "testing", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "testing", 1);
+    ::setenv("AWS_REGION", "us-east-1", 1);
+    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
+    ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
+    auto moto = testing::MotoServer::Start();
+    ASSERT_TRUE(moto.ok()) << moto.status().ToString();
+    moto_ = std::move(*moto);
+    auto uri = ParseUri("s3://bucket");
+    ASSERT_TRUE(uri.ok());
+    auto ufs = NewS3Ufs(*uri, UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
+    ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
+    auto* s3 = dynamic_cast<S3Ufs*>(ufs->get());
+    ASSERT_TRUE(s3->CreateBucket().ok());
+    s3_tree_ = MakeTree(400, 2, 2);
+    for (const auto& [rel, data] : s3_tree_) ASSERT_TRUE(s3->PutObject("ds/" + rel, data).ok()) << rel;
+  }
+  void TearDown() override {
+    MountTest::TearDown();  // unmount before moto goes away
+    moto_.reset();
+  }
+  std::unique_ptr<testing::MotoServer> moto_;
+  Tree s3_tree_;
+};
+
+TEST_F(S3MountTest, TreeAndBytesEqualTheBucketAndWarmRemountReadsNothing) {
+  MustMount("s3://bucket/ds", {"--endpoint", moto_->endpoint()});
+  std::map<std::string, struct stat> files;
+  std::vector<std::string> dirs;
+  Walk(mp_, "", &files, &dirs);
+  ASSERT_EQ(files.size(), s3_tree_.size());
+  for (const auto& [rel, st] : files) {
+    ASSERT_EQ(s3_tree_.count(rel), 1u) << rel;
+    EXPECT_EQ(static_cast<size_t>(st.st_size), s3_tree_.at(rel).size()) << rel;
+  }
+  ExpectAllBytesEqual(s3_tree_);
+  UmountStats();
+  MustMount("s3://bucket/ds", {"--endpoint", moto_->endpoint()});
+  ExpectAllBytesEqual(s3_tree_);
+  nlohmann::json warm = UmountStats();
+  EXPECT_EQ(warm["engine"]["origin_requests"].get<uint64_t>(), 0u) << warm.dump();
+}
+
+TEST_F(S3MountTest, MissingBucketIsRefusedBeforeMounting) {
+  ProcessResult r = Mount("s3://no-such-bucket/ds", {"--endpoint", moto_->endpoint()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(testing::Lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(r.err.starts_with("granary: mount " + mp_ + ": ")) << r.err;
+  EXPECT_FALSE(IsMountpoint(mp_));
+}
+
+}  // namespace
+}  // namespace granary
