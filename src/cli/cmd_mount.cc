@@ -31,6 +31,9 @@ struct MountFlags {
   bool allow_other = false;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
+  std::string metrics_addr;
+  bool load = false;
+  int load_threads = 64;
 };
 
 // "DIR" or "DIR:QUOTA" (QUOTA a size such as 200G). quota 0 = auto.
@@ -103,6 +106,9 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   o.run_dir = f.run_dir;
   o.log_file = f.log_file;
   o.foreground = f.foreground;
+  o.metrics_addr = f.metrics_addr;
+  o.load_on_start = f.load;
+  o.load_threads = f.load_threads;
   return o;
 }
 
@@ -149,6 +155,9 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_flag("--allow-other", f->allow_other, "Let other users access the mount");
   cmd->add_option("--uid", f->uid, "Owner shown for every file (default: the mounting user)");
   cmd->add_option("--gid", f->gid, "Group shown for every file (default: the mounting group)");
+  cmd->add_option("--metrics-addr", f->metrics_addr, "Serve Prometheus metrics on HOST:PORT (/metrics)");
+  cmd->add_flag("--load", f->load, "Load the whole dataset into the cache in the background once mounted");
+  cmd->add_option("--load-threads", f->load_threads, "Concurrent fetches of --load")->check(CLI::Range(1, 4096));
   cmd->add_option("--run-dir", f->run_dir, "Directory of pid and stats files")
       ->capture_default_str();
   cmd->callback([&ctx, f] {

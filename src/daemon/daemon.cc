@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/uri.h"
+#include "daemon/control_service.h"
 #include "daemon/engine_fs.h"
 
 namespace granary {
@@ -202,6 +203,13 @@ Status Daemon::Open() {
 
   std::string pid_text = std::to_string(::getpid()) + "\n" + o.mountpoint + "\n" + o.source + "\n";
   RETURN_IF_ERROR(WriteFileAtomically(pid_path(), pid_text));
+  ASSIGN_OR_RETURN(services_, StartServices(engine_.get(),
+                                            ServicesOptions{.run_dir = o.run_dir,
+                                                            .mountpoint = o.mountpoint,
+                                                            .metrics_addr = o.metrics_addr,
+                                                            .load_on_start = o.load_on_start,
+                                                            .load_threads = o.load_threads},
+                                            [this] { return fuse_->stats(); }));
   unmount_watcher_ = std::thread([this] {
     fuse_->Wait();
     RequestStop();
@@ -255,6 +263,7 @@ Status Daemon::Shutdown() {
     hooks.swap(stop_hooks_);
   }
   for (auto& hook : hooks) hook();
+  services_.reset();  // cancels a running load; before the engine goes
   if (fuse_) fuse_->Stop();
   if (unmount_watcher_.joinable()) unmount_watcher_.join();
   if (signal_thread_.joinable()) signal_thread_.join();

@@ -53,6 +53,7 @@
 namespace granary {
 
 class EngineFs;
+class DaemonServices;
 
 struct DaemonOptions {
   // Where the dataset lives: any URI ParseUri takes (s3://bucket/prefix, a path). Required.
@@ -87,6 +88,12 @@ struct DaemonOptions {
   // Block SIGTERM/SIGINT/SIGUSR1 and handle them on a daemon thread (stop /
   // write the stats file). Tests running a Daemon in-process turn it off.
   bool handle_signals = true;
+  // Prometheus endpoint "HOST:PORT" (docs/metrics.md); "" = off.
+  std::string metrics_addr;
+  // Start a background load of the whole dataset once the mount serves (`--load`).
+  bool load_on_start = false;
+  // Concurrent fetches of that load.
+  int load_threads = 64;
 
   // Checks every field once; errors name the field and the value.
   Status Validate() const;
@@ -163,6 +170,7 @@ class Daemon {
   std::unique_ptr<CacheEngine> engine_;
   std::unique_ptr<EngineFs> fs_;
   std::unique_ptr<FuseServer> fuse_;
+  std::unique_ptr<DaemonServices> services_;  // control socket, loads, metrics (control_service.h)
   std::thread unmount_watcher_;  // FuseServer::Wait() -> RequestStop()
   std::thread signal_thread_;    // sigtimedwait loop (handle_signals)
 
