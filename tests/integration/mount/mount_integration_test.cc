@@ -19,6 +19,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <latch>
 #include <map>
 #include <random>
 #include <thread>
@@ -319,6 +321,85 @@ TEST_F(MountTest, BadInputsGiveOneErrorLineAndMountNothing) {
   r = RunGranary({"umount", "--run-dir", RunDir(), mp_});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(testing::IsErrorLine(r.err, "umount " + mp_, "not mounted")) << r.err;
+}
+
+TEST_F(MountTest, UmountWhileReadersAreActiveGivesErrorsNotHangs) {
+  MustMount(src_->path());
+  std::vector<std::string> keys;
+  for (const auto& [rel, data] : *tree_) keys.push_back(rel);
+  std::atomic<bool> stop{false};
+  std::latch reading(8);
+  std::vector<std::future<void>> readers;
+  for (int t = 0; t < 8; ++t) {
+    readers.push_back(std::async(std::launch::async, [&, t] {
+      bool counted = false;
+      for (size_t i = t; !stop.load(); i = (i + 8) % keys.size()) {
+        std::string got;
+        bool ok = ReadWhole(mp_ + "/" + keys[i], &got);
+        if (!counted) {
+          reading.count_down();
+          counted = true;
+        }
+        if (!ok) return;  // the mount went away: an error, not a hang
+      }
+    }));
+  }
+  reading.wait();
+  ProcessResult r = RunGranary({"umount", "--run-dir", RunDir(), mp_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (auto& f : readers) {
+    EXPECT_EQ(f.wait_until(deadline), std::future_status::ready) << "a reader hung after umount";
+  }
+  stop = true;
+  EXPECT_FALSE(IsMountpoint(mp_));
+}
+
+TEST_F(MountTest, CachedReadModeAndMemoryTierServeTheSameBytes) {
+  MustMount(src_->path(), {"--read-mode", "cached", "--mem-cache", "64MiB"});
+  ExpectAllBytesEqual(*tree_);
+  ExpectAllBytesEqual(*tree_);  // repeat epoch: from the page cache / store
+  nlohmann::json st = UmountStats();
+  ASSERT_TRUE(st.contains("store")) << st.dump();
+  ASSERT_EQ(st["store"]["tiers"].size(), 2u) << st.dump();
+  EXPECT_EQ(st["store"]["tiers"][0]["medium"], "MEM") << st.dump();
+  EXPECT_GT(st["store"]["tiers"][0]["files"].get<uint64_t>(), 0u) << st.dump();
+  EXPECT_EQ(st["fuse"]["passthrough_opens"].get<uint64_t>(), 0u);
+  fs::remove_all("/dev/shm/granary-" + st["dataset_id"].get<std::string>());
+}
+
+// Restores a sysfs parameter on destruction.
+class SysfsOverride {
+ public:
+  SysfsOverride(std::string path, const std::string& value) : path_(std::move(path)) {
+    std::ifstream in(path_);
+    std::getline(in, old_);
+    std::ofstream out(path_);
+    out << value;
+    ok_ = static_cast<bool>(out.flush());
+  }
+  ~SysfsOverride() {
+    std::ofstream out(path_);
+    out << old_;
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  std::string path_;
+  std::string old_;
+  bool ok_ = false;
+};
+
+TEST_F(MountTest, IoUringTransportServesTheSameBytes) {
+  const std::string param = "/sys/module/fuse/parameters/enable_uring";
+  if (::access(param.c_str(), F_OK) != 0) GTEST_SKIP() << "kernel has no FUSE over io_uring";
+  SysfsOverride enable(param, "Y");
+  if (!enable.ok()) GTEST_SKIP() << "cannot set " << param << " to Y";
+  MustMount(src_->path(), {"--fuse-transport", "uring"});
+  ExpectAllBytesEqual(*tree_);
+  nlohmann::json st = UmountStats();
+  EXPECT_EQ(st["fuse"]["transport"], "uring") << st.dump();
+  EXPECT_GT(st["fuse"]["uring_requests"].get<uint64_t>(), st["fuse"]["requests"].get<uint64_t>() / 2);
 }
 
 // The same checks over S3 (moto_server), smaller to keep uploads quick.
