@@ -142,23 +142,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   return d;
 }
 
-Status Daemon::Open() {
-  DaemonOptions& o = options_;
-  o.mountpoint = CanonicalMountpoint(o.mountpoint);
-  ASSIGN_OR_RETURN(Uri uri, ParseUri(o.source));
-  o.source = uri.ToString();
-  dataset_id_ = DatasetId(o.source);
-  RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.fuse.allow_non_empty));
-  if (auto pid = ReadPidFile(o.run_dir, o.mountpoint); pid.ok() && ::kill(pid->pid, 0) == 0) {
-    return InvalidArgument("mount point " + o.mountpoint + " is already served by granary (pid " +
-                           std::to_string(pid->pid) + ")");
-  }
-  RETURN_IF_ERROR(PrepareWritableDir(o.run_dir, "run directory"));
-
-  ASSIGN_OR_RETURN(std::unique_ptr<UnderStorage> ufs, OpenUnderStorage(uri, o.ufs));
-  ufs_ = std::move(ufs);
-  RETURN_IF_ERROR(ProbeSource(*ufs_, uri));
-
+// Tier directories, snapshot and store (see the cache layout in daemon.h).
+Status Daemon::OpenCache(const Uri& uri) {
+  const DaemonOptions& o = options_;
   std::vector<TierLevel> tiers;
   if (o.mem_cache > 0) {
     std::string dir = "/dev/shm/granary-" + dataset_id_;
@@ -186,6 +172,27 @@ Status Daemon::Open() {
                           .block_size = o.block_size,
                           .index_dir = dataset_dir_ + "/index"};
   ASSIGN_OR_RETURN(store_, Store::Open(store_opts));
+  return Status::Ok();
+}
+
+Status Daemon::Open() {
+  DaemonOptions& o = options_;
+  o.mountpoint = CanonicalMountpoint(o.mountpoint);
+  ASSIGN_OR_RETURN(Uri uri, ParseUri(o.source));
+  o.source = uri.ToString();
+  dataset_id_ = DatasetId(o.source);
+  RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.fuse.allow_non_empty));
+  if (auto pid = ReadPidFile(o.run_dir, o.mountpoint); pid.ok() && ::kill(pid->pid, 0) == 0) {
+    return InvalidArgument("mount point " + o.mountpoint + " is already served by granary (pid " +
+                           std::to_string(pid->pid) + ")");
+  }
+  RETURN_IF_ERROR(PrepareWritableDir(o.run_dir, "run directory"));
+
+  ASSIGN_OR_RETURN(std::unique_ptr<UnderStorage> ufs, OpenUnderStorage(uri, o.ufs));
+  ufs_ = std::move(ufs);
+  RETURN_IF_ERROR(ProbeSource(*ufs_, uri));
+
+  RETURN_IF_ERROR(OpenCache(uri));
 
   EngineOptions engine_opts = o.engine;
   engine_opts.dataset = dataset_id_;

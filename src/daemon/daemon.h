@@ -43,6 +43,7 @@
 
 #include "cache/engine.h"
 #include "common/config.h"
+#include "common/uri.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
 #include "meta/snapshot.h"
@@ -158,6 +159,7 @@ class Daemon {
  private:
   explicit Daemon(DaemonOptions options);
   Status Open();
+  Status OpenCache(const Uri& uri);
   Status Shutdown();
   void SignalLoop();
 
