@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 
 #include "common/log.h"
+#include "common/thread_pool.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 
@@ -128,9 +130,15 @@ void Store::Impl::ApplyRecord(store_format::RecordType type, std::string_view pa
   }
 }
 
+// Recovery scans run over shards / fan-out directories in parallel: each
+// task touches only its own shard (or reads the maps), and the totals are atomics.
+constexpr int kRecoveryParallelism = 8;
+
 void Store::Impl::ValidateFiles() {
-  uint64_t max_tick = 0, kept = 0, dropped = 0;
-  for (Shard& shard : shards) {
+  std::atomic<uint64_t> max_tick{0}, kept{0}, dropped{0};
+  ParallelFor(shards.size(), kRecoveryParallelism, [&](size_t i) {
+    Shard& shard = shards[i];
+    uint64_t shard_max = 0;
     for (auto it = shard.map.begin(); it != shard.map.end();) {
       Entry& e = *it->second;
       struct stat st;
@@ -138,7 +146,7 @@ void Store::Impl::ValidateFiles() {
                 ::stat(FilePath(e.tier, e.id).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
                 static_cast<uint64_t>(st.st_size) == e.key.size;
       if (!ok) {
-        ++dropped;
+        dropped.fetch_add(1, std::memory_order_relaxed);
         it = shard.map.erase(it);
         continue;
       }
@@ -148,41 +156,45 @@ void Store::Impl::ValidateFiles() {
       }
       tiers[e.tier]->used.fetch_add(e.allocated, std::memory_order_relaxed);
       tiers[e.tier]->files.fetch_add(1, std::memory_order_relaxed);
-      max_tick = std::max(max_tick, e.last_use.load(std::memory_order_relaxed));
-      ++kept;
+      shard_max = std::max(shard_max, e.last_use.load(std::memory_order_relaxed));
+      kept.fetch_add(1, std::memory_order_relaxed);
       ++it;
     }
-  }
-  use_tick.store(max_tick, std::memory_order_relaxed);
-  counters.recovered_objects.store(kept, std::memory_order_relaxed);
-  counters.recovery_dropped.store(dropped, std::memory_order_relaxed);
+    uint64_t cur = max_tick.load();
+    while (cur < shard_max && !max_tick.compare_exchange_weak(cur, shard_max)) {
+    }
+  });
+  use_tick.store(max_tick.load(), std::memory_order_relaxed);
+  counters.recovered_objects.store(kept.load(), std::memory_order_relaxed);
+  counters.recovery_dropped.store(dropped.load(), std::memory_order_relaxed);
 }
 
 void Store::Impl::RemoveOrphans() {
-  uint64_t removed = 0;
-  for (uint32_t t = 0; t < tiers.size(); ++t) {
-    for (int sub = 0; sub < 256; ++sub) {
-      char name[3];
-      std::snprintf(name, sizeof(name), "%02x", sub);
-      std::string dir = tiers[t]->level.path + "/" + name;
-      DIR* d = ::opendir(dir.c_str());
-      if (!d) continue;
-      while (dirent* ent = ::readdir(d)) {
-        std::string_view file = ent->d_name;
-        if (file == "." || file == "..") continue;
-        ObjectId id;
-        bool known = false;
-        if (ParseHexName(file, id)) {
-          const Shard& shard = ShardOf(id);
-          auto it = shard.map.find(id);
-          known = it != shard.map.end() && it->second->tier == t;
-        }
-        if (!known && ::unlink((dir + "/" + std::string(file)).c_str()) == 0) ++removed;
+  std::atomic<uint64_t> removed{0};
+  ParallelFor(tiers.size() * 256, kRecoveryParallelism, [&](size_t task) {
+    auto t = static_cast<uint32_t>(task / 256);
+    char name[3];
+    std::snprintf(name, sizeof(name), "%02x", static_cast<int>(task % 256));
+    std::string dir = tiers[t]->level.path + "/" + name;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* ent = ::readdir(d)) {
+      std::string_view file = ent->d_name;
+      if (file == "." || file == "..") continue;
+      ObjectId id;
+      bool known = false;
+      if (ParseHexName(file, id)) {
+        const Shard& shard = ShardOf(id);
+        auto it = shard.map.find(id);
+        known = it != shard.map.end() && it->second->tier == t;
       }
-      ::closedir(d);
+      if (!known && ::unlink((dir + "/" + std::string(file)).c_str()) == 0) {
+        removed.fetch_add(1, std::memory_order_relaxed);
+      }
     }
-  }
-  counters.orphans_removed.store(removed, std::memory_order_relaxed);
+    ::closedir(d);
+  });
+  counters.orphans_removed.store(removed.load(), std::memory_order_relaxed);
 }
 
 Status Store::Impl::Recover() {
