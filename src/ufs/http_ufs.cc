@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "common/units.h"
@@ -43,6 +44,19 @@ std::string CleanEtag(std::string etag) {
   if (etag.starts_with("W/")) etag.erase(0, 2);
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
   return etag;
+}
+
+// A decimal byte count; nullopt when absent or malformed.
+std::optional<uint64_t> ParseLength(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::strtoull(text.c_str(), nullptr, 10);
+}
+
+// The total size in "bytes 0-0/12345" or "bytes */0"; nullopt when unknown ("/*").
+std::optional<uint64_t> SizeFromContentRange(const std::string& text) {
+  size_t slash = text.rfind('/');
+  if (slash == std::string::npos) return std::nullopt;
+  return ParseLength(text.substr(slash + 1));
 }
 
 std::string Header(const HttpResponse& r, const std::string& name) {
@@ -93,15 +107,21 @@ class HttpUfs : public UnderStorage {
   Result<ObjectInfo> StatImpl(std::string_view key) override {
     const std::string url = Url(key);
     ASSIGN_OR_RETURN(HttpResponse r, Execute(HttpRequest{.method = "HEAD", .url = url}, nullptr, url));
-    if (r.status < 200 || r.status > 299) return ErrorFor(r, url);
-    std::string length = Header(r, "content-length");
-    char* end = nullptr;
-    uint64_t size = std::strtoull(length.c_str(), &end, 10);
-    if (length.empty() || *end != '\0') {
-      return IoError(url + ": the server sent no Content-Length, so the size is unknown");
+    std::optional<uint64_t> size;
+    if (r.status == 405 || r.status == 501) {
+      // HEAD refused: ask for the first byte; Content-Range carries the size.
+      char byte;
+      std::span<char> one(&byte, 1);
+      HttpRequest get{.url = url, .range = ByteRange{.offset = 0, .length = 1}};
+      ASSIGN_OR_RETURN(r, Execute(get, &one, url));
+      if (r.status == 206 || r.status == 416) size = SizeFromContentRange(Header(r, "content-range"));
+      if (r.status == 416) r.status = 200;  // an empty object
     }
+    if (r.status < 200 || r.status > 299) return ErrorFor(r, url);
+    if (!size) size = ParseLength(Header(r, "content-length"));
+    if (!size) return IoError(url + ": the server sent no Content-Length, so the size is unknown");
     return ObjectInfo{.key = std::string(key),
-                      .size = size,
+                      .size = *size,
                       .mtime_ns = ParseHttpDate(Header(r, "last-modified")),
                       .etag = CleanEtag(Header(r, "etag"))};
   }

@@ -5,7 +5,8 @@
 // leading slash, sent as written (percent-escapes the user typed are kept;
 // spaces, control and non-ASCII bytes are escaped). Stat is a HEAD request
 // (size from Content-Length, mtime from Last-Modified, etag from ETag with
-// quotes and the weak marker removed); Read is a GET with
+// quotes and the weak marker removed); a server that refuses HEAD (405/501)
+// is asked for byte 0 instead and the size read from Content-Range; Read is a GET with
 // "Range: bytes=a-b" written straight into the caller's buffer (a server that
 // ignores Range still works: the window is cut out of the full body). Listing
 // is not possible over HTTP and returns Unimplemented.

@@ -22,6 +22,8 @@ class CliHttpTest : public ::testing::Test {
         {"train/n01/empty.JPEG", ""},
         {"big.bin", RandomBytes(5 * 1024 * 1024 + 3, 12)},
         {"dir with space/x y.JPEG", RandomBytes(4097, 13)},
+        {"nohead/f.bin", RandomBytes(12345, 14)},
+        {"nohead/empty", ""},
     };
     for (const auto& [rel, data] : *files_) dir_->Write(rel, data);
     auto server = NginxServer::Start(dir_->path());
@@ -85,6 +87,14 @@ TEST_F(CliHttpTest, StatTakesSizeAndMtimeFromHead) {
   struct stat st {};
   ASSERT_EQ(::stat((dir_->path() + "/train/n01/a.JPEG").c_str(), &st), 0);
   EXPECT_EQ(j["mtime_ns"].get<int64_t>(), int64_t{st.st_mtim.tv_sec} * 1'000'000'000);
+}
+
+TEST_F(CliHttpTest, StatWorksWhenHeadIsRefused) {
+  for (const auto& [rel, size] : {std::pair{"nohead/f.bin", 12345}, std::pair{"nohead/empty", 0}}) {
+    auto r = RunGranary({"stat", "--json", Url(rel)});
+    ASSERT_EQ(r.exit_code, 0) << rel << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["size"], size) << rel;
+  }
 }
 
 TEST_F(CliHttpTest, ListingIsRefusedClearly) {

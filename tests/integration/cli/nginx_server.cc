@@ -34,6 +34,7 @@ std::string Config(const std::string& dir, const std::string& root, int port) {
          "    listen 127.0.0.1:" + std::to_string(port) + ";\n" + "    root " + root + ";\n" +
          "    location = /status/503 { return 503; }\n" +
          "    location = /status/403 { return 403; }\n" +
+         "    location /nohead/ { if ($request_method = HEAD) { return 405; } }\n" +
          "  }\n" + "}\n";
 }
 

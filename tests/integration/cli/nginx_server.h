@@ -24,8 +24,8 @@ namespace granary::testing {
 class NginxServer {
  public:
   // Serves `root` (a directory) at http://127.0.0.1:PORT/, except that
-  // /status/503 and /status/403 always answer with that status (fault
-  // injection for error-path tests). Unavailable naming
+  // /status/503 and /status/403 always answer with that status, and HEAD
+  // under /nohead/ gets 405 (fault injection for error-path tests). Unavailable naming
   // the reason when nginx is missing or does not come up in 15 s.
   static Result<std::unique_ptr<NginxServer>> Start(const std::string& root);
 
