@@ -63,7 +63,6 @@ DatasetStatus StatusReporter::Compute() {
   s.hit_reads = es.hit_reads;
   s.hit_bytes = es.hit_bytes;
   s.miss_bytes = es.miss_bytes;
-  s.hit_ratio_reads = Ratio(es.hit_reads, es.reads);
   s.hit_ratio_bytes = Ratio(es.hit_bytes, es.hit_bytes + es.miss_bytes);
   s.origin_requests = es.origin_requests;
   s.origin_bytes = es.origin_bytes;
@@ -73,6 +72,8 @@ DatasetStatus StatusReporter::Compute() {
     s.passthrough_opens = fs.passthrough_opens;
     s.userspace_opens = fs.userspace_opens;
   }
+  // A passthrough open is served wholly from the cache file by the kernel: one hit.
+  s.hit_ratio_reads = Ratio(es.hit_reads + s.passthrough_opens, es.reads + s.passthrough_opens);
   if (loads_ != nullptr) {
     if (auto job = loads_->current()) s.load = job->progress();
   }
@@ -193,7 +194,7 @@ nlohmann::json FluidSummary(const DatasetStatus& s) {
   return {{"cached", FluidSize(s.cached_bytes)},
           {"cachedPercentage", Percent(s.cached_ratio)},
           {"cacheCapacity", FluidSize(s.capacity)},
-          {"cacheHitRatio", Percent(s.hit_ratio_bytes)},
+          {"cacheHitRatio", Percent(s.hit_ratio_reads)},
           {"fileNum", std::to_string(s.ufs_files)},
           {"ufsTotal", FluidSize(s.ufs_total_bytes)}};
 }
@@ -203,7 +204,7 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
       {"NAME", "UFS TOTAL", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "FILES", "PHASE"}};
   for (const DatasetStatus& s : rows) {
     cells.push_back({s.name, FluidSize(s.ufs_total_bytes), FluidSize(s.cached_bytes),
-                     FluidSize(s.capacity), Percent(s.cached_ratio), Percent(s.hit_ratio_bytes),
+                     FluidSize(s.capacity), Percent(s.cached_ratio), Percent(s.hit_ratio_reads),
                      std::to_string(s.cached_files) + "/" + std::to_string(s.ufs_files), s.phase});
     if (!verbose) continue;
     for (const TierUsage& t : s.tiers) {

@@ -58,8 +58,11 @@ struct DatasetStatus {
   uint64_t hit_reads = 0;
   uint64_t hit_bytes = 0;
   uint64_t miss_bytes = 0;
-  double hit_ratio_reads = 0;  // hit_reads / reads (0 without reads)
-  double hit_ratio_bytes = 0;  // hit_bytes / (hit_bytes + miss_bytes)
+  // (hit_reads + passthrough_opens) / (reads + passthrough_opens): a passthrough
+  // open is served wholly from the cache file by the kernel and counts as one
+  // hit (0 without reads). Shown as HIT RATIO and Fluid's cacheHitRatio.
+  double hit_ratio_reads = 0;
+  double hit_ratio_bytes = 0;  // hit_bytes / (hit_bytes + miss_bytes), userspace reads only
   uint64_t origin_requests = 0;
   uint64_t origin_bytes = 0;
   uint64_t origin_errors = 0;

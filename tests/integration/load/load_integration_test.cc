@@ -158,6 +158,8 @@ TEST(LoadIntegration, LoadThenReadEverythingWithZeroOriginRequests) {
   }
   EXPECT_EQ(read_bytes, d.total);
   EXPECT_EQ(Sample(d.Metrics(), "granary_origin_requests_total"), origin_before);
+  // Every read came from the cache (passthrough opens count as hits).
+  EXPECT_EQ(d.Status()["hit_ratio_reads"].get<double>(), 1.0);
 
   ProcessResult check = d.Granary({"load", d.mnt(), "--check"});
   EXPECT_EQ(check.exit_code, 0) << check.out;
