@@ -5,15 +5,15 @@
 // S3 latency). For each delay it prints:
 //   ceiling   best objects/s of plain concurrent GETs at 1..128 threads (what
 //             bench/ufs_get measures against a real server)
-//   load      LoadJob over a cold cache (--concurrency fetch threads = origin slots), objects/s and x ceiling
-//   epoch     16 readers reading every object once in shuffled order through
+//   load      LoadJob over a cold cache (--concurrency fetch threads = origin slots), objects/s and
+//   x ceiling epoch     16 readers reading every object once in shuffled order through
 //             CacheEngine::Read, cold cache, without and with a background
 //             LoadJob started at the same moment (the `mount --load` case):
 //             objects/s and x ceiling.
 //
-//   load_bench [--dir /dev/shm/granary-load-bench] [--objects 3000] [--size 16384] [--concurrency 128]
+//   load_bench [--dir /dev/shm/granary-load-bench] [--objects 3000] [--size 16384] [--concurrency
+//   128]
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -90,14 +90,17 @@ struct Env {
   std::unique_ptr<CacheEngine> engine;
 };
 
-Env Cold(const fs::path& dir, std::shared_ptr<UnderStorage> ufs, std::shared_ptr<const Snapshot> snap) {
+Env Cold(const fs::path& dir, std::shared_ptr<UnderStorage> ufs,
+         std::shared_ptr<const Snapshot> snap) {
   fs::remove_all(dir / "cache");
   Env e{.ufs = ufs, .snapshot = snap};
   e.store = std::move(*Store::Open(StoreOptions{
-      .tiers = {TierLevel{.medium = Medium::kMem, .path = (dir / "cache").string(), .quota = 4ull << 30}},
+      .tiers = {TierLevel{
+          .medium = Medium::kMem, .path = (dir / "cache").string(), .quota = 4ull << 30}},
       .background = false}));
-  e.engine = std::make_unique<CacheEngine>(ufs, snap, e.store.get(),
-                                           EngineOptions{.dataset = "bench", .origin_concurrency = g_concurrency});
+  e.engine = std::make_unique<CacheEngine>(
+      ufs, snap, e.store.get(),
+      EngineOptions{.dataset = "bench", .origin_concurrency = g_concurrency});
   return e;
 }
 
@@ -110,7 +113,8 @@ double Epoch(Env& e, bool with_load) {
   std::unique_ptr<LoadManager> loads;
   if (with_load) {
     loads = std::make_unique<LoadManager>(e.engine.get());
-    if (!loads->Start(LoadRequest{.threads = g_concurrency}).ok()) std::fprintf(stderr, "load failed to start\n");
+    if (!loads->Start(LoadRequest{.threads = g_concurrency}).ok())
+      std::fprintf(stderr, "load failed to start\n");
   }
   std::atomic<size_t> next{0};
   std::vector<std::thread> ws;
@@ -156,14 +160,15 @@ int Main(int argc, char** argv) {
     auto inner = OpenUnderStorage(uri);
     if (!inner.ok()) return std::fprintf(stderr, "%s\n", inner.status().ToString().c_str()), 1;
     auto ufs = std::make_shared<DelayUfs>(std::move(*inner), std::chrono::milliseconds(delay_ms));
-    std::shared_ptr<const Snapshot> snap = std::move(*Snapshot::Build(
-        *ufs, SnapshotOptions{.source_uri = uri.ToString(), .prefix = uri.key}, (root / "snapshot").string(), 1));
+    std::shared_ptr<const Snapshot> snap = std::move(
+        *Snapshot::Build(*ufs, SnapshotOptions{.source_uri = uri.ToString(), .prefix = uri.key},
+                         (root / "snapshot").string(), 1));
     std::vector<std::string> full_keys;
     for (const auto& k : keys) full_keys.push_back(snap->prefix() + k);
     double ceiling = Ceiling(*ufs, full_keys, size);
     auto row = [&](const char* what, double rate) {
-      std::printf("%-7s %-10s %10.0f %10.1f %8.2f\n", (std::to_string(delay_ms) + "ms").c_str(), what, rate,
-                  rate * size / 1e6, rate / ceiling);
+      std::printf("%-7s %-10s %10.0f %10.1f %8.2f\n", (std::to_string(delay_ms) + "ms").c_str(),
+                  what, rate, rate * size / 1e6, rate / ceiling);
     };
     row("ceiling", ceiling);
     {

@@ -31,20 +31,25 @@ volatile sig_atomic_t g_interrupted = 0;
 
 std::string ProgressLine(const LoadProgress& p) {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%llu/%llu files, %s/%s, %s/s, %.0f files/s, ETA %s",
-                static_cast<unsigned long long>(p.files_done), static_cast<unsigned long long>(p.files_total),
-                FormatSize(p.bytes_done).c_str(), FormatSize(p.bytes_total).c_str(),
-                FormatSize(static_cast<uint64_t>(p.bytes_per_s)).c_str(), p.files_per_s,
-                p.eta_s < 0 ? "?" : FormatDuration(std::chrono::nanoseconds(static_cast<int64_t>(p.eta_s * 1e9))).c_str());
+  std::snprintf(
+      buf, sizeof(buf), "%llu/%llu files, %s/%s, %s/s, %.0f files/s, ETA %s",
+      static_cast<unsigned long long>(p.files_done), static_cast<unsigned long long>(p.files_total),
+      FormatSize(p.bytes_done).c_str(), FormatSize(p.bytes_total).c_str(),
+      FormatSize(static_cast<uint64_t>(p.bytes_per_s)).c_str(), p.files_per_s,
+      p.eta_s < 0
+          ? "?"
+          : FormatDuration(std::chrono::nanoseconds(static_cast<int64_t>(p.eta_s * 1e9))).c_str());
   return buf;
 }
 
 int PrintResult(const LoadResult& r, bool check) {
   std::printf("%s: %llu/%llu files cached (%s of %s)\n", check ? "check" : "load",
-              static_cast<unsigned long long>(r.files_cached), static_cast<unsigned long long>(r.files_requested),
+              static_cast<unsigned long long>(r.files_cached),
+              static_cast<unsigned long long>(r.files_requested),
               FormatSize(r.bytes_cached).c_str(), FormatSize(r.bytes_requested).c_str());
   if (r.files_not_fitted > 0) {
-    std::printf("did not fit in the cache: %llu files, %s\n", static_cast<unsigned long long>(r.files_not_fitted),
+    std::printf("did not fit in the cache: %llu files, %s\n",
+                static_cast<unsigned long long>(r.files_not_fitted),
                 FormatSize(r.bytes_not_fitted).c_str());
   }
   if (r.files_failed > 0) {
@@ -52,7 +57,8 @@ int PrintResult(const LoadResult& r, bool check) {
     for (const auto& f : r.failures) std::printf("  %s: %s\n", f.path.c_str(), f.reason.c_str());
   }
   if (r.missing_count > 0) {
-    std::printf("not in the dataset: %llu listed paths\n", static_cast<unsigned long long>(r.missing_count));
+    std::printf("not in the dataset: %llu listed paths\n",
+                static_cast<unsigned long long>(r.missing_count));
     for (const auto& m : r.missing) std::printf("  %s\n", m.c_str());
   }
   if (r.files_not_loaded > 0 && !check) {
@@ -65,9 +71,9 @@ int PrintResult(const LoadResult& r, bool check) {
 int RunLoad(const LoadFlags& flags) {
   auto loc = FindGranaryMount(flags.target);
   if (!loc.ok()) return ReportError(flags.target, loc.status());
-  nlohmann::json req = {{"v", kControlProtocolVersion}, {"op", "load"}, {"path", loc->subdir},
-                        {"threads", flags.threads},     {"check", flags.check},
-                        {"background", flags.background}};
+  nlohmann::json req = {{"v", kControlProtocolVersion}, {"op", "load"},
+                        {"path", loc->subdir},          {"threads", flags.threads},
+                        {"check", flags.check},         {"background", flags.background}};
   if (!flags.list.empty()) {
     std::error_code ec;
     auto abs = std::filesystem::absolute(flags.list, ec);
@@ -119,9 +125,12 @@ int RunLoad(const LoadFlags& flags) {
 
 void RegisterLoadCommand(CLI::App& app, CliContext& ctx) {
   auto flags = std::make_shared<LoadFlags>();
-  CLI::App* cmd = app.add_subcommand("load", "Warm the cache of a mounted dataset (all of it, a sub-directory or a list)");
-  cmd->add_option("TARGET", flags->target, "A granary mount point or a directory inside one")->required();
-  cmd->add_option("--list", flags->list, "File of relative paths, one per line (\"path label\" lines accepted)");
+  CLI::App* cmd = app.add_subcommand(
+      "load", "Warm the cache of a mounted dataset (all of it, a sub-directory or a list)");
+  cmd->add_option("TARGET", flags->target, "A granary mount point or a directory inside one")
+      ->required();
+  cmd->add_option("--list", flags->list,
+                  "File of relative paths, one per line (\"path label\" lines accepted)");
   cmd->add_option("--threads", flags->threads, "Concurrent fetches")->check(CLI::Range(1, 4096));
   cmd->add_flag("--check", flags->check, "Only report what is cached; fetch nothing");
   cmd->add_flag("--quiet", flags->quiet, "No progress output");

@@ -19,14 +19,16 @@ struct StatusFlags {
 };
 
 Result<DatasetStatus> Query(const std::string& run_dir, const std::string& mountpoint) {
-  ASSIGN_OR_RETURN(nlohmann::json reply, ControlCall(ControlSocketPath(run_dir, mountpoint),
-                                                     {{"v", kControlProtocolVersion}, {"op", "status"}}));
+  ASSIGN_OR_RETURN(nlohmann::json reply,
+                   ControlCall(ControlSocketPath(run_dir, mountpoint),
+                               {{"v", kControlProtocolVersion}, {"op", "status"}}));
   return StatusFromJson(reply["status"]);
 }
 
 int RunStatus(const StatusFlags& flags) {
   if (flags.format != "table" && flags.format != "fluid" && flags.format != "json") {
-    return ReportError("--format", InvalidArgument("expected table, json or fluid, not '" + flags.format + "'"));
+    return ReportError(
+        "--format", InvalidArgument("expected table, json or fluid, not '" + flags.format + "'"));
   }
   std::vector<std::string> mounts;
   if (!flags.mountpoint.empty()) {
@@ -48,14 +50,19 @@ int RunStatus(const StatusFlags& flags) {
   }
   if (flags.format == "fluid") {
     if (rows.size() != 1) {
-      if (rows.empty()) return rc == kExitOk ? ReportError("status", NotFound("no granary mount")) : rc;
+      if (rows.empty())
+        return rc == kExitOk ? ReportError("status", NotFound("no granary mount")) : rc;
       return ReportError("--format fluid", InvalidArgument("name one mount point"));
     }
     std::printf("%s\n", FluidSummary(rows[0]).dump().c_str());
   } else if (flags.json || flags.format == "json") {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) out.push_back(StatusToJson(r));
-    std::printf("%s\n", (flags.mountpoint.empty() ? out : out.empty() ? nlohmann::json() : out[0]).dump(2).c_str());
+    std::printf("%s\n", (flags.mountpoint.empty() ? out
+                         : out.empty()            ? nlohmann::json()
+                                                  : out[0])
+                            .dump(2)
+                            .c_str());
   } else {
     std::fputs(FormatStatusTable(rows, flags.verbose).c_str(), stdout);
   }

@@ -78,7 +78,8 @@ Result<int> ConnectUnix(const std::string& path) {
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     int err = errno;
     ::close(fd);
-    if (err == ENOENT || err == ECONNREFUSED) return NotFound("no granary daemon listens on " + path);
+    if (err == ENOENT || err == ECONNREFUSED)
+      return NotFound("no granary daemon listens on " + path);
     return ErrnoStatus("connect " + path, err);
   }
   return fd;
@@ -89,7 +90,8 @@ Result<LoadRequest> ParseLoadRequest(const json& req) {
   r.path = req.value("path", std::string());
   r.threads = req.value("threads", 64);
   r.check_only = req.value("check", false);
-  if (auto it = req.find("list"); it != req.end()) r.list_lines = it->get<std::vector<std::string>>();
+  if (auto it = req.find("list"); it != req.end())
+    r.list_lines = it->get<std::vector<std::string>>();
   std::string list_file = req.value("list_file", std::string());
   if (!list_file.empty()) {
     std::ifstream in(list_file);
@@ -110,7 +112,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(ControlOptions optio
                                                             ControlHandler* handler) {
   const std::string& path = options.socket_path;
   if (path.empty()) return InvalidArgument("control socket: socket_path is empty");
-  if (options.max_connections < 1) return InvalidArgument("control socket: max_connections must be >= 1");
+  if (options.max_connections < 1)
+    return InvalidArgument("control socket: max_connections must be >= 1");
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
@@ -141,12 +144,14 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(ControlOptions optio
     ::close(fd);
     return ErrnoStatus("eventfd", err);
   }
-  auto server = std::unique_ptr<ControlServer>(new ControlServer(std::move(options), handler, fd, wake));
+  auto server =
+      std::unique_ptr<ControlServer>(new ControlServer(std::move(options), handler, fd, wake));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
-ControlServer::ControlServer(ControlOptions options, ControlHandler* handler, int listen_fd, int wake_fd)
+ControlServer::ControlServer(ControlOptions options, ControlHandler* handler, int listen_fd,
+                             int wake_fd)
     : options_(std::move(options)), handler_(handler), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
 
 ControlServer::~ControlServer() {
@@ -214,8 +219,9 @@ void ControlServer::Serve(Connection* conn) {
     std::optional<std::string> line = ReadLine(conn->fd, conn->buffer, options_.max_request_bytes);
     if (!line) {
       if (conn->buffer.size() > options_.max_request_bytes) {
-        (void)WriteLine(conn->fd, ErrorReply("request longer than " +
-                                             std::to_string(options_.max_request_bytes) + " bytes"));
+        (void)WriteLine(conn->fd,
+                        ErrorReply("request longer than " +
+                                   std::to_string(options_.max_request_bytes) + " bytes"));
       }
       break;
     }
@@ -257,7 +263,8 @@ bool ControlServer::HandleLine(Connection* conn, std::string_view line) {
   } catch (const json::exception& e) {
     return WriteLine(conn->fd, ErrorReply(std::string("bad request fields: ") + e.what()));
   }
-  return WriteLine(conn->fd, ErrorReply("unknown op '" + op + "' (expected status, load, cancel or sync)"));
+  return WriteLine(conn->fd,
+                   ErrorReply("unknown op '" + op + "' (expected status, load, cancel or sync)"));
 }
 
 bool ControlServer::HandleLoad(Connection* conn, const json& req) {
@@ -320,7 +327,9 @@ Status ControlClient::Send(const json& request) {
   return Status::Ok();
 }
 
-Status ControlClient::SendCancel() { return Send({{"v", kControlProtocolVersion}, {"op", "cancel"}}); }
+Status ControlClient::SendCancel() {
+  return Send({{"v", kControlProtocolVersion}, {"op", "cancel"}});
+}
 
 Result<json> ControlClient::Receive() {
   std::optional<std::string> line = ReadLine(fd_, buffer_, 256u << 20);
@@ -334,7 +343,8 @@ Result<json> ControlCall(const std::string& socket_path, const json& request) {
   ASSIGN_OR_RETURN(auto client, ControlClient::Connect(socket_path));
   RETURN_IF_ERROR(client->Send(request));
   ASSIGN_OR_RETURN(json reply, client->Receive());
-  if (!reply.value("ok", false)) return Unavailable(reply.value("error", std::string("daemon error")));
+  if (!reply.value("ok", false))
+    return Unavailable(reply.value("error", std::string("daemon error")));
   return reply;
 }
 
@@ -386,16 +396,22 @@ Result<MountLocation> FindGranaryMount(std::string_view path) {
       best.subdir = real == mp ? "" : real.substr(mp == "/" ? 1 : mp.size() + 1);
     }
   }
-  if (best.mountpoint.empty()) return NotFound(std::string(path) + " is not inside a granary mount");
+  if (best.mountpoint.empty())
+    return NotFound(std::string(path) + " is not inside a granary mount");
   return best;
 }
 
 json LoadProgressToJson(const LoadProgress& p) {
-  return {{"files_total", p.files_total}, {"bytes_total", p.bytes_total},
-          {"files_done", p.files_done},   {"bytes_done", p.bytes_done},
-          {"files_skipped", p.files_skipped}, {"bytes_fetched", p.bytes_fetched},
-          {"elapsed_s", p.elapsed_s},     {"bytes_per_s", p.bytes_per_s},
-          {"files_per_s", p.files_per_s}, {"eta_s", p.eta_s},
+  return {{"files_total", p.files_total},
+          {"bytes_total", p.bytes_total},
+          {"files_done", p.files_done},
+          {"bytes_done", p.bytes_done},
+          {"files_skipped", p.files_skipped},
+          {"bytes_fetched", p.bytes_fetched},
+          {"elapsed_s", p.elapsed_s},
+          {"bytes_per_s", p.bytes_per_s},
+          {"files_per_s", p.files_per_s},
+          {"eta_s", p.eta_s},
           {"running", p.running}};
 }
 
@@ -416,13 +432,20 @@ LoadProgress LoadProgressFromJson(const json& j) {
 json LoadResultToJson(const LoadResult& r) {
   json failures = json::array();
   for (const auto& f : r.failures) failures.push_back({{"path", f.path}, {"reason", f.reason}});
-  return {{"files_requested", r.files_requested}, {"bytes_requested", r.bytes_requested},
-          {"files_cached", r.files_cached},       {"bytes_cached", r.bytes_cached},
-          {"files_not_fitted", r.files_not_fitted}, {"bytes_not_fitted", r.bytes_not_fitted},
-          {"files_failed", r.files_failed},       {"failures", failures},
-          {"files_not_loaded", r.files_not_loaded}, {"missing_count", r.missing_count},
-          {"missing", r.missing},                 {"cancelled", r.cancelled},
-          {"elapsed_s", r.elapsed_s},             {"complete", r.complete()}};
+  return {{"files_requested", r.files_requested},
+          {"bytes_requested", r.bytes_requested},
+          {"files_cached", r.files_cached},
+          {"bytes_cached", r.bytes_cached},
+          {"files_not_fitted", r.files_not_fitted},
+          {"bytes_not_fitted", r.bytes_not_fitted},
+          {"files_failed", r.files_failed},
+          {"failures", failures},
+          {"files_not_loaded", r.files_not_loaded},
+          {"missing_count", r.missing_count},
+          {"missing", r.missing},
+          {"cancelled", r.cancelled},
+          {"elapsed_s", r.elapsed_s},
+          {"complete", r.complete()}};
 }
 
 LoadResult LoadResultFromJson(const json& j) {
@@ -440,7 +463,8 @@ LoadResult LoadResultFromJson(const json& j) {
                .elapsed_s = j.value("elapsed_s", 0.0)};
   if (auto f = j.find("failures"); f != j.end() && f->is_array()) {
     for (const auto& e : *f) {
-      r.failures.push_back({.path = e.value("path", std::string()), .reason = e.value("reason", std::string())});
+      r.failures.push_back(
+          {.path = e.value("path", std::string()), .reason = e.value("reason", std::string())});
     }
   }
   return r;

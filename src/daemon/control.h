@@ -9,7 +9,8 @@
 //   {"v":1,"op":"status"}                      -> {"v":1,"ok":true,"status":{...}}
 //   {"v":1,"op":"load","path":"train","list_file":"/abs/list.txt","threads":64,
 //    "check":false,"background":false}          -> {"v":1,"ok":true,"progress":{...}} lines,
-//                                                  then {"v":1,"ok":true,"done":true,"result":{...}}
+//                                                  then
+//                                                  {"v":1,"ok":true,"done":true,"result":{...}}
 //   {"v":1,"op":"cancel"}                      -> cancels the running load
 //   {"v":1,"op":"sync"}                        -> {"v":1,"ok":true}
 // Errors: {"v":1,"ok":false,"error":"..."}. Malformed JSON, a wrong version, an
@@ -29,12 +30,11 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "daemon/loader.h"
 #include "granary/status.h"
@@ -73,7 +73,8 @@ class ControlServer {
   // Binds the socket (replacing a stale one; InvalidArgument if a live daemon
   // answers on it) and starts serving. `handler` is borrowed and must outlive
   // the server.
-  static Result<std::unique_ptr<ControlServer>> Start(ControlOptions options, ControlHandler* handler);
+  static Result<std::unique_ptr<ControlServer>> Start(ControlOptions options,
+                                                      ControlHandler* handler);
   // Stops: closes the socket and every connection, joins threads, removes the socket file.
   ~ControlServer();
   ControlServer(const ControlServer&) = delete;

@@ -14,7 +14,8 @@ DaemonServices::DaemonServices(CacheEngine* engine, ServicesOptions options,
       loads_(engine),
       reporter_(engine, &loads_, options_.mountpoint, fuse_stats_) {}
 
-Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engine, ServicesOptions options,
+Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engine,
+                                                              ServicesOptions options,
                                                               std::function<FuseStats()> fuse_stats,
                                                               std::function<Status()> sync) {
   if (options.mountpoint.empty() && options.socket_path.empty()) {
@@ -34,7 +35,8 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
                        return RenderMetrics(in);
                      }));
   }
-  std::string path = o.socket_path.empty() ? ControlSocketPath(o.run_dir, o.mountpoint) : o.socket_path;
+  std::string path =
+      o.socket_path.empty() ? ControlSocketPath(o.run_dir, o.mountpoint) : o.socket_path;
   ASSIGN_OR_RETURN(s->control_, ControlServer::Start(ControlOptions{.socket_path = path}, s.get()));
   if (o.load_on_start) {
     auto job = s->loads_.Start(LoadRequest{.threads = o.load_threads});
@@ -63,6 +65,8 @@ Status DaemonServices::Sync() {
   return sync_();
 }
 
-std::string DaemonServices::metrics_addr() const { return metrics_ ? metrics_->address() : std::string(); }
+std::string DaemonServices::metrics_addr() const {
+  return metrics_ ? metrics_->address() : std::string();
+}
 
 }  // namespace granary

@@ -59,8 +59,8 @@ class DaemonServices : public ControlHandler {
   std::string metrics_addr() const;
 
  private:
-  DaemonServices(CacheEngine* engine, ServicesOptions options, std::function<FuseStats()> fuse_stats,
-                 std::function<Status()> sync);
+  DaemonServices(CacheEngine* engine, ServicesOptions options,
+                 std::function<FuseStats()> fuse_stats, std::function<Status()> sync);
 
   CacheEngine* engine_;
   ServicesOptions options_;
@@ -73,9 +73,9 @@ class DaemonServices : public ControlHandler {
 };
 
 // What the daemon calls (see DaemonServices::Start).
-inline Result<std::unique_ptr<DaemonServices>> StartServices(CacheEngine* engine, ServicesOptions options,
-                                                             std::function<FuseStats()> fuse_stats = {},
-                                                             std::function<Status()> sync = {}) {
+inline Result<std::unique_ptr<DaemonServices>> StartServices(
+    CacheEngine* engine, ServicesOptions options, std::function<FuseStats()> fuse_stats = {},
+    std::function<Status()> sync = {}) {
   return DaemonServices::Start(engine, std::move(options), std::move(fuse_stats), std::move(sync));
 }
 

@@ -25,13 +25,14 @@ class ControlTest : public DatasetFixture {
  protected:
   void StartServices(std::string metrics_addr = "") {
     for (int c = 0; c < 5; ++c) {
-      for (int i = 0; i < 20; ++i) Put("train/n" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG", 2000 + i);
+      for (int i = 0; i < 20; ++i)
+        Put("train/n" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG", 2000 + i);
     }
     Open();
-    auto s = DaemonServices::Start(engine_.get(),
-                                   ServicesOptions{.run_dir = (dir_ / "run").string(),
-                                                   .mountpoint = (dir_ / "mnt").string(),
-                                                   .metrics_addr = metrics_addr});
+    auto s =
+        DaemonServices::Start(engine_.get(), ServicesOptions{.run_dir = (dir_ / "run").string(),
+                                                             .mountpoint = (dir_ / "mnt").string(),
+                                                             .metrics_addr = metrics_addr});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     services_ = std::move(*s);
   }
@@ -39,7 +40,6 @@ class ControlTest : public DatasetFixture {
     services_.reset();
     DatasetFixture::TearDown();
   }
-
 
   std::unique_ptr<ControlClient> Client() {
     auto c = ControlClient::Connect(services_->socket_path());
@@ -71,7 +71,8 @@ TEST_F(ControlTest, SocketIsOwnerOnly) {
   ASSERT_EQ(::stat(services_->socket_path().c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(services_->socket_path(), ControlSocketPath((dir_ / "run").string(), (dir_ / "mnt").string()));
+  EXPECT_EQ(services_->socket_path(),
+            ControlSocketPath((dir_ / "run").string(), (dir_ / "mnt").string()));
 }
 
 TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
@@ -82,17 +83,23 @@ TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
   EXPECT_NE(r["error"].get<std::string>().find("malformed"), std::string::npos);
   r = SendRaw(path, std::string("\x00\xff\xfe{{{\n", 7));
   EXPECT_FALSE(r["ok"].get<bool>());
-  r = SendRaw(path, R"({"v":2,"op":"status"})" "\n");
+  r = SendRaw(path, R"({"v":2,"op":"status"})"
+                    "\n");
   EXPECT_NE(r["error"].get<std::string>().find("version 2"), std::string::npos);
-  r = SendRaw(path, R"({"op":"status"})" "\n");
+  r = SendRaw(path, R"({"op":"status"})"
+                    "\n");
   EXPECT_NE(r["error"].get<std::string>().find("version"), std::string::npos);
-  r = SendRaw(path, R"({"v":1,"op":"explode"})" "\n");
+  r = SendRaw(path, R"({"v":1,"op":"explode"})"
+                    "\n");
   EXPECT_NE(r["error"].get<std::string>().find("unknown op 'explode'"), std::string::npos);
-  r = SendRaw(path, R"({"v":1,"op":"load","threads":"many"})" "\n");
+  r = SendRaw(path, R"({"v":1,"op":"load","threads":"many"})"
+                    "\n");
   EXPECT_NE(r["error"].get<std::string>().find("bad request"), std::string::npos);
-  r = SendRaw(path, R"({"v":1,"op":"load","list_file":"/nonexistent/list.txt"})" "\n");
+  r = SendRaw(path, R"({"v":1,"op":"load","list_file":"/nonexistent/list.txt"})"
+                    "\n");
   EXPECT_NE(r["error"].get<std::string>().find("/nonexistent/list.txt"), std::string::npos);
-  r = SendRaw(path, R"({"v":1,"op":"sync"})" "\n");
+  r = SendRaw(path, R"({"v":1,"op":"sync"})"
+                    "\n");
   EXPECT_NE(r["error"].get<std::string>().find("sync"), std::string::npos);
 
   // The same connection stays usable after an error.
@@ -158,7 +165,8 @@ TEST_F(ControlTest, SecondConcurrentLoadIsRefusedAndDisconnectCancels) {
   first.reset();  // Ctrl-C: the client goes away
   // Wait (bounded) for the server to notice while every fetch is still blocked.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!job->cancelled() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  while (!job->cancelled() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
   EXPECT_TRUE(job->cancelled());
   release.set_value();
   LoadResult r = job->Wait();
@@ -180,7 +188,8 @@ std::string HttpGet(int port, const std::string& path) {
   EXPECT_GT(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
   std::string out;
   char buf[4096];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return out;
 }

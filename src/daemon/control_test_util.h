@@ -42,19 +42,21 @@ class DatasetFixture : public ::testing::Test {
   }
 
   void Open(uint64_t quota = 1ull << 30, std::string policy = "lru") {
-    auto snap = Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
-                                (dir_ / "snapshot").string(), 1);
+    auto snap =
+        Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
+                        (dir_ / "snapshot").string(), 1);
     ASSERT_TRUE(snap.ok()) << snap.status().ToString();
     snapshot_ = std::move(*snap);
     auto store = Store::Open(StoreOptions{
-        .tiers = {TierLevel{.medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
+        .tiers = {TierLevel{
+            .medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
         .policy = policy,
         .block_size = 64 << 10,
         .background = false});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
-    engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
-                                            EngineOptions{.dataset = "ds", .origin_concurrency = 8});
+    engine_ = std::make_unique<CacheEngine>(
+        ufs_, snapshot_, store_.get(), EngineOptions{.dataset = "ds", .origin_concurrency = 8});
   }
 
   std::filesystem::path dir_;

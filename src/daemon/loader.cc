@@ -12,7 +12,8 @@ constexpr size_t kReportedPaths = 5;  // failures / missing paths kept in a resu
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
     s.remove_suffix(1);
   }
   return s;
@@ -45,7 +46,8 @@ std::optional<uint64_t> ResolveLine(const Snapshot& snapshot, std::string_view p
     if (auto ino = FindFile(snapshot, joined)) return ino;
   }
   std::string_view prefix = snapshot.prefix();
-  if (!prefix.empty() && path.starts_with(prefix)) return FindFile(snapshot, path.substr(prefix.size()));
+  if (!prefix.empty() && path.starts_with(prefix))
+    return FindFile(snapshot, path.substr(prefix.size()));
   return std::nullopt;
 }
 
@@ -119,7 +121,9 @@ LoadJob::~LoadJob() {
 
 void LoadJob::Start() {
   start_ = std::chrono::steady_clock::now();
-  int n = check_only_ ? 1 : static_cast<int>(std::min<size_t>(threads_, std::max<size_t>(1, state_.size())));
+  int n = check_only_
+              ? 1
+              : static_cast<int>(std::min<size_t>(threads_, std::max<size_t>(1, state_.size())));
   running_workers_.store(n);
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { Worker(); });
 }
@@ -154,7 +158,8 @@ void LoadJob::Handle(size_t i) {
       st = TargetState::kFailed;
       std::lock_guard lock(mu_);
       if (failures_.size() < kReportedPaths) {
-        failures_.push_back({.path = engine_->snapshot().Path(ino), .reason = fetched.status().ToString()});
+        failures_.push_back(
+            {.path = engine_->snapshot().Path(ino), .reason = fetched.status().ToString()});
       }
     } else if (!*fetched) {
       st = TargetState::kRefused;
@@ -226,8 +231,9 @@ LoadProgress LoadJob::progress() const {
   {
     std::lock_guard lock(mu_);
     done = finished_;
-    p.elapsed_s = done ? elapsed_s_
-                       : std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    p.elapsed_s =
+        done ? elapsed_s_
+             : std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
   p.running = !done;
   if (p.elapsed_s > 0) {
@@ -252,11 +258,11 @@ Result<std::shared_ptr<LoadJob>> LoadManager::Start(const LoadRequest& request) 
   if (current_ && !current_->finished()) {
     LoadProgress p = current_->progress();
     return Unavailable("a load is already running (" + std::to_string(p.files_done) + "/" +
-                       std::to_string(p.files_total) +
-                       " files); wait for it or cancel it first");
+                       std::to_string(p.files_total) + " files); wait for it or cancel it first");
   }
   ASSIGN_OR_RETURN(LoadTargets targets, ResolveLoadTargets(engine_->snapshot(), request));
-  auto job = std::make_shared<LoadJob>(engine_, std::move(targets), request.threads, request.check_only);
+  auto job =
+      std::make_shared<LoadJob>(engine_, std::move(targets), request.threads, request.check_only);
   job->Start();
   current_ = job;
   return job;

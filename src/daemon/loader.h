@@ -50,10 +50,10 @@ struct LoadRequest {
 
 // Targets of a request, resolved against one snapshot.
 struct LoadTargets {
-  std::vector<uint64_t> inos;          // files to load, de-duplicated, in inode order
-  uint64_t bytes = 0;                  // their total size
-  uint64_t missing_count = 0;          // list lines naming no file of the snapshot
-  std::vector<std::string> missing;    // the first few of them
+  std::vector<uint64_t> inos;        // files to load, de-duplicated, in inode order
+  uint64_t bytes = 0;                // their total size
+  uint64_t missing_count = 0;        // list lines naming no file of the snapshot
+  std::vector<std::string> missing;  // the first few of them
 };
 
 // Resolves a request. A list line is tried as: relative to the mount root,
@@ -65,14 +65,14 @@ Result<LoadTargets> ResolveLoadTargets(const Snapshot& snapshot, const LoadReque
 struct LoadProgress {
   uint64_t files_total = 0;
   uint64_t bytes_total = 0;
-  uint64_t files_done = 0;      // targets handled (cached, skipped, refused or failed)
+  uint64_t files_done = 0;  // targets handled (cached, skipped, refused or failed)
   uint64_t bytes_done = 0;
-  uint64_t files_skipped = 0;   // already cached when reached
-  uint64_t bytes_fetched = 0;   // bytes of files this job fetched
+  uint64_t files_skipped = 0;  // already cached when reached
+  uint64_t bytes_fetched = 0;  // bytes of files this job fetched
   double elapsed_s = 0;
-  double bytes_per_s = 0;       // bytes_done / elapsed
+  double bytes_per_s = 0;  // bytes_done / elapsed
   double files_per_s = 0;
-  double eta_s = -1;            // remaining bytes / rate; -1 when unknown
+  double eta_s = -1;  // remaining bytes / rate; -1 when unknown
   bool running = false;
 };
 
@@ -85,14 +85,14 @@ struct LoadFailure {
 struct LoadResult {
   uint64_t files_requested = 0;
   uint64_t bytes_requested = 0;
-  uint64_t files_cached = 0;       // requested files fully cached at the end
+  uint64_t files_cached = 0;  // requested files fully cached at the end
   uint64_t bytes_cached = 0;
-  uint64_t files_not_fitted = 0;   // not cached: the store refused (no room / policy)
+  uint64_t files_not_fitted = 0;  // not cached: the store refused (no room / policy)
   uint64_t bytes_not_fitted = 0;
-  uint64_t files_failed = 0;       // origin or local errors
+  uint64_t files_failed = 0;          // origin or local errors
   std::vector<LoadFailure> failures;  // the first few
-  uint64_t files_not_loaded = 0;   // not attempted (cancelled, or --check)
-  uint64_t missing_count = 0;      // list lines naming nothing
+  uint64_t files_not_loaded = 0;      // not attempted (cancelled, or --check)
+  uint64_t missing_count = 0;         // list lines naming nothing
   std::vector<std::string> missing;
   bool cancelled = false;
   double elapsed_s = 0;

@@ -62,9 +62,13 @@ TEST_F(LoaderTest, LoadsEverythingThenReadsNeedNoOrigin) {
 TEST_F(LoaderTest, PaddleClasListLoadsExactlyThoseFiles) {
   MakeDataset(4, 10);
   Open();
-  std::vector<std::string> lines = {"train/n0/1.JPEG 0", "train/n0/2.JPEG 0", "train/n3/9.JPEG 3",
+  std::vector<std::string> lines = {"train/n0/1.JPEG 0",
+                                    "train/n0/2.JPEG 0",
+                                    "train/n3/9.JPEG 3",
                                     "ds/train/n1/4.JPEG 1",  // with the origin prefix
-                                    "", "train/n9/0.JPEG 9", "train/nope.JPEG 1"};
+                                    "",
+                                    "train/n9/0.JPEG 9",
+                                    "train/nope.JPEG 1"};
   LoadResult r = Load({.list_lines = lines, .threads = 4});
   EXPECT_FALSE(r.complete());
   EXPECT_EQ(r.files_requested, 4u);

@@ -50,8 +50,8 @@ class Writer {
   }
   // labels: extra `k="v"` pairs, comma-separated, already escaped.
   void Sample(std::string_view name, double value, std::string_view labels = "") {
-    out_ += std::string(name) + "{" + ds_ + (labels.empty() ? "" : ",") + std::string(labels) + "} " +
-            Num(value) + "\n";
+    out_ += std::string(name) + "{" + ds_ + (labels.empty() ? "" : ",") + std::string(labels) +
+            "} " + Num(value) + "\n";
   }
   void One(std::string_view name, std::string_view type, std::string_view help, double value) {
     Family(name, type, help);
@@ -74,9 +74,11 @@ void RenderEngine(Writer& w, const EngineStats& e) {
   w.Sample("granary_read_bytes_total", e.hit_bytes, "source=\"cache\"");
   w.Sample("granary_read_bytes_total", e.miss_bytes, "source=\"origin\"");
   w.One("granary_read_errors_total", "counter", "Userspace reads that failed.", e.read_errors);
-  w.One("granary_origin_requests_total", "counter", "Block GETs sent to the origin.", e.origin_requests);
+  w.One("granary_origin_requests_total", "counter", "Block GETs sent to the origin.",
+        e.origin_requests);
   w.One("granary_origin_bytes_total", "counter", "Bytes received from the origin.", e.origin_bytes);
-  w.Family("granary_origin_errors_total", "counter", "Origin GETs that failed after retries, by kind.");
+  w.Family("granary_origin_errors_total", "counter",
+           "Origin GETs that failed after retries, by kind.");
   for (size_t i = 1; i < kStatusCodes; ++i) {
     w.Sample("granary_origin_errors_total", e.origin_errors_by_code[i],
              "kind=\"" + std::string(CodeName(static_cast<Code>(i))) + "\"");
@@ -108,22 +110,26 @@ void RenderStore(Writer& w, const StoreStats& s) {
   w.Family("granary_cache_used_bytes", "gauge", "Bytes allocated in each cache tier.");
   for (size_t i = 0; i < s.tiers.size(); ++i) {
     w.Sample("granary_cache_used_bytes", s.tiers[i].used_bytes,
-             "tier=\"" + std::to_string(i) + "\",medium=\"" + std::string(MediumName(s.tiers[i].medium)) + "\"");
+             "tier=\"" + std::to_string(i) + "\",medium=\"" +
+                 std::string(MediumName(s.tiers[i].medium)) + "\"");
   }
   w.Family("granary_cache_quota_bytes", "gauge", "Quota of each cache tier.");
   for (size_t i = 0; i < s.tiers.size(); ++i) {
     w.Sample("granary_cache_quota_bytes", s.tiers[i].quota,
-             "tier=\"" + std::to_string(i) + "\",medium=\"" + std::string(MediumName(s.tiers[i].medium)) + "\"");
+             "tier=\"" + std::to_string(i) + "\",medium=\"" +
+                 std::string(MediumName(s.tiers[i].medium)) + "\"");
   }
   w.Family("granary_cache_files", "gauge", "Cache files in each tier (complete or partial).");
   for (size_t i = 0; i < s.tiers.size(); ++i) {
     w.Sample("granary_cache_files", s.tiers[i].files,
-             "tier=\"" + std::to_string(i) + "\",medium=\"" + std::string(MediumName(s.tiers[i].medium)) + "\"");
+             "tier=\"" + std::to_string(i) + "\",medium=\"" +
+                 std::string(MediumName(s.tiers[i].medium)) + "\"");
   }
 }
 
 void RenderFuse(Writer& w, const FuseStats& f) {
-  w.One("granary_fuse_requests_total", "counter", "FUSE requests read from the kernel.", f.requests);
+  w.One("granary_fuse_requests_total", "counter", "FUSE requests read from the kernel.",
+        f.requests);
   w.One("granary_fuse_errors_total", "counter", "FUSE replies with an error.", f.errors);
   w.Family("granary_opens_total", "counter", "File opens, by how reads are served.");
   w.Sample("granary_opens_total", f.passthrough_opens, "mode=\"passthrough\"");
@@ -136,10 +142,14 @@ void RenderFuse(Writer& w, const FuseStats& f) {
 
 void RenderLoad(Writer& w, const LoadProgress& p) {
   w.One("granary_load_running", "gauge", "1 while a load runs.", p.running ? 1 : 0);
-  w.One("granary_load_files", "gauge", "Files targeted by the current or last load.", p.files_total);
-  w.One("granary_load_files_done", "gauge", "Files the current or last load has handled.", p.files_done);
-  w.One("granary_load_bytes", "gauge", "Bytes targeted by the current or last load.", p.bytes_total);
-  w.One("granary_load_bytes_done", "gauge", "Bytes the current or last load has handled.", p.bytes_done);
+  w.One("granary_load_files", "gauge", "Files targeted by the current or last load.",
+        p.files_total);
+  w.One("granary_load_files_done", "gauge", "Files the current or last load has handled.",
+        p.files_done);
+  w.One("granary_load_bytes", "gauge", "Bytes targeted by the current or last load.",
+        p.bytes_total);
+  w.One("granary_load_bytes_done", "gauge", "Bytes the current or last load has handled.",
+        p.bytes_done);
 }
 
 }  // namespace
@@ -154,16 +164,18 @@ std::string RenderMetrics(const MetricsInput& in) {
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& addr,
-                                                           std::function<std::string()> render) {
+                                                            std::function<std::string()> render) {
   size_t colon = addr.rfind(':');
   if (colon == std::string::npos || colon + 1 == addr.size()) {
     return InvalidArgument("metrics address '" + addr + "': expected HOST:PORT");
   }
   std::string host = addr.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   if (host.empty()) host = "0.0.0.0";
   std::string port_text = addr.substr(colon + 1);
-  addrinfo hints{.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  addrinfo hints{
+      .ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   addrinfo* res = nullptr;
   if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
     return InvalidArgument("metrics address '" + addr + "': " + ::gai_strerror(rc));
@@ -184,8 +196,10 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& a
   int port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  std::string address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-  auto s = std::unique_ptr<MetricsServer>(new MetricsServer(fd, wake, address, port, std::move(render)));
+  std::string address =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  auto s =
+      std::unique_ptr<MetricsServer>(new MetricsServer(fd, wake, address, port, std::move(render)));
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
   GLOG_INFO("metrics: serving http://{}/metrics", address);
   return s;
@@ -193,7 +207,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& a
 
 MetricsServer::MetricsServer(int fd, int wake_fd, std::string address, int port,
                              std::function<std::string()> render)
-    : fd_(fd), wake_fd_(wake_fd), address_(std::move(address)), port_(port), render_(std::move(render)) {}
+    : fd_(fd),
+      wake_fd_(wake_fd),
+      address_(std::move(address)),
+      port_(port),
+      render_(std::move(render)) {}
 
 MetricsServer::~MetricsServer() {
   uint64_t one = 1;
@@ -242,7 +260,8 @@ void MetricsServer::ServeOne(int fd) {
     body = render_();
   }
   std::string resp = "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
-                     "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+                     "\r\nContent-Length: " + std::to_string(body.size()) +
+                     "\r\nConnection: close\r\n\r\n";
   if (!head) resp += body;
   for (size_t off = 0; off < resp.size();) {
     ssize_t n = ::send(fd, resp.data() + off, resp.size() - off, MSG_NOSIGNAL);

@@ -50,7 +50,8 @@ class MetricsServer {
   int port() const { return port_; }
 
  private:
-  MetricsServer(int fd, int wake_fd, std::string address, int port, std::function<std::string()> render);
+  MetricsServer(int fd, int wake_fd, std::string address, int port,
+                std::function<std::string()> render);
   void Loop();
   void ServeOne(int fd);
 

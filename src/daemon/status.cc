@@ -34,9 +34,12 @@ void Field(const nlohmann::json& j, const char* name, T& out, Status& err) {
 
 }  // namespace
 
-StatusReporter::StatusReporter(CacheEngine* engine, const LoadManager* loads, std::string mountpoint,
-                               std::function<FuseStats()> fuse_stats)
-    : engine_(engine), loads_(loads), mountpoint_(std::move(mountpoint)), fuse_stats_(std::move(fuse_stats)) {}
+StatusReporter::StatusReporter(CacheEngine* engine, const LoadManager* loads,
+                               std::string mountpoint, std::function<FuseStats()> fuse_stats)
+    : engine_(engine),
+      loads_(loads),
+      mountpoint_(std::move(mountpoint)),
+      fuse_stats_(std::move(fuse_stats)) {}
 
 DatasetStatus StatusReporter::Compute() {
   const Snapshot& snap = engine_->snapshot();
@@ -54,8 +57,11 @@ DatasetStatus StatusReporter::Compute() {
   });
   for (const TierStats& t : ss.tiers) {
     s.capacity += t.quota;
-    s.tiers.push_back({.medium = std::string(MediumName(t.medium)), .path = t.path, .quota = t.quota,
-                       .used_bytes = t.used_bytes, .files = t.files});
+    s.tiers.push_back({.medium = std::string(MediumName(t.medium)),
+                       .path = t.path,
+                       .quota = t.quota,
+                       .used_bytes = t.used_bytes,
+                       .files = t.files});
   }
   s.cached_ratio = s.ufs_total_bytes == 0 ? (s.cached_files == s.ufs_files ? 1.0 : 0.0)
                                           : Ratio(s.cached_bytes, s.ufs_total_bytes);
@@ -96,8 +102,11 @@ DatasetStatus StatusReporter::Compute() {
 nlohmann::json StatusToJson(const DatasetStatus& s) {
   nlohmann::json tiers = nlohmann::json::array();
   for (const TierUsage& t : s.tiers) {
-    tiers.push_back({{"medium", t.medium}, {"path", t.path}, {"quota", t.quota},
-                     {"used_bytes", t.used_bytes}, {"files", t.files}});
+    tiers.push_back({{"medium", t.medium},
+                     {"path", t.path},
+                     {"quota", t.quota},
+                     {"used_bytes", t.used_bytes},
+                     {"files", t.files}});
   }
   nlohmann::json j = {{"name", s.name},
                       {"mountpoint", s.mountpoint},
@@ -191,12 +200,9 @@ std::string FluidSize(uint64_t bytes) {
 }
 
 nlohmann::json FluidSummary(const DatasetStatus& s) {
-  return {{"cached", FluidSize(s.cached_bytes)},
-          {"cachedPercentage", Percent(s.cached_ratio)},
-          {"cacheCapacity", FluidSize(s.capacity)},
-          {"cacheHitRatio", Percent(s.hit_ratio_reads)},
-          {"fileNum", std::to_string(s.ufs_files)},
-          {"ufsTotal", FluidSize(s.ufs_total_bytes)}};
+  return {{"cached", FluidSize(s.cached_bytes)},    {"cachedPercentage", Percent(s.cached_ratio)},
+          {"cacheCapacity", FluidSize(s.capacity)}, {"cacheHitRatio", Percent(s.hit_ratio_reads)},
+          {"fileNum", std::to_string(s.ufs_files)}, {"ufsTotal", FluidSize(s.ufs_total_bytes)}};
 }
 
 std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbose) {
@@ -208,8 +214,9 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
                      std::to_string(s.cached_files) + "/" + std::to_string(s.ufs_files), s.phase});
     if (!verbose) continue;
     for (const TierUsage& t : s.tiers) {
-      cells.push_back({"  " + t.medium + " " + t.path, "", FluidSize(t.used_bytes), FluidSize(t.quota),
-                       Percent(Ratio(t.used_bytes, t.quota)), "", std::to_string(t.files), ""});
+      cells.push_back({"  " + t.medium + " " + t.path, "", FluidSize(t.used_bytes),
+                       FluidSize(t.quota), Percent(Ratio(t.used_bytes, t.quota)), "",
+                       std::to_string(t.files), ""});
     }
   }
   std::vector<size_t> width(cells[0].size(), 0);

@@ -24,11 +24,10 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cache/engine.h"
 #include "daemon/loader.h"
@@ -38,7 +37,7 @@
 namespace granary {
 
 struct TierUsage {
-  std::string medium;       // "MEM" | "SSD" | "HDD"
+  std::string medium;  // "MEM" | "SSD" | "HDD"
   std::string path;
   uint64_t quota = 0;       // bytes
   uint64_t used_bytes = 0;  // allocated bytes
@@ -52,9 +51,9 @@ struct DatasetStatus {
   uint64_t ufs_files = 0;
   uint64_t cached_bytes = 0;  // sizes of completely cached files
   uint64_t cached_files = 0;
-  uint64_t capacity = 0;      // sum of tier quotas
-  double cached_ratio = 0;    // cached_bytes / ufs_total_bytes (1 for an empty dataset)
-  uint64_t reads = 0;         // userspace reads served by the engine
+  uint64_t capacity = 0;    // sum of tier quotas
+  double cached_ratio = 0;  // cached_bytes / ufs_total_bytes (1 for an empty dataset)
+  uint64_t reads = 0;       // userspace reads served by the engine
   uint64_t hit_reads = 0;
   uint64_t hit_bytes = 0;
   uint64_t miss_bytes = 0;
@@ -68,7 +67,7 @@ struct DatasetStatus {
   uint64_t origin_errors = 0;
   uint64_t passthrough_opens = 0;  // opens served by the kernel from the cache file
   uint64_t userspace_opens = 0;
-  std::string phase = "Ready";     // Loading | Ready | Degraded
+  std::string phase = "Ready";  // Loading | Ready | Degraded
   std::vector<TierUsage> tiers;
   std::optional<LoadProgress> load;  // the running (or last) load
 };

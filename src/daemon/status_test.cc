@@ -9,7 +9,8 @@ namespace {
 class StatusTest : public DatasetFixture {};
 
 TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
-  for (int i = 0; i < 40; ++i) Put("d" + std::to_string(i % 3) + "/f" + std::to_string(i), 1000 + 37 * i);
+  for (int i = 0; i < 40; ++i)
+    Put("d" + std::to_string(i % 3) + "/f" + std::to_string(i), 1000 + 37 * i);
   Put("big.bin", 300'000);
   Open(/*quota=*/64 << 20);
   LoadManager loads(engine_.get());
@@ -62,7 +63,8 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   EXPECT_EQ(back->cached_bytes, s.cached_bytes);
   EXPECT_EQ(back->tiers.size(), 1u);
   nlohmann::json fluid = nlohmann::json::parse(FluidSummary(s).dump());
-  for (const char* key : {"cached", "cachedPercentage", "cacheCapacity", "cacheHitRatio", "fileNum", "ufsTotal"}) {
+  for (const char* key :
+       {"cached", "cachedPercentage", "cacheCapacity", "cacheHitRatio", "fileNum", "ufsTotal"}) {
     ASSERT_TRUE(fluid.contains(key)) << key;
     EXPECT_TRUE(fluid[key].is_string()) << key;
   }

@@ -17,9 +17,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "cli_runner.h"
 
@@ -56,7 +55,8 @@ std::string HttpGet(int port, const std::string& path) {
   (void)!::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string out;
   char buf[8192];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return out;
 }
@@ -83,9 +83,9 @@ class MountedDataset {
       total += size;
     }
     metrics_port = FreePort();
-    ProcessResult r = RunGranary({"mount", src(), mnt(), "--cache-dir", dir_.path() + "/cache:" + cache_quota,
-                                  "--run-dir", run(), "--metrics-addr",
-                                  "127.0.0.1:" + std::to_string(metrics_port)});
+    ProcessResult r = RunGranary({"mount", src(), mnt(), "--cache-dir",
+                                  dir_.path() + "/cache:" + cache_quota, "--run-dir", run(),
+                                  "--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port)});
     mounted = r.exit_code == 0;
     EXPECT_TRUE(mounted) << r.err;
   }
@@ -143,7 +143,8 @@ TEST(LoadIntegration, LoadThenReadEverythingWithZeroOriginRequests) {
   ASSERT_TRUE(f.is_object()) << fluid.out;
   EXPECT_EQ(f["cachedPercentage"], "100.0%");
   EXPECT_EQ(f["fileNum"], "2000");
-  for (const char* k : {"cached", "cacheCapacity", "cacheHitRatio", "ufsTotal"}) EXPECT_TRUE(f[k].is_string()) << k;
+  for (const char* k : {"cached", "cacheCapacity", "cacheHitRatio", "ufsTotal"})
+    EXPECT_TRUE(f[k].is_string()) << k;
   ProcessResult table = d.Granary({"status"});
   EXPECT_NE(table.out.find("100.0%"), std::string::npos) << table.out;
 
@@ -170,15 +171,17 @@ TEST(LoadIntegration, PaddleClasListLoadsExactlyThoseAndMissingFails) {
   MountedDataset d(300, "1G");
   ASSERT_TRUE(d.mounted);
   std::string list = d.dir() + "/train_list.txt";
-  std::ofstream(list) << "train/n0/0.JPEG 0\ntrain/n1/21.JPEG 1\ntrain/n5/105.JPEG 5\ntrain/n7/nope.JPEG 7\n";
+  std::ofstream(list)
+      << "train/n0/0.JPEG 0\ntrain/n1/21.JPEG 1\ntrain/n5/105.JPEG 5\ntrain/n7/nope.JPEG 7\n";
   ProcessResult r = d.Granary({"load", d.mnt() + "/train", "--list", list});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("3/3 files cached"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("train/n7/nope.JPEG"), std::string::npos) << r.out;
   json s = d.Status();
   EXPECT_EQ(s["cached_files"].get<uint64_t>(), 3u);
-  EXPECT_EQ(s["cached_bytes"].get<uint64_t>(),
-            d.sizes["train/n0/0.JPEG"] + d.sizes["train/n1/21.JPEG"] + d.sizes["train/n5/105.JPEG"]);
+  EXPECT_EQ(
+      s["cached_bytes"].get<uint64_t>(),
+      d.sizes["train/n0/0.JPEG"] + d.sizes["train/n1/21.JPEG"] + d.sizes["train/n5/105.JPEG"]);
 }
 
 TEST(LoadIntegration, CacheSmallerThanDatasetIsReported) {
@@ -194,7 +197,8 @@ TEST(LoadIntegration, CacheSmallerThanDatasetIsReported) {
   EXPECT_LT(cached, 600u);
   ProcessResult check = d.Granary({"load", d.mnt(), "--check"});
   EXPECT_EQ(check.exit_code, 1);
-  EXPECT_NE(check.out.find(std::to_string(cached) + "/600 files cached"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find(std::to_string(cached) + "/600 files cached"), std::string::npos)
+      << check.out;
 }
 
 }  // namespace
