@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Granary demo (v1): a local S3-compatible server, a small generated ImageNet-
-# shaped data set uploaded to it, and the `granary` CLI listing, inspecting and
-# reading it back byte-exact.
+# Granary demo: a local S3-compatible server, a small generated ImageNet-
+# shaped data set uploaded to it, the `granary` CLI listing, inspecting and
+# reading it back byte-exact, then a Granary mount over a "remote" origin
+# (10 ms added per request): cold epoch, `granary load`, warm epoch,
+# `granary status`, and the comparison table.
 #
 #   scripts/demo.sh                      # installs deps, builds build/, runs the demo
 #   GRANARY_BUILD_DIR=build-x scripts/demo.sh
@@ -34,7 +36,13 @@ GRANARY="$(pwd)/${BUILD_DIR}/src/cli/granary"
 
 WORK="$(mktemp -d /tmp/granary-demo.XXXXXX)"
 MOTO_PID=""
+PROXY_PID=""
+MOUNTED=0
 cleanup() {
+  if [[ "${MOUNTED}" == 1 ]]; then
+    "${GRANARY}" umount "${MNT}" --run-dir "${RUN}" >/dev/null 2>&1 || umount -l "${MNT}" 2>/dev/null || true
+  fi
+  if [[ -n "${PROXY_PID}" ]]; then kill "${PROXY_PID}" 2>/dev/null || true; fi
   if [[ -n "${MOTO_PID}" ]] && kill -0 "${MOTO_PID}" 2>/dev/null; then
     kill "${MOTO_PID}" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "${MOTO_PID}" 2>/dev/null || break; sleep 0.1; done
@@ -119,7 +127,78 @@ while read -r key; do
 done <"${WORK}/want.txt"
 echo "${checked}/${FILES} objects byte-exact"
 
+# ---------------------------------------------------------------------------
+# Granary as a dataset cache: mount through a "remote" origin (10 ms per
+# request added by bench/s3_delay_proxy), a cold epoch, `granary load`, a warm
+# epoch, `granary status`, and the comparison table.
+step "Building the benchmark tools (reader, delay proxy)"
+cmake --build "${BUILD_DIR}" -j"$(nproc)" --target granary_reader s3_delay_proxy >/dev/null
+READER="$(pwd)/${BUILD_DIR}/bench/reader/granary_reader"
+PROXY_BIN="$(pwd)/${BUILD_DIR}/bench/s3_delay_proxy/s3_delay_proxy"
+DELAY="${DEMO_DELAY:-10ms}"
+
+step "Starting the remote-storage emulator: ${DELAY} per request in front of moto_server"
+"${PROXY_BIN}" --upstream "127.0.0.1:${PORT}" --port 0 --delay "${DELAY}" >"${WORK}/proxy.out" 2>"${WORK}/proxy.log" &
+PROXY_PID=$!
+for _ in $(seq 100); do [[ -s "${WORK}/proxy.out" ]] && break; sleep 0.1; done
+PROXY_PORT="$(head -n 1 "${WORK}/proxy.out")"
+[[ -n "${PROXY_PORT}" ]] || die "s3_delay_proxy did not start: $(tail -n 3 "${WORK}/proxy.log")"
+REMOTE="http://127.0.0.1:${PROXY_PORT}"
+echo "origin as the cache sees it: ${REMOTE} (pid ${PROXY_PID})"
+proxy_gets() { curl -s "${REMOTE}/__proxy_stats" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("get_requests", d.get("requests", 0)))'; }
+
+MNT="${WORK}/mnt"
+RUN="${WORK}/run"
+mkdir -p "${MNT}" "${RUN}"
+step "granary mount ${DATA} ${MNT} --cache-dir ${WORK}/cache:2G"
+"${GRANARY}" --endpoint "${REMOTE}" mount "${DATA}" "${MNT}" --cache-dir "${WORK}/cache:2G" --run-dir "${RUN}"
+MOUNTED=1
+ls "${MNT}/train" | head -n 3
+
+run_epoch() {  # label json
+  local before after
+  before="$(proxy_gets)"
+  "${READER}" "${MNT}/train" --threads 16 --epochs 1 --seed "$RANDOM" --json "$2" >"${WORK}/$1.txt" ||
+    die "reader failed in the $1 epoch: $(tail -n 3 "${WORK}/$1.txt")"
+  after="$(proxy_gets)"
+  echo "$((after - before))" >"$2.gets"
+  tail -n 1 "${WORK}/$1.txt"
+}
+
+step "Cold epoch: 16 readers, shuffled order, every file read whole"
+run_epoch cold "${WORK}/cold.json"
+
+step "granary load ${MNT}   (warm-up: fetch everything not cached yet)"
+"${GRANARY}" load "${MNT}" --run-dir "${RUN}"
+
+step "Warm epoch (same mount; cached files are served by kernel passthrough)"
+run_epoch warm "${WORK}/warm.json"
+
+step "granary status ${MNT}"
+"${GRANARY}" status "${MNT}" --run-dir "${RUN}"
+
+step "Results (${FILES} files, origin delay ${DELAY})"
+python3 - "${WORK}" <<'PY'
+import json, sys
+w = sys.argv[1]
+rows = []
+for label, name in (("Granary cold (first epoch)", "cold"), ("Granary warm (after load)", "warm")):
+    e = json.load(open(f"{w}/{name}.json"))["epochs"][0]
+    gets = int(open(f"{w}/{name}.json.gets").read())
+    rows.append((label, e["images_per_s"], e["mb_per_s"], e["p99_us"] / 1000, gets / max(1, e["files"])))
+print(f"| {'access path':28} | {'images/s':>9} | {'MB/s':>8} | {'p99 ms':>7} | {'origin GETs/image':>17} |")
+print(f"|{'-'*30}|{'-'*11}|{'-'*10}|{'-'*9}|{'-'*19}|")
+for r in rows:
+    print(f"| {r[0]:28} | {r[1]:9.0f} | {r[2]:8.1f} | {r[3]:7.1f} | {r[4]:17.2f} |")
+cold, warm = rows[0][1], rows[1][1]
+print(f"\nwarm / cold: {warm / max(cold, 1e-9):.1f}x")
+PY
+
+step "granary umount ${MNT}"
+"${GRANARY}" umount "${MNT}" --run-dir "${RUN}"
+MOUNTED=0
+
 step "An error looks like this"
 "${G[@]}" ls "s3://granary-no-such-bucket/x" || echo "(exit code $?)"
 
-step "Done: moto_server (pid ${MOTO_PID}) is stopped on exit"
+step "Done: the mount, the proxy and moto_server (pid ${MOTO_PID}) are stopped on exit"
