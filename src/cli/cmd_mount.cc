@@ -27,7 +27,10 @@ struct MountFlags {
   std::string log_file;
   std::string run_dir = "/run/granary";
   bool foreground = false;
-  int fuse_threads = 0;
+  // Cold reads block a transport thread for one origin round trip, so the
+  // threads bound the cold epoch's concurrency (2 threads x 10 ms = 200 files/s):
+  // 16 by default, like a loader's 16 readers.
+  int fuse_threads = 16;
   bool allow_other = false;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
@@ -149,7 +152,7 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--log-file", f->log_file,
                   "Log of the background daemon (default RUN_DIR/mount-<id>.log)")
       ->option_text("FILE");
-  cmd->add_option("--fuse-threads", f->fuse_threads, "FUSE transport threads (0 = one per CPU)")
+  cmd->add_option("--fuse-threads", f->fuse_threads, "FUSE transport threads on /dev/fuse (0 = one per CPU)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   cmd->add_flag("--allow-other", f->allow_other, "Let other users access the mount");
