@@ -68,14 +68,20 @@ std::optional<std::string> ReadLine(int fd, std::string& buffer, size_t max) {
   }
 }
 
-Result<int> ConnectUnix(const std::string& path) {
+// The sockaddr of a unix socket path; InvalidArgument when it does not fit.
+Result<sockaddr_un> UnixAddress(const std::string& path) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) return InvalidArgument("socket path too long: " + path);
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+Result<int> ConnectUnix(const std::string& path) {
+  ASSIGN_OR_RETURN(const sockaddr_un addr, UnixAddress(path));
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus("socket", errno);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     int err = errno;
     ::close(fd);
     if (err == ENOENT || err == ECONNREFUSED)
@@ -126,13 +132,10 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(ControlOptions optio
     return InvalidArgument("control socket " + path + " is in use by a running daemon");
   }
   ::unlink(path.c_str());
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return InvalidArgument("socket path too long: " + path);
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  ASSIGN_OR_RETURN(const sockaddr_un addr, UnixAddress(path));
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus("socket", errno);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::chmod(path.c_str(), 0600) != 0 || ::listen(fd, 64) != 0) {
     int err = errno;
     ::close(fd);
