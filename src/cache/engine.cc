@@ -143,16 +143,15 @@ Result<CacheEngine::BlockData> CacheEngine::GetBlock(const EntryView& e, uint64_
     const uint64_t start = block * block_size_;
     const uint64_t len = std::min(block_size_, e.size - start);
     Result<BlockData> data = Status(Code::kInternal, "unset");
-    {
+    if (store_->ContainsRange(key, start, len)) {
       std::string buf(len, '\0');
       auto r = store_->Read(key, start, std::span<char>(buf.data(), buf.size()));
       if (r.ok() && *r == len) {
         data = BlockData(std::make_shared<const std::string>(std::move(buf)));
         from_store = true;
-      } else {
-        data = FetchBlock(e, key, block, p);
       }
     }
+    if (!from_store) data = FetchBlock(e, key, block, p);
     {
       std::lock_guard lock(flight->mu);
       flight->data_ready = true;
