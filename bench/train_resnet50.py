@@ -199,7 +199,7 @@ def main(argv):
         import torchvision
     except ImportError as e:
         print(f"train_resnet50: skipped: cannot import torch/torchvision ({e}); install "
-              "python3-torch python3-torchvision (scripts/install-deps.sh --bench) and run "
+              "python3-torch python3-torchvision (scripts/install-deps.sh) and run "
               "with /usr/bin/python3", file=sys.stderr)
         return SKIP
     if args.device == "cuda" and not torch.cuda.is_available():

@@ -9,11 +9,9 @@ PACKAGES=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev liburing-dev
   libgtest-dev libgmock-dev libbenchmark-dev libturbojpeg0-dev
   fuse3 nginx-light python3 python3-prometheus-client procps psmisc iproute2 curl
+  # the comparison's peers and chart, and the ResNet-50 smoke test (CPU torch)
+  s3fs rclone gnuplot-nox python3-torch python3-torchvision
 )
-# Extra packages for the benchmark suite's peers (s3fs, rclone) and plots.
-if [[ "${1:-}" == "--bench" ]]; then
-  PACKAGES+=(s3fs rclone gnuplot-nox python3-torch python3-torchvision)
-fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,285 @@
+"""The access paths the comparison measures, one function per table row group.
+
+Each function takes the Bench context (compare.py) and returns rows:
+  {"path": str, "cold": epoch|None, "warm": epoch|None, "note": str, "error": str|None}
+where an epoch is what Bench.epoch returns (images/s, MB/s, p99, origin
+requests). A failing step raises StepError; run_guarded turns that into a row
+with an error so the rest of the comparison still runs.
+
+Peer options are chosen for the training pattern (read-only, whole files,
+16 readers, immutable data) and are listed in docs/benchmarks.md.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+from procs import StepError, drop_page_cache, is_mounted, tail
+
+
+def new_row(path, note=""):
+    return {"path": path, "cold": None, "warm": None, "note": note, "error": None}
+
+
+def run_guarded(b, label, fn):
+    """Runs fn(b) -> rows; a StepError becomes one row carrying the error."""
+    try:
+        return fn(b)
+    except StepError as e:
+        b.log(f"{label}: FAILED: {e}")
+        row = new_row(label)
+        row["error"] = str(e)
+        return [row]
+    finally:
+        for m in list(b.procs.mounts):
+            b.procs.unmount(m)
+
+
+def _fresh_dir(b, name):
+    path = os.path.join(b.work, name)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+# ---------------------------------------------------------------------------
+# The origin's ceiling: bench/ufs_get against the same objects through the
+# same delay proxy, best objects/s at any concurrency.
+
+def origin_ceiling(b):
+    argv = [b.bin("ufs_get"), "--endpoint", b.endpoint, "--bucket", b.bucket,
+            "--prefix", b.prefix + "/", "--objects", str(b.files),
+            "--seconds-per-level", str(b.ceiling_seconds),
+            "--levels", *[str(x) for x in b.ceiling_levels]]
+    b.log("origin ceiling: " + " ".join(argv[1:]))
+    out = subprocess.run(argv, capture_output=True, text=True, env=b.env)
+    b.save_log("ufs_get", out.stdout + out.stderr)
+    m = re.search(r"ceiling:\s*([0-9.]+)\s*objects/s", out.stdout)
+    if out.returncode != 0 or not m:
+        raise StepError(f"ufs_get exited {out.returncode}: {(out.stderr or out.stdout)[-300:]}")
+    row = new_row("origin ceiling (ufs_get)", "best GET objects/s at any concurrency "
+                  + ",".join(str(x) for x in b.ceiling_levels))
+    row["cold"] = {"images_per_s": float(m.group(1)), "mb_per_s": None, "p99_ms": None,
+                   "origin_requests_per_image": 1.0, "files": None, "errors": 0}
+    return [row]
+
+
+# ---------------------------------------------------------------------------
+# Local disk: the same tree on the machine's own file system (the upper bound).
+
+def local_disk(b):
+    row = new_row("local disk (ext4)", "same tree on the local file system")
+    if drop_page_cache():
+        row["cold"] = b.epoch(b.local_root, "local-cold", origin=False)
+    else:
+        row["note"] += "; cold not measured (dropping the page cache needs root)"
+    row["warm"] = b.epoch(b.local_root, "local-warm", origin=False)
+    return [row]
+
+
+# ---------------------------------------------------------------------------
+# s3fs-fuse (Debian's s3fs), plain and with its local disk cache.
+
+def s3fs(b, use_cache):
+    name = "s3fs-cache" if use_cache else "s3fs"
+    mnt = _fresh_dir(b, name + "-mnt")
+    passwd = os.path.join(b.work, "s3fs.passwd")
+    with open(os.open(passwd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(f"{b.env['AWS_ACCESS_KEY_ID']}:{b.env['AWS_SECRET_ACCESS_KEY']}\n")
+    opts = ["ro", "use_path_request_style", "endpoint=us-east-1", f"url={b.endpoint}",
+            f"passwd_file={passwd}", "parallel_count=16", "multireq_max=16",
+            "stat_cache_expire=86400", "max_stat_cache_size=1000000",
+            "enable_noobj_cache"]
+    note = "ro, stat cache 24h, parallel_count/multireq_max 16"
+    if use_cache:
+        cache = _fresh_dir(b, name + "-cache")
+        opts.append(f"use_cache={cache}")
+        note += ", use_cache=<local dir>"
+    argv = ["s3fs", f"{b.bucket}:/{b.prefix}", mnt, "-f"]
+    for o in opts:
+        argv += ["-o", o]
+    p = b.procs.start(name, argv, env=b.env)
+    b.procs.add_mount(mnt)
+    b.procs.wait_until(p, lambda: is_mounted(mnt) and _listable(mnt), f"{name} mount")
+    row = new_row("s3fs use_cache" if use_cache else "s3fs", note)
+    try:
+        row["cold"] = b.epoch(mnt, name + "-cold")
+        row["warm"] = b.epoch(mnt, name + "-warm")
+    finally:
+        b.procs.unmount(mnt)
+        b.procs.stop(p)
+    return [row]
+
+
+def _listable(mnt):
+    try:
+        return len(os.listdir(mnt)) > 0
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------
+# rclone mount (Debian's rclone) with the full VFS cache.
+
+def rclone(b):
+    mnt = _fresh_dir(b, "rclone-mnt")
+    cache = _fresh_dir(b, "rclone-cache")
+    conf = os.path.join(b.work, "rclone.conf")
+    with open(os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write("[origin]\ntype = s3\nprovider = Other\nenv_auth = true\n"
+                f"endpoint = {b.endpoint}\nforce_path_style = true\nregion = us-east-1\n")
+    opts = ["--read-only", "--vfs-cache-mode", "full", "--dir-cache-time", "24h",
+            "--attr-timeout", "24h", "--vfs-cache-max-age", "24h", "--transfers", "16",
+            "--buffer-size", "1M", "--use-server-modtime", "--no-checksum",
+            "--s3-no-head-object"]
+    argv = ["rclone", "mount", f"origin:{b.bucket}/{b.prefix}", mnt, "--config", conf,
+            "--cache-dir", cache, *opts]
+    p = b.procs.start("rclone", argv, env=b.env)
+    b.procs.add_mount(mnt)
+    b.procs.wait_until(p, lambda: is_mounted(mnt) and _listable(mnt), "rclone mount")
+    row = new_row("rclone mount --vfs-cache-mode full",
+                  "read-only, dir/attr cache 24h, --transfers 16, --buffer-size 1M, "
+                  "--no-checksum, --s3-no-head-object")
+    try:
+        row["cold"] = b.epoch(mnt, "rclone-cold")
+        row["warm"] = b.epoch(mnt, "rclone-warm")
+    finally:
+        b.procs.unmount(mnt)
+        b.procs.stop(p)
+    return [row]
+
+
+# ---------------------------------------------------------------------------
+# Granary.
+
+class GranaryMount:
+    """One `granary mount` daemon over the bench's origin."""
+
+    def __init__(self, b, name, cache, extra=()):
+        self.b, self.name, self.cache = b, name, cache
+        self.mnt = _fresh_dir(b, name + "-mnt")
+        self.run = os.path.join(b.work, name + "-run")
+        os.makedirs(self.run, exist_ok=True)
+        self.extra = list(extra)
+        self.mounted = False
+
+    def _granary(self, *args, check=True, capture=True):
+        argv = [self.b.granary, "--endpoint", self.b.endpoint, *args]
+        out = subprocess.run(argv, capture_output=capture, text=True, env=self.b.env)
+        if check and out.returncode != 0:
+            msg = (out.stderr or out.stdout or "").strip()[-400:] if capture else ""
+            raise StepError(f"granary {args[0]} exited {out.returncode}: {msg}")
+        return out
+
+    def mount(self):
+        log = os.path.join(self.b.log_dir, self.name + "-daemon.log")
+        self._granary("mount", f"s3://{self.b.bucket}/{self.b.prefix}", self.mnt,
+                      "--cache-dir", f"{self.cache}:{self.b.cache_quota}",
+                      "--run-dir", self.run, "--log-file", log, *self.extra)
+        self.mounted = True
+        self.b.procs.add_mount(self.mnt, self.umount)
+
+    def umount(self):
+        if self.mounted:
+            self._granary("umount", self.mnt, "--run-dir", self.run, check=False)
+            self.mounted = False
+
+    def load(self):
+        t0 = time.monotonic()
+        self._granary("load", self.mnt, "--run-dir", self.run, "--quiet")
+        return time.monotonic() - t0
+
+    def status(self):
+        out = self._granary("status", self.mnt, "--run-dir", self.run, "--json")
+        try:
+            return json.loads(out.stdout)
+        except ValueError as e:
+            raise StepError(f"granary status --json did not print JSON: {e}") from None
+
+    def wait_loaded(self, timeout=3600):
+        """Waits for a background --load to finish (phase no longer Loading)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.status()
+            if str(s.get("phase", "")).lower() != "loading":
+                return s
+            time.sleep(0.5)
+        raise StepError("background load did not finish")
+
+
+def granary_rows(b):
+    rows = []
+
+    # 1. Read-through: a plain mount, first epoch cold, second epoch warm.
+    cache = _fresh_dir(b, "granary-cache-rt")
+    g = GranaryMount(b, "granary-rt", cache)
+    g.mount()
+    row = new_row("Granary read-through", "plain mount: first epoch fetches on demand")
+    try:
+        row["cold"] = b.epoch(g.mnt, "granary-rt-cold")
+        row["warm"] = b.epoch(g.mnt, "granary-rt-warm")
+    finally:
+        g.umount()
+    rows.append(row)
+    shutil.rmtree(cache, ignore_errors=True)
+
+    # 2. mount --load: the job starts right away; demand reads + background load.
+    cache = _fresh_dir(b, "granary-cache-ml")
+    g = GranaryMount(b, "granary-ml", cache, ["--load"])
+    g.mount()
+    row = new_row("Granary mount --load", "epoch starts at once; background load fills the cache")
+    try:
+        row["cold"] = b.epoch(g.mnt, "granary-ml-cold")
+        g.wait_loaded()
+        row["warm"] = b.epoch(g.mnt, "granary-ml-warm")
+    finally:
+        g.umount()
+    rows.append(row)
+    shutil.rmtree(cache, ignore_errors=True)
+
+    # 3. `granary load` first (the DataLoad pattern), then the epoch.
+    cache = _fresh_dir(b, "granary-cache-ld")
+    g = GranaryMount(b, "granary-ld", cache)
+    g.mount()
+    row = new_row("Granary after `granary load`", "cold column: the load itself (files/s)")
+    try:
+        before = b.origin_requests()
+        secs = g.load()
+        reqs = b.origin_requests() - before
+        s = g.status()
+        row["cold"] = {"images_per_s": b.files / secs, "mb_per_s": b.total_bytes / secs / 1e6,
+                       "p99_ms": None, "files": b.files, "errors": 0,
+                       "origin_requests_per_image": reqs / b.files, "seconds": secs}
+        row["note"] += f"; {100 * float(s.get('cached_ratio', 0)):.1f}% cached after the load"
+        row["warm"] = b.epoch(g.mnt, "granary-ld-warm")
+    finally:
+        g.umount()
+    rows.append(row)
+
+    # 4. Fresh remount of that warm cache with an empty page cache (a restart).
+    g = GranaryMount(b, "granary-re", cache)
+    dropped = drop_page_cache()
+    g.mount()
+    row = new_row("Granary fresh remount", "warm cache on disk, empty page cache" if dropped
+                  else "warm cache on disk (page cache not dropped: not root)")
+    try:
+        row["cold"] = b.epoch(g.mnt, "granary-re-first")
+        row["warm"] = b.epoch(g.mnt, "granary-re-second")
+    finally:
+        g.umount()
+    rows.append(row)
+    shutil.rmtree(cache, ignore_errors=True)
+    return rows
+
+
+def check_daemon_logs(b):
+    """Returns the daemon log tails that mention errors (for the report)."""
+    found = []
+    for name in os.listdir(b.log_dir):
+        if name.endswith("-daemon.log"):
+            t = tail(os.path.join(b.log_dir, name), 3)
+            if "error" in t.lower():
+                found.append(f"{name}: {t}")
+    return found

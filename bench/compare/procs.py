@@ -1,0 +1,131 @@
+"""Process and mount bookkeeping for the comparison driver.
+
+Every process the driver starts goes through Procs.start and is stopped by PID
+(SIGTERM, then SIGKILL after a grace period) by Procs.stop or, at the latest,
+Procs.stop_all on exit. Every FUSE mount made by a peer is recorded and
+unmounted (lazily if busy) before its process is stopped. Single-threaded: the
+driver runs one step at a time.
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+
+class StepError(RuntimeError):
+    """A step of the benchmark failed; the message says which and why."""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def tail(path, n=5):
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(f.read().strip().splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def http_get(url, timeout=2.0):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read()
+
+
+def drop_page_cache():
+    """Drops clean page cache (needs root); False when that is not allowed."""
+    if os.geteuid() != 0:
+        return False
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        return False
+    return True
+
+
+def unmount(path):
+    """Unmounts a FUSE mount point; lazily when it stays busy. Never raises."""
+    for argv in (["fusermount3", "-u", path], ["umount", path]):
+        if not is_mounted(path):
+            return
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        if not is_mounted(path):
+            return
+        time.sleep(0.1)
+    subprocess.run(["umount", "-l", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Procs:
+    def __init__(self, log_dir):
+        self.log_dir = log_dir
+        self.live = {}  # pid -> (name, Popen)
+        self.mounts = {}  # mount point -> how to unmount it
+
+    def start(self, name, argv, env=None, stdout=None):
+        """Starts argv in the background, stderr (and stdout unless given) to <log_dir>/<name>.log."""
+        log_path = os.path.join(self.log_dir, name + ".log")
+        log = open(log_path, "ab")
+        p = subprocess.Popen(argv, stdout=stdout or log, stderr=log, env=env,
+                             start_new_session=True)
+        log.close()
+        self.live[p.pid] = (name, p)
+        p.log_path = log_path
+        return p
+
+    def wait_until(self, p, ready, what, timeout=60):
+        """Polls ready() until true; raises StepError if p exits or time runs out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            if p.poll() is not None:
+                raise StepError(f"{what}: exited with {p.returncode}: {tail(p.log_path)}")
+            time.sleep(0.1)
+        raise StepError(f"{what}: not ready after {timeout} s: {tail(p.log_path)}")
+
+    def stop(self, p, grace=10):
+        if p.pid not in self.live:
+            return
+        del self.live[p.pid]
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGTERM)
+                p.wait(timeout=grace)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+
+    def add_mount(self, path, how=None):
+        """Records a mount; how() unmounts it (default: fusermount3 -u / umount)."""
+        self.mounts[path] = how or (lambda: unmount(path))
+
+    def unmount(self, path):
+        how = self.mounts.pop(path, None)
+        if how:
+            how()
+        unmount(path)
+
+    def stop_all(self):
+        for m in list(self.mounts):
+            self.unmount(m)
+        for _, p in list(self.live.values()):
+            self.stop(p)
