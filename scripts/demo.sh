@@ -7,18 +7,24 @@
 #
 #   scripts/demo.sh                      # installs deps, builds build/, runs the demo
 #   GRANARY_BUILD_DIR=build-x scripts/demo.sh
-#   DEMO_FILES=600 scripts/demo.sh       # data set size (files; default 300)
+#   DEMO_FILES=5000 scripts/demo.sh      # data set size (JPEG files; default 2000)
+#   DEMO_DELAY=0ms scripts/demo.sh       # per-request origin delay (default 10ms)
 #
-# Steps: install-deps -> build the granary binary -> start moto_server on a free
-# loopback port -> create a bucket -> upload train/<class>/<n>.JPEG (random
-# bytes) with awscli -> granary ls -r -l / stat / cat | sha256sum, checked
-# against the source files. moto_server is stopped by PID on every exit path.
+# Steps: install-deps -> build granary and the bench tools -> start moto_server
+# on a free loopback port -> bench/gen_imagenet uploads an ImageNet-like set of
+# valid JPEGs (train/<wnid>/<name>.JPEG + train_list.txt) and writes the same
+# tree locally -> granary ls -r -l / stat / cat | sha256sum, checked against the
+# local copy -> mount behind the delay proxy, cold epoch, granary load, warm
+# epoch, granary status, umount -> bench/compare/compare.py: the same data set
+# side by side with local disk, s3fs and rclone (their epochs capped at a few
+# hundred files so the demo stays short). Everything it starts is stopped by
+# PID on every exit path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${GRANARY_BUILD_DIR:-build}"
-FILES="${DEMO_FILES:-300}"
-CLASSES=10
+FILES="${DEMO_FILES:-2000}"
+DELAY="${DEMO_DELAY:-10ms}"
 BUCKET=granary-demo
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -27,10 +33,14 @@ die() { echo "demo: $*" >&2; exit 1; }
 step "Installing dependencies (Debian packages; skipped when present)"
 scripts/install-deps.sh
 
-step "Building the granary binary in ${BUILD_DIR}/"
+step "Building granary and the bench tools in ${BUILD_DIR}/"
 cmake -S . -B "${BUILD_DIR}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "${BUILD_DIR}" -j"$(nproc)" --target granary_cli >/dev/null
+cmake --build "${BUILD_DIR}" -j"$(nproc)" --target granary_cli granary_reader s3_delay_proxy \
+  gen_imagenet ufs_get >/dev/null
 GRANARY="$(pwd)/${BUILD_DIR}/src/cli/granary"
+READER="$(pwd)/${BUILD_DIR}/bench/reader/granary_reader"
+PROXY_BIN="$(pwd)/${BUILD_DIR}/bench/s3_delay_proxy/s3_delay_proxy"
+GEN="$(pwd)/${BUILD_DIR}/bench/gen_imagenet/gen_imagenet"
 [[ -x "${GRANARY}" ]] || die "the build did not produce ${GRANARY}"
 "${GRANARY}" version
 
@@ -71,23 +81,12 @@ export AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo AWS_REGION=us-east-1
 export AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_CONFIG_FILE=/dev/null
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL
 
-step "Generating ${FILES} files under train/<class>/<n>.JPEG (random bytes, 10-200 KB)"
+step "Generating ${FILES} ImageNet-like JPEGs (bench/gen_imagenet) into s3://${BUCKET}/imagenet/"
 SRC="${WORK}/src"
-python3 - "${SRC}" "${FILES}" "${CLASSES}" <<'EOF'
-import os, random, sys
-root, files, classes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rng = random.Random(2024)
-for i in range(files):
-    d = os.path.join(root, "train", "n%08d" % (1440764 + i % classes))
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "%d.JPEG" % i), "wb") as f:
-        f.write(rng.randbytes(rng.randint(10_000, 200_000)))
-EOF
-du -sh "${SRC}/train" | cut -f1 | xargs echo "total:"
-
-step "Uploading to s3://${BUCKET}/imagenet/ with awscli"
-aws --endpoint-url "${ENDPOINT}" s3 mb "s3://${BUCKET}" >/dev/null
-aws --endpoint-url "${ENDPOINT}" s3 cp --recursive --only-show-errors "${SRC}" "s3://${BUCKET}/imagenet/"
+"${GEN}" --count "${FILES}" --seed 7 --quiet --s3-endpoint "${ENDPOINT}" --bucket "${BUCKET}" \
+  --prefix imagenet | grep -E 'destination|mean|median|p99|max|elapsed' || true
+"${GEN}" --count "${FILES}" --seed 7 --quiet --out "${SRC}" >/dev/null  # the same tree, locally
+echo "local copy for checking: ${SRC} ($(du -sh "${SRC}" | cut -f1))"
 
 G=("${GRANARY}" --endpoint "${ENDPOINT}")
 DATA="s3://${BUCKET}/imagenet"
@@ -101,13 +100,13 @@ head -n 5 "${WORK}/listing.txt"
 echo "... $(wc -l <"${WORK}/listing.txt") objects"
 
 # The listing must be exactly the uploaded files.
-(cd "${SRC}" && find train -type f | sed 's|^|imagenet/|' | LC_ALL=C sort) >"${WORK}/want.txt"
+(cd "${SRC}" && find . -type f | sed 's|^\./|imagenet/|' | LC_ALL=C sort) >"${WORK}/want.txt"
 awk '{print $3}' "${WORK}/listing.txt" >"${WORK}/got.txt"
 diff -q "${WORK}/want.txt" "${WORK}/got.txt" >/dev/null ||
   die "granary ls -r does not match the uploaded files: $(diff "${WORK}/want.txt" "${WORK}/got.txt" | head -n 5)"
-echo "listing matches the ${FILES} uploaded files exactly"
+echo "listing matches the $(wc -l <"${WORK}/want.txt") uploaded objects exactly"
 
-FIRST="$(head -n 1 "${WORK}/want.txt")"
+FIRST="$(grep -m1 JPEG "${WORK}/want.txt")"
 step "granary stat ${DATA%/imagenet}/${FIRST}"
 "${G[@]}" stat "s3://${BUCKET}/${FIRST}"
 
@@ -118,24 +117,19 @@ echo "granary: ${got}"
 echo "source:  ${want}"
 [[ "${got}" == "${want}" ]] || die "checksum mismatch for ${FIRST}"
 
-step "granary cat of every object, compared with its source file"
+step "granary cat of 50 objects spread over the set, compared with the local copy"
 checked=0
 while read -r key; do
   "${G[@]}" cat "s3://${BUCKET}/${key}" | cmp -s - "${SRC}/${key#imagenet/}" ||
     die "granary cat s3://${BUCKET}/${key} differs from the source file"
   checked=$((checked + 1))
-done <"${WORK}/want.txt"
-echo "${checked}/${FILES} objects byte-exact"
+done < <(awk -v n="$(wc -l <"${WORK}/want.txt")" 'NR % int(n / 50 + 1) == 0' "${WORK}/want.txt")
+echo "${checked} objects byte-exact"
 
 # ---------------------------------------------------------------------------
 # Granary as a dataset cache: mount through a "remote" origin (10 ms per
 # request added by bench/s3_delay_proxy), a cold epoch, `granary load`, a warm
 # epoch, `granary status`, and the comparison table.
-step "Building the benchmark tools (reader, delay proxy)"
-cmake --build "${BUILD_DIR}" -j"$(nproc)" --target granary_reader s3_delay_proxy >/dev/null
-READER="$(pwd)/${BUILD_DIR}/bench/reader/granary_reader"
-PROXY_BIN="$(pwd)/${BUILD_DIR}/bench/s3_delay_proxy/s3_delay_proxy"
-DELAY="${DEMO_DELAY:-10ms}"
 
 step "Starting the remote-storage emulator: ${DELAY} per request in front of moto_server"
 "${PROXY_BIN}" --upstream "127.0.0.1:${PORT}" --port 0 --delay "${DELAY}" >"${WORK}/proxy.out" 2>"${WORK}/proxy.log" &
@@ -158,7 +152,7 @@ ls "${MNT}/train" | head -n 3
 run_epoch() {  # label json
   local before after
   before="$(proxy_gets)"
-  "${READER}" "${MNT}/train" --threads 16 --epochs 1 --seed "$RANDOM" --json "$2" >"${WORK}/$1.txt" ||
+  "${READER}" --list "${SRC}/train_list.txt" --root "${MNT}" --threads 16 --epochs 1 --seed "$RANDOM" --json "$2" >"${WORK}/$1.txt" ||
     die "reader failed in the $1 epoch: $(tail -n 3 "${WORK}/$1.txt")"
   after="$(proxy_gets)"
   echo "$((after - before))" >"$2.gets"
@@ -201,4 +195,12 @@ MOUNTED=0
 step "An error looks like this"
 "${G[@]}" ls "s3://granary-no-such-bucket/x" || echo "(exit code $?)"
 
-step "Done: the mount, the proxy and moto_server (pid ${MOTO_PID}) are stopped on exit"
+step "Comparison: the same kind of data set through every access path (bench/compare/compare.py)"
+echo "origin ${DELAY} per request; s3fs and rclone epochs capped at 300 files to keep the demo short"
+echo "(the full comparison, every path over every file at 0 and 10 ms: scripts/bench.sh)"
+python3 bench/compare/compare.py --build-dir "${BUILD_DIR}" --files "${FILES}" --delays "${DELAY}" \
+  --peer-max-files 300 --ceiling-seconds 1 --out "${BUILD_DIR}/demo-compare" |
+  sed -n '/^## Origin delay/,$p'
+echo "table, JSON and chart: ${BUILD_DIR}/demo-compare/{results.md,results.json,chart.png}"
+
+step "Done: every mount, proxy and server the demo started is stopped"

@@ -130,13 +130,19 @@ class Bench:
                  f"s3://{self.bucket}/{self.prefix}, {time.monotonic() - t0:.0f} s")
 
     # -- one epoch -----------------------------------------------------------
-    def epoch(self, root, label, origin=True):
-        """One shuffled epoch over the list under root; returns its figures."""
+    def epoch(self, root, label, origin=True, max_files=None, seed=None):
+        """One shuffled epoch over the list under root; returns its figures.
+
+        max_files caps the epoch at the first N files of the shuffled order; pass
+        the same seed for a cold and a warm epoch so both read the same files.
+        """
         self.epoch_seq += 1
         js = os.path.join(self.log_dir, f"{self.delay}-{label}.json")
         argv = [self.bin("reader"), "--list", self.list_file, "--root", root,
                 "--threads", str(self.threads), "--epochs", "1",
-                "--seed", str(self.args.seed * 1000 + self.epoch_seq), "--json", js]
+                "--seed", str(seed or self.args.seed * 1000 + self.epoch_seq), "--json", js]
+        if max_files:
+            argv += ["--max-files", str(max_files)]
         before = self.origin_requests() if origin else 0
         try:
             out = subprocess.run(argv, capture_output=True, text=True,
@@ -235,6 +241,8 @@ def main():
     ap.add_argument("--threads", type=int, default=16, help="reader threads")
     ap.add_argument("--peers", default=",".join(ALL_PEERS), help="subset of " + ",".join(ALL_PEERS))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--peer-max-files", type=int, default=0,
+                    help="cap s3fs/rclone epochs at this many files (0 = all; the demo uses it)")
     ap.add_argument("--ceiling-seconds", type=float, default=3.0, help="ufs_get seconds per level")
     ap.add_argument("--cache-quota", default="50G", help="quota of every cache directory")
     ap.add_argument("--epoch-timeout", type=int, default=1800, help="seconds one epoch may take")

@@ -103,14 +103,26 @@ def s3fs(b, use_cache):
     p = b.procs.start(name, argv, env=b.env)
     b.procs.add_mount(mnt)
     b.procs.wait_until(p, lambda: is_mounted(mnt) and _listable(mnt), f"{name} mount")
-    row = new_row("s3fs use_cache" if use_cache else "s3fs", note)
+    row = new_row("s3fs use_cache" if use_cache else "s3fs", note + _cap_note(b))
     try:
-        row["cold"] = b.epoch(mnt, name + "-cold")
-        row["warm"] = b.epoch(mnt, name + "-warm")
+        _peer_epochs(b, row, mnt, name)
     finally:
         b.procs.unmount(mnt)
         b.procs.stop(p)
     return [row]
+
+
+def _cap_note(b):
+    cap = b.args.peer_max_files
+    return f"; epochs capped at {cap} files (the same files cold and warm)" if cap else ""
+
+
+def _peer_epochs(b, row, mnt, name):
+    """Cold then warm epoch of a peer; with --peer-max-files both read the same files."""
+    cap = b.args.peer_max_files or None
+    seed = b.args.seed * 1000 + 999 if cap else None
+    row["cold"] = b.epoch(mnt, name + "-cold", max_files=cap, seed=seed)
+    row["warm"] = b.epoch(mnt, name + "-warm", max_files=cap, seed=seed)
 
 
 def _listable(mnt):
@@ -141,10 +153,9 @@ def rclone(b):
     b.procs.wait_until(p, lambda: is_mounted(mnt) and _listable(mnt), "rclone mount")
     row = new_row("rclone mount --vfs-cache-mode full",
                   "read-only, dir/attr cache 24h, --transfers 16, --buffer-size 1M, "
-                  "--no-checksum, --s3-no-head-object")
+                  "--no-checksum, --s3-no-head-object" + _cap_note(b))
     try:
-        row["cold"] = b.epoch(mnt, "rclone-cold")
-        row["warm"] = b.epoch(mnt, "rclone-warm")
+        _peer_epochs(b, row, mnt, "rclone")
     finally:
         b.procs.unmount(mnt)
         b.procs.stop(p)
