@@ -281,8 +281,56 @@ def granary_rows(b):
     finally:
         g.umount()
     rows.append(row)
+
+    # 5./6. The same warm cache through the other read mode and transport.
+    rows.append(run_guarded(b, "Granary remount, --read-mode cached",
+                            lambda b: [_remount_variant(b, cache, "cached", ["--read-mode", "cached"],
+                                                        "no-open mode: repeat epochs come from "
+                                                        "the kernel page cache of the mount")])[0])
+    rows.append(run_guarded(b, "Granary remount, io_uring transport",
+                            lambda b: [_uring_variant(b, cache)])[0])
     shutil.rmtree(cache, ignore_errors=True)
     return rows
+
+
+def _remount_variant(b, cache, name, extra, note):
+    g = GranaryMount(b, "granary-" + name, cache, extra)
+    drop_page_cache()
+    g.mount()
+    label = {"cached": "Granary remount, --read-mode cached",
+             "uring": "Granary remount, io_uring transport"}[name]
+    row = new_row(label, note)
+    try:
+        row["cold"] = b.epoch(g.mnt, f"granary-{name}-first")
+        row["warm"] = b.epoch(g.mnt, f"granary-{name}-second")
+    finally:
+        g.umount()
+    return row
+
+
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
+def _uring_variant(b, cache):
+    """FUSE over io_uring needs fuse.enable_uring=Y: switched on for this row, then restored."""
+    if not os.path.exists(URING_PARAM):
+        raise StepError(f"the kernel has no {URING_PARAM} (FUSE over io_uring needs Linux >= 6.14)")
+    with open(URING_PARAM) as f:
+        before = f.read().strip()
+    try:
+        if before != "Y":
+            try:
+                with open(URING_PARAM, "w") as f:
+                    f.write("Y\n")
+            except OSError as e:
+                raise StepError(f"cannot switch on {URING_PARAM} (needs root): {e}") from None
+        note = "passthrough over FUSE-over-io_uring" + (
+            f" (fuse.enable_uring switched from {before} to Y for this row)" if before != "Y" else "")
+        return _remount_variant(b, cache, "uring", ["--fuse-transport", "uring"], note)
+    finally:
+        if before != "Y":
+            with open(URING_PARAM, "w") as f:
+                f.write(before + "\n")
 
 
 def check_daemon_logs(b):

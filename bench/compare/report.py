@@ -6,7 +6,7 @@ import tempfile
 
 CEILING = "origin ceiling (ufs_get)"
 LOCAL = "local disk (ext4)"
-GRANARY = "Granary mount --load"  # the row the targets are checked on
+GRANARY = "Granary mount --load"  # default settings: the row the targets are checked on
 PEER_PREFIXES = ("s3fs", "rclone")
 
 
@@ -43,6 +43,11 @@ def targets(rows):
 
     add("Granary warm / best peer warm", g_warm, peer_warm, 20.0, peer_warm_name)
     add("Granary warm / local disk warm", g_warm, local_warm, 0.8, LOCAL)
+    best = [(_ips(r, "warm"), r["path"]) for r in rows
+            if r["path"].startswith("Granary") and not r["error"] and _ips(r, "warm")]
+    if best:
+        bw, bname = max(best)
+        add(f"best Granary warm ({bname}) / local disk warm", bw, local_warm, 0.8, LOCAL)
     add("Granary cold / origin ceiling", g_cold, ceiling, 0.8, CEILING)
     add("Granary cold / best peer cold", g_cold, peer_cold, 3.0, peer_cold_name)
     return out
