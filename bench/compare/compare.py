@@ -144,12 +144,14 @@ class Bench:
         if max_files:
             argv += ["--max-files", str(max_files)]
         before = self.origin_requests() if origin else 0
+        cached_before = page_cache_bytes()
         try:
             out = subprocess.run(argv, capture_output=True, text=True,
                                  timeout=self.args.epoch_timeout)
         except subprocess.TimeoutExpired:
             raise StepError(f"{label}: epoch did not finish in {self.args.epoch_timeout} s") from None
         after = self.origin_requests() if origin else 0
+        cache_growth = page_cache_bytes() - cached_before
         self.save_log("reader", f"== {self.delay} {label}\n{out.stdout}{out.stderr}")
         if out.returncode != 0 and not os.path.exists(js):
             raise StepError(f"{label}: reader exited {out.returncode}: {out.stderr[-300:]}")
@@ -158,12 +160,23 @@ class Bench:
         r = {"images_per_s": e["images_per_s"], "mb_per_s": e["mb_per_s"],
              "p50_ms": e["p50_us"] / 1000, "p99_ms": e["p99_us"] / 1000,
              "files": e["files"], "errors": e["errors"],
-             "origin_requests_per_image": (after - before) / max(1, e["files"]) if origin else None}
+             "origin_requests_per_image": (after - before) / max(1, e["files"]) if origin else None,
+             "page_cache_growth_mb": cache_growth / 1e6}
         self.log(f"  {label:22} {r['images_per_s']:9.0f} img/s {r['mb_per_s']:8.1f} MB/s "
-                 f"p99 {r['p99_ms']:7.2f} ms"
+                 f"p99 {r['p99_ms']:7.2f} ms  page cache {cache_growth / 1e6:+7.0f} MB"
                  + (f"  origin req/img {r['origin_requests_per_image']:.2f}" if origin else "")
                  + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
         return r
+
+
+def page_cache_bytes():
+    """Cached + Buffers from /proc/meminfo: what an epoch adds to the page cache."""
+    total = 0
+    with open("/proc/meminfo") as f:
+        for ln in f:
+            if ln.startswith(("Cached:", "Buffers:")):
+                total += int(ln.split()[1]) * 1024
+    return total
 
 
 def _answers(url):

@@ -170,7 +170,9 @@ Status Daemon::OpenCache(const Uri& uri) {
   StoreOptions store_opts{.tiers = tiers,
                           .policy = o.policy,
                           .block_size = o.block_size,
-                          .index_dir = dataset_dir_ + "/index"};
+                          .index_dir = dataset_dir_ + "/index",
+                          // cached read mode: the mount's page cache keeps the copy
+                          .drop_read_pages = o.fuse.read_mode == FuseReadMode::kCached};
   ASSIGN_OR_RETURN(store_, Store::Open(store_opts));
   return Status::Ok();
 }

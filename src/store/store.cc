@@ -250,6 +250,10 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     int fd = ::open(s.FilePath(tier, id).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;  // moved or evicted meanwhile: look again
     bool ok = PreadFull(fd, out.data(), len, offset);
+    if (ok && s.options.drop_read_pages) {
+      ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(len),
+                      POSIX_FADV_DONTNEED);
+    }
     ::close(fd);
     if (!ok) return miss();
     e->last_use.store(s.NextTick(), std::memory_order_relaxed);

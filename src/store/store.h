@@ -83,6 +83,11 @@ struct StoreOptions {
   uint64_t checkpoint_every_records = 100'000;
   // Index shards (lock striping). Power of two.
   int index_shards = 64;
+  // After Read serves bytes, drop the cache file's pages from the kernel page
+  // cache (POSIX_FADV_DONTNEED). For a mount whose kernel keeps its own copy of
+  // what it read (the no-open `cached` read mode), so a warm data set is held
+  // in memory once, not twice.
+  bool drop_read_pages = false;
 
   // Checks every field once; errors name the field and the value.
   Status Validate() const;

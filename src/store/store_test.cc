@@ -3,12 +3,19 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "store/epoch_sim.h"
 #include "store/store_test_util.h"
@@ -323,6 +330,66 @@ TEST(StoreTest, SecondStoreOnSameDirectoryIsRefused) {
   StoreOptions other = OneTier(dir.path(), 1 << 20);
   other.index_dir = dir.path() + "/elsewhere";
   EXPECT_EQ(Store::Open(other).status().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// Pages of `fd`'s first `len` bytes that sit in the page cache.
+size_t ResidentPages(int fd, size_t len) {
+  void* map = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return SIZE_MAX;
+  std::vector<unsigned char> vec((len + 4095) / 4096);
+  size_t resident = SIZE_MAX;
+  if (::mincore(map, len, vec.data()) == 0) {
+    resident = 0;
+    for (unsigned char v : vec) resident += v & 1;
+  }
+  ::munmap(map, len);
+  return resident;
+}
+
+// drop_read_pages (the cached read mode): a read leaves none of the cache
+// file in the page cache, so the mount's own copy is the only one; without it
+// the pages stay.
+TEST(StoreTest, DropReadPagesLeavesNoCopyInThePageCache) {
+  // Not TempDir: that prefers /dev/shm, and tmpfs pages cannot be dropped.
+  std::string tmpl = "/var/tmp/granary-store-drop-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(tmpl.c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) {
+    std::filesystem::remove_all(tmpl);
+    GTEST_SKIP() << "/var/tmp is tmpfs: its pages cannot be dropped";
+  }
+  for (bool drop : {false, true}) {
+    std::string dir = tmpl + (drop ? "/drop" : "/keep");
+    StoreOptions opt = OneTier(dir + "/ssd", 64ull << 20);
+    opt.drop_read_pages = drop;
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    std::string data = MakeData(400'000, 9);
+    ObjectKey k = Key(1, data.size());
+    ASSERT_TRUE((*store)->AdmitObject(k, data).value());
+    auto fd = (*store)->OpenCompleteFile(k);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_EQ(::fsync(*fd), 0);  // clean pages: the kernel may drop them
+    std::string buf(data.size(), '\0');
+    auto n = (*store)->Read(k, 0, std::span(buf));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(buf, data);
+    size_t resident = ResidentPages(*fd, data.size());
+    ::close(*fd);
+    if (drop) {
+      EXPECT_EQ(resident, 0u);
+    } else {
+      EXPECT_GT(resident, 0u);  // written and read just now: still cached
+    }
+  }
+  std::filesystem::remove_all(tmpl);
 }
 
 }  // namespace
