@@ -246,6 +246,21 @@ def run_delay(b, delay, wanted):
     return rows
 
 
+def render(results_json, out):
+    """Re-renders the table, targets and chart of an earlier run."""
+    with open(results_json) as f:
+        results = json.load(f)
+    for d in results["delays"].values():
+        d["targets"] = report.targets(d["rows"])
+    os.makedirs(out, exist_ok=True)
+    md = report.markdown(results)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(md)
+    report.chart(results, os.path.join(out, "chart.png"))
+    print(md)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default="build", help="CMake build directory with granary and bench/")
@@ -264,7 +279,11 @@ def main():
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when a row failed, a read failed or warm Granary reads reached the origin")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--render", metavar="RESULTS_JSON",
+                    help="only rewrite results.md and chart.png in --out from an earlier results.json")
     args = ap.parse_args()
+    if args.render:
+        return render(args.render, args.out)
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
     bad = [p for p in wanted if p not in ALL_PEERS]
     if bad:

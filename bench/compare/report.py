@@ -47,9 +47,13 @@ def targets(rows):
             if r["path"].startswith("Granary") and not r["error"] and _ips(r, "warm")]
     if best:
         bw, bname = max(best)
+        add(f"best Granary warm ({bname}) / best peer warm", bw, peer_warm, 20.0, peer_warm_name)
         add(f"best Granary warm ({bname}) / local disk warm", bw, local_warm, 0.8, LOCAL)
     add("Granary cold / origin ceiling", g_cold, ceiling, 0.8, CEILING)
     add("Granary cold / best peer cold", g_cold, peer_cold, 3.0, peer_cold_name)
+    if ceiling and peer_cold:
+        # No client reads a cold epoch faster than the origin serves objects.
+        out[-1]["bound"] = ceiling / peer_cold
     return out
 
 
@@ -88,7 +92,10 @@ def targets_table(tg):
     for t in tg:
         met = "–" if t["met"] is None else ("yes" if t["met"] else "**no**")
         against = f" ({t['against']})" if t["against"] else ""
-        lines.append(f"| {t['target']}{against} | {_fmt(t['ratio'], 2)}× | ≥ {t['want']}× | {met} |")
+        bound = (f" (the origin ceiling allows at most {t['bound']:.2f}×)"
+                 if t.get("bound") else "")
+        lines.append(f"| {t['target']}{against}{bound} | {_fmt(t['ratio'], 2)}× | ≥ {t['want']}× "
+                     f"| {met} |")
     return "\n".join(lines)
 
 
@@ -131,13 +138,13 @@ def chart(results, path):
                          f'plot "{dat}" using 2:xtic(1) title "cold (first epoch)" lc rgb "#4477aa", '
                          f'"" using 3 title "warm (second epoch)" lc rgb "#ee6677"\n')
         n = len(plots)
-        script = (f'set terminal pngcairo noenhanced size {900 * n},620 font "sans,10"\n'
+        script = (f'set terminal pngcairo noenhanced size 1100,{560 * n} font "sans,10"\n'
                   f'set output "{path}"\n'
-                  f'set multiplot layout 1,{n}\n'
+                  f'set multiplot layout {n},1\n'
                   'set style data histogram\nset style histogram clustered gap 1\n'
-                  'set style fill solid 0.9 border -1\nset logscale y\nset yrange [10:*]\n'
+                  'set style fill solid 0.9 border -1\nset logscale y\nset yrange [10:400000]\n'
                   'set ylabel "images/s (log scale)"\nset grid ytics\n'
-                  'set xtics rotate by -35 scale 0\nset key top left\nset bmargin 10\n'
+                  'set xtics rotate by -35 scale 0\nset key top center horizontal\nset bmargin 10\nset rmargin 20\n'
                   + "".join(plots) + "unset multiplot\n")
         out = subprocess.run([gnuplot], input=script, capture_output=True, text=True)
         if out.returncode != 0:

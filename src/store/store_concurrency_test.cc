@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <latch>
 #include <random>
@@ -114,9 +115,17 @@ TEST(StoreConcurrencyTest, ParallelAdmitReadRemoveEvictCheckpoint) {
     });
   }
   start.arrive_and_wait();
-  for (int pass = 0; pass < 300; ++pass) {
+  // At least 300 passes, and on until the workers have served reads and the
+  // passes have evicted or demoted something (a loaded machine may leave the
+  // workers unscheduled for the first passes); 60 s at most.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int pass = 0;; ++pass) {
     store.RunEvictionOnce();
     if (pass % 25 == 0) ASSERT_TRUE(store.Checkpoint().ok());
+    bool busy_enough = served.load() > 0 &&
+                       store.stats().evictions + store.stats().demotions > 0;
+    if ((pass >= 300 && busy_enough) || std::chrono::steady_clock::now() > deadline) break;
+    if (pass >= 300) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   stop = true;
   for (auto& t : threads) t.join();
