@@ -92,7 +92,9 @@ G=("${GRANARY}" --endpoint "${ENDPOINT}")
 DATA="s3://${BUCKET}/imagenet"
 
 step "granary ls ${DATA}/train"
-"${G[@]}" ls "${DATA}/train"
+"${G[@]}" ls "${DATA}/train" >"${WORK}/classes.txt"
+sed -n 1,5p "${WORK}/classes.txt"
+echo "... $(wc -l <"${WORK}/classes.txt") class folders"
 
 step "granary ls -r -l ${DATA}   (first 5 lines)"
 "${G[@]}" ls -r -l "${DATA}" >"${WORK}/listing.txt"
@@ -147,7 +149,7 @@ mkdir -p "${MNT}" "${RUN}"
 step "granary mount ${DATA} ${MNT} --cache-dir ${WORK}/cache:2G"
 "${GRANARY}" --endpoint "${REMOTE}" mount "${DATA}" "${MNT}" --cache-dir "${WORK}/cache:2G" --run-dir "${RUN}"
 MOUNTED=1
-ls "${MNT}/train" | head -n 3
+ls "${MNT}/train" | sed -n 1,3p  # sed, not head: no SIGPIPE under pipefail
 
 run_epoch() {  # label json
   local before after
