@@ -167,7 +167,7 @@ run_epoch cold "${WORK}/cold.json"
 step "granary load ${MNT}   (warm-up: fetch everything not cached yet)"
 "${GRANARY}" load "${MNT}" --run-dir "${RUN}"
 
-step "Warm epoch (same mount; cached files are served by kernel passthrough)"
+step "Warm epoch (same mount; everything cached, no origin request)"
 run_epoch warm "${WORK}/warm.json"
 
 step "granary status ${MNT}"

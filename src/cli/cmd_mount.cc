@@ -20,7 +20,8 @@ struct MountFlags {
   std::string cache_size;
   std::string mem_cache = "0";
   std::string policy;
-  std::string read_mode = "passthrough";
+  std::string read_mode = "auto";
+  std::string auto_cached_max;
   std::string transport = "auto";
   std::string passthrough = "auto";
   std::string block_size;
@@ -99,7 +100,17 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
     o.block_size = config->block_size;
   }
   if (config) o.engine.origin_concurrency = config->ufs_concurrency;
-  ASSIGN_OR_RETURN(o.fuse.read_mode, ParseFuseReadMode(f.read_mode));
+  if (!f.auto_cached_max.empty()) {
+    ASSIGN_OR_RETURN(o.auto_cached_max_bytes, ParseSize(f.auto_cached_max));
+  }
+  if (f.read_mode == "auto") {
+    o.read_mode_auto = true;  // decided by the daemon once it knows the dataset's size
+  } else if (Result<FuseReadMode> m = ParseFuseReadMode(f.read_mode); m.ok()) {
+    o.fuse.read_mode = *m;
+  } else {
+    return InvalidArgument("--read-mode must be auto, passthrough or cached, not '" +
+                           f.read_mode + "'");
+  }
   ASSIGN_OR_RETURN(o.fuse.transport, ParseFuseTransport(f.transport));
   ASSIGN_OR_RETURN(o.fuse.passthrough, ParseFusePassthrough(f.passthrough));
   o.fuse.threads = f.fuse_threads;
@@ -143,7 +154,13 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--mem-cache", f->mem_cache, "Memory tier under /dev/shm (0 = none)")
       ->option_text("SIZE");
   cmd->add_option("--policy", f->policy, "lru or training (default lru)")->option_text("POLICY");
-  cmd->add_option("--read-mode", f->read_mode, "passthrough or cached")->capture_default_str();
+  cmd->add_option("--read-mode", f->read_mode,
+                  "auto, passthrough or cached (auto: cached when the dataset fits in half "
+                  "of the memory, else passthrough)")
+      ->capture_default_str();
+  cmd->add_option("--auto-cached-max", f->auto_cached_max,
+                  "--read-mode auto: largest dataset served in cached mode (default: half of "
+                  "the memory)");
   cmd->add_option("--fuse-transport", f->transport, "auto, dev or uring")->capture_default_str();
   cmd->add_option("--passthrough", f->passthrough, "auto, on or off")->capture_default_str();
   cmd->add_option("--block-size", f->block_size, "Cache block size (default 4MiB)")

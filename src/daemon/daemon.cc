@@ -167,6 +167,8 @@ Status Daemon::OpenCache(const Uri& uri) {
   GLOG_INFO("snapshot v{} of {}: {} files, {} bytes", snapshot_->version(), o.source,
             snapshot_->file_count(), snapshot_->total_bytes());
 
+  if (o.read_mode_auto) ResolveAutoReadMode();
+
   StoreOptions store_opts{.tiers = tiers,
                           .policy = o.policy,
                           .block_size = o.block_size,
@@ -175,6 +177,22 @@ Status Daemon::OpenCache(const Uri& uri) {
                           .drop_read_pages = o.fuse.read_mode == FuseReadMode::kCached};
   ASSIGN_OR_RETURN(store_, Store::Open(store_opts));
   return Status::Ok();
+}
+
+void Daemon::ResolveAutoReadMode() {
+  DaemonOptions& o = options_;
+  uint64_t limit = o.auto_cached_max_bytes;
+  if (limit == 0) {
+    long pages = ::sysconf(_SC_PHYS_PAGES);
+    long page = ::sysconf(_SC_PAGE_SIZE);
+    limit = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page / 2 : 0;
+  }
+  const uint64_t total = snapshot_->total_bytes();
+  const bool cached = o.fuse.passthrough != FusePassthrough::kOn && total <= limit;
+  o.fuse.read_mode = cached ? FuseReadMode::kCached : FuseReadMode::kPassthrough;
+  GLOG_INFO("read mode auto: {} ({} bytes of data, {} than {} bytes{})",
+            FuseReadModeName(o.fuse.read_mode), total, total <= limit ? "not more" : "more",
+            limit, o.fuse.passthrough == FusePassthrough::kOn ? "; --passthrough on" : "");
 }
 
 Status Daemon::Open() {
@@ -331,6 +349,7 @@ std::string Daemon::StatsJson() const {
                {"backing_ids_open", s.fuse.backing_ids_open},
                {"backing_open_failures", s.fuse.backing_open_failures},
                {"uring_requests", s.fuse.uring_requests},
+               {"read_mode", FuseReadModeName(options_.fuse.read_mode)},
                {"transport", FuseTransportName(s.session.transport)},
                {"passthrough", s.session.passthrough},
                {"passthrough_note", s.session.passthrough_note},

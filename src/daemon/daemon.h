@@ -95,6 +95,14 @@ struct DaemonOptions {
   bool load_on_start = false;
   // Concurrent fetches of that load.
   int load_threads = 64;
+  // `--read-mode auto`: once the snapshot is loaded, use the `cached` read
+  // mode when the dataset's total size is at most auto_cached_max_bytes (0 =
+  // half of physical memory) and passthrough is not required (`--passthrough
+  // on`), else `passthrough`. Repeat epochs of a dataset the page cache can
+  // hold then run without FUSE requests; a larger one keeps passthrough's
+  // single page-cache copy and in-kernel reads (docs/fuse.md).
+  bool read_mode_auto = false;
+  uint64_t auto_cached_max_bytes = 0;
 
   // Checks every field once; errors name the field and the value.
   Status Validate() const;
@@ -160,6 +168,8 @@ class Daemon {
   explicit Daemon(DaemonOptions options);
   Status Open();
   Status OpenCache(const Uri& uri);
+  // --read-mode auto: picks cached or passthrough from the snapshot size.
+  void ResolveAutoReadMode();
   Status Shutdown();
   void SignalLoop();
 

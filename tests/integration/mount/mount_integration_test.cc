@@ -253,13 +253,14 @@ TEST_F(MountTest, WritesCreatesRenamesAndDeletesFailWithErofs) {
 }
 
 TEST_F(MountTest, WarmRemountIsServedByPassthroughWithZeroOriginReads) {
-  MustMount(src_->path());
+  MustMount(src_->path(), {"--read-mode", "passthrough"});
   ExpectAllBytesEqual(*tree_);
   nlohmann::json cold = UmountStats();
   ASSERT_TRUE(cold.is_object() && cold.contains("engine")) << cold.dump();
   EXPECT_GT(cold["engine"]["origin_requests"].get<uint64_t>(), 0u);
+  EXPECT_EQ(cold["fuse"]["read_mode"], "passthrough");
 
-  MustMount(src_->path());
+  MustMount(src_->path(), {"--read-mode", "passthrough"});
   ExpectAllBytesEqual(*tree_);
   nlohmann::json warm = UmountStats();
   ASSERT_TRUE(warm.contains("engine")) << warm.dump();
@@ -270,11 +271,27 @@ TEST_F(MountTest, WarmRemountIsServedByPassthroughWithZeroOriginReads) {
     GTEST_LOG_(INFO) << "passthrough unavailable: " << warm["fuse"]["passthrough_note"];
   }
 
-  MustMount(src_->path(), {"--passthrough", "off"});
+  MustMount(src_->path(), {"--read-mode", "passthrough", "--passthrough", "off"});
   ExpectAllBytesEqual(*tree_);
   nlohmann::json off = UmountStats();
   EXPECT_EQ(off["fuse"]["passthrough_opens"].get<uint64_t>(), 0u);
   EXPECT_EQ(off["engine"]["origin_requests"].get<uint64_t>(), 0u);
+}
+
+// --read-mode auto (the default): a dataset that fits in half of the memory
+// gets the cached mode (no OPEN, no passthrough); one that does not, or
+// `--passthrough on`, gets passthrough. Same bytes either way.
+TEST_F(MountTest, AutoReadModeFollowsTheDatasetSize) {
+  MustMount(src_->path());
+  ExpectAllBytesEqual(*tree_);
+  nlohmann::json small = UmountStats();
+  EXPECT_EQ(small["fuse"]["read_mode"], "cached") << small.dump();
+  EXPECT_EQ(small["fuse"]["passthrough_opens"].get<uint64_t>(), 0u);
+
+  MustMount(src_->path(), {"--auto-cached-max", "1"});
+  ExpectAllBytesEqual(*tree_);
+  nlohmann::json large = UmountStats();
+  EXPECT_EQ(large["fuse"]["read_mode"], "passthrough") << large.dump();
 }
 
 TEST_F(MountTest, KilledDaemonIsCleanedUpByUmountAndRemountIsWarm) {
