@@ -225,30 +225,17 @@ def granary_rows(b):
 
     # 1. Read-through: a plain mount, first epoch cold, second epoch warm.
     cache = _fresh_dir(b, "granary-cache-rt")
-    g = GranaryMount(b, "granary-rt", cache)
-    g.mount()
-    row = new_row("Granary read-through", "plain mount (defaults: --read-mode auto picks cached "
-                  "for a data set this size): first epoch fetches on demand")
-    try:
-        row["cold"] = b.epoch(g.mnt, "granary-rt-cold")
-        row["warm"] = b.epoch(g.mnt, "granary-rt-warm")
-    finally:
-        g.umount()
-    rows.append(row)
+    rows.append(_two_epochs(GranaryMount(b, "granary-rt", cache), new_row(
+        "Granary read-through", "plain mount (defaults: --read-mode auto picks cached for a "
+        "data set this size): first epoch fetches on demand")))
     shutil.rmtree(cache, ignore_errors=True)
 
     # 2. mount --load: the job starts right away; demand reads + background load.
     cache = _fresh_dir(b, "granary-cache-ml")
-    g = GranaryMount(b, "granary-ml", cache, ["--load"])
-    g.mount()
-    row = new_row("Granary mount --load", "epoch starts at once; background load fills the cache")
-    try:
-        row["cold"] = b.epoch(g.mnt, "granary-ml-cold")
-        g.wait_loaded()
-        row["warm"] = b.epoch(g.mnt, "granary-ml-warm")
-    finally:
-        g.umount()
-    rows.append(row)
+    rows.append(_two_epochs(
+        GranaryMount(b, "granary-ml", cache, ["--load"]),
+        new_row("Granary mount --load", "epoch starts at once; background load fills the cache"),
+        between=GranaryMount.wait_loaded))
     shutil.rmtree(cache, ignore_errors=True)
 
     # 3. `granary load` first (the DataLoad pattern), then the epoch.
@@ -271,17 +258,10 @@ def granary_rows(b):
     rows.append(row)
 
     # 4. Fresh remount of that warm cache with an empty page cache (a restart).
-    g = GranaryMount(b, "granary-re", cache)
     dropped = drop_page_cache()
-    g.mount()
-    row = new_row("Granary fresh remount", "warm cache on disk, empty page cache" if dropped
-                  else "warm cache on disk (page cache not dropped: not root)")
-    try:
-        row["cold"] = b.epoch(g.mnt, "granary-re-first")
-        row["warm"] = b.epoch(g.mnt, "granary-re-second")
-    finally:
-        g.umount()
-    rows.append(row)
+    rows.append(_two_epochs(GranaryMount(b, "granary-re", cache), new_row(
+        "Granary fresh remount", "warm cache on disk, empty page cache" if dropped
+        else "warm cache on disk (page cache not dropped: not root)")))
 
     # 5./6. The same warm cache through passthrough, over /dev/fuse and io_uring
     # (--read-mode auto picks cached for a data set this size).
@@ -296,19 +276,24 @@ def granary_rows(b):
     return rows
 
 
-def _remount_variant(b, cache, name, extra, note):
-    g = GranaryMount(b, "granary-" + name, cache, extra)
-    drop_page_cache()
+def _two_epochs(g, row, between=None):
+    """Mounts g, runs a first and a second epoch into row (between(g) in between), unmounts."""
     g.mount()
-    label = {"passthrough": "Granary remount, --read-mode passthrough",
-             "uring": "Granary remount, passthrough over io_uring"}[name]
-    row = new_row(label, note)
     try:
-        row["cold"] = b.epoch(g.mnt, f"granary-{name}-first")
-        row["warm"] = b.epoch(g.mnt, f"granary-{name}-second")
+        row["cold"] = g.b.epoch(g.mnt, g.name + "-cold")
+        if between:
+            between(g)
+        row["warm"] = g.b.epoch(g.mnt, g.name + "-warm")
     finally:
         g.umount()
     return row
+
+
+def _remount_variant(b, cache, name, extra, note):
+    label = {"passthrough": "Granary remount, --read-mode passthrough",
+             "uring": "Granary remount, passthrough over io_uring"}[name]
+    drop_page_cache()
+    return _two_epochs(GranaryMount(b, "granary-" + name, cache, extra), new_row(label, note))
 
 
 URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
