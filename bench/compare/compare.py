@@ -246,18 +246,22 @@ def run_delay(b, delay, wanted):
     return rows
 
 
+def write_outputs(results, out):
+    """Writes results.md and chart.png to out; returns (markdown, whether a chart was drawn)."""
+    os.makedirs(out, exist_ok=True)
+    md = report.markdown(results)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(md)
+    return md, report.chart(results, os.path.join(out, "chart.png"))
+
+
 def render(results_json, out):
     """Re-renders the table, targets and chart of an earlier run."""
     with open(results_json) as f:
         results = json.load(f)
     for d in results["delays"].values():
         d["targets"] = report.targets(d["rows"])
-    os.makedirs(out, exist_ok=True)
-    md = report.markdown(results)
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(md)
-    report.chart(results, os.path.join(out, "chart.png"))
-    print(md)
+    print(write_outputs(results, out)[0])
     return 0
 
 
@@ -321,12 +325,9 @@ def main():
         else:
             print(f"compare: scratch directory kept in {work}")
     results["seconds"] = round((datetime.datetime.now(datetime.timezone.utc) - started).total_seconds())
-    md = report.markdown(results)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(md)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
-    chart = report.chart(results, os.path.join(args.out, "chart.png"))
+    md, chart = write_outputs(results, args.out)
     print("\n" + md)
     print(f"compare: wrote {args.out}/results.md, results.json"
           + (", chart.png" if chart else " (no chart: gnuplot missing)"))

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import time
 
-from procs import StepError, drop_page_cache, is_mounted, tail
+from procs import StepError, drop_page_cache, is_mounted
 
 
 def new_row(path, note=""):
@@ -84,45 +84,50 @@ def local_disk(b):
 
 def s3fs(b, use_cache):
     name = "s3fs-cache" if use_cache else "s3fs"
-    mnt = _fresh_dir(b, name + "-mnt")
-    passwd = os.path.join(b.work, "s3fs.passwd")
-    with open(os.open(passwd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-        f.write(f"{b.env['AWS_ACCESS_KEY_ID']}:{b.env['AWS_SECRET_ACCESS_KEY']}\n")
+    passwd = _private_file(b, "s3fs.passwd",
+                           f"{b.env['AWS_ACCESS_KEY_ID']}:{b.env['AWS_SECRET_ACCESS_KEY']}\n")
     opts = ["ro", "use_path_request_style", "endpoint=us-east-1", f"url={b.endpoint}",
             f"passwd_file={passwd}", "parallel_count=16", "multireq_max=16",
             "stat_cache_expire=86400", "max_stat_cache_size=1000000",
             "enable_noobj_cache"]
     note = "ro, stat cache 24h, parallel_count/multireq_max 16"
     if use_cache:
-        cache = _fresh_dir(b, name + "-cache")
-        opts.append(f"use_cache={cache}")
+        opts.append(f"use_cache={_fresh_dir(b, name + '-cache')}")
         note += ", use_cache=<local dir>"
+    mnt = _fresh_dir(b, name + "-mnt")
     argv = ["s3fs", f"{b.bucket}:/{b.prefix}", mnt, "-f"]
     for o in opts:
         argv += ["-o", o]
+    return [_fuse_peer(b, name, argv, mnt,
+                       new_row("s3fs use_cache" if use_cache else "s3fs", note))]
+
+
+def _private_file(b, name, text):
+    """Writes text to <work>/name, readable by the owner only (credentials, configs)."""
+    path = os.path.join(b.work, name)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(text)
+    return path
+
+
+def _fuse_peer(b, name, argv, mnt, row):
+    """Starts a peer's FUSE daemon (argv, mounting on mnt), runs its cold and warm
+    epochs into row, unmounts and stops it. With --peer-max-files both epochs
+    read the same first files of one shuffled order."""
     p = b.procs.start(name, argv, env=b.env)
     b.procs.add_mount(mnt)
     b.procs.wait_until(p, lambda: is_mounted(mnt) and _listable(mnt), f"{name} mount")
-    row = new_row("s3fs use_cache" if use_cache else "s3fs", note + _cap_note(b))
+    cap = b.args.peer_max_files or None
+    seed = b.args.seed * 1000 + 999 if cap else None
+    if cap:
+        row["note"] += f"; epochs capped at {cap} files (the same files cold and warm)"
     try:
-        _peer_epochs(b, row, mnt, name)
+        row["cold"] = b.epoch(mnt, name + "-cold", max_files=cap, seed=seed)
+        row["warm"] = b.epoch(mnt, name + "-warm", max_files=cap, seed=seed)
     finally:
         b.procs.unmount(mnt)
         b.procs.stop(p)
-    return [row]
-
-
-def _cap_note(b):
-    cap = b.args.peer_max_files
-    return f"; epochs capped at {cap} files (the same files cold and warm)" if cap else ""
-
-
-def _peer_epochs(b, row, mnt, name):
-    """Cold then warm epoch of a peer; with --peer-max-files both read the same files."""
-    cap = b.args.peer_max_files or None
-    seed = b.args.seed * 1000 + 999 if cap else None
-    row["cold"] = b.epoch(mnt, name + "-cold", max_files=cap, seed=seed)
-    row["warm"] = b.epoch(mnt, name + "-warm", max_files=cap, seed=seed)
+    return row
 
 
 def _listable(mnt):
@@ -136,30 +141,20 @@ def _listable(mnt):
 # rclone mount (Debian's rclone) with the full VFS cache.
 
 def rclone(b):
-    mnt = _fresh_dir(b, "rclone-mnt")
-    cache = _fresh_dir(b, "rclone-cache")
-    conf = os.path.join(b.work, "rclone.conf")
-    with open(os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-        f.write("[origin]\ntype = s3\nprovider = Other\nenv_auth = true\n"
-                f"endpoint = {b.endpoint}\nforce_path_style = true\nregion = us-east-1\n")
+    conf = _private_file(b, "rclone.conf",
+                         "[origin]\ntype = s3\nprovider = Other\nenv_auth = true\n"
+                         f"endpoint = {b.endpoint}\nforce_path_style = true\nregion = us-east-1\n")
     opts = ["--read-only", "--vfs-cache-mode", "full", "--dir-cache-time", "24h",
             "--attr-timeout", "24h", "--vfs-cache-max-age", "24h", "--transfers", "16",
             "--buffer-size", "1M", "--use-server-modtime", "--no-checksum",
             "--s3-no-head-object"]
+    mnt = _fresh_dir(b, "rclone-mnt")
     argv = ["rclone", "mount", f"origin:{b.bucket}/{b.prefix}", mnt, "--config", conf,
-            "--cache-dir", cache, *opts]
-    p = b.procs.start("rclone", argv, env=b.env)
-    b.procs.add_mount(mnt)
-    b.procs.wait_until(p, lambda: is_mounted(mnt) and _listable(mnt), "rclone mount")
-    row = new_row("rclone mount --vfs-cache-mode full",
-                  "read-only, dir/attr cache 24h, --transfers 16, --buffer-size 1M, "
-                  "--no-checksum, --s3-no-head-object" + _cap_note(b))
-    try:
-        _peer_epochs(b, row, mnt, "rclone")
-    finally:
-        b.procs.unmount(mnt)
-        b.procs.stop(p)
-    return [row]
+            "--cache-dir", _fresh_dir(b, "rclone-cache"), *opts]
+    return [_fuse_peer(b, "rclone", argv, mnt, new_row(
+        "rclone mount --vfs-cache-mode full",
+        "read-only, dir/attr cache 24h, --transfers 16, --buffer-size 1M, "
+        "--no-checksum, --s3-no-head-object"))]
 
 
 # ---------------------------------------------------------------------------
@@ -320,14 +315,3 @@ def _uring_variant(b, cache):
         if before != "Y":
             with open(URING_PARAM, "w") as f:
                 f.write(before + "\n")
-
-
-def check_daemon_logs(b):
-    """Returns the daemon log tails that mention errors (for the report)."""
-    found = []
-    for name in os.listdir(b.log_dir):
-        if name.endswith("-daemon.log"):
-            t = tail(os.path.join(b.log_dir, name), 3)
-            if "error" in t.lower():
-                found.append(f"{name}: {t}")
-    return found

@@ -20,9 +20,10 @@ def _ips(row, col):
     return row[col]["images_per_s"]
 
 
-def _best(rows, col):
+def _best(rows, col, prefixes=PEER_PREFIXES):
+    """(best images/s in column col, its row) among rows whose path starts with prefixes."""
     vals = [(_ips(r, col), r["path"]) for r in rows
-            if r["path"].startswith(PEER_PREFIXES) and not r["error"] and _ips(r, col)]
+            if r["path"].startswith(prefixes) and not r["error"] and _ips(r, col)]
     return max(vals) if vals else (None, None)
 
 
@@ -43,10 +44,8 @@ def targets(rows):
 
     add("Granary warm / best peer warm", g_warm, peer_warm, 20.0, peer_warm_name)
     add("Granary warm / local disk warm", g_warm, local_warm, 0.8, LOCAL)
-    best = [(_ips(r, "warm"), r["path"]) for r in rows
-            if r["path"].startswith("Granary") and not r["error"] and _ips(r, "warm")]
-    if best:
-        bw, bname = max(best)
+    bw, bname = _best(rows, "warm", ("Granary",))
+    if bw:
         add(f"best Granary warm ({bname}) / best peer warm", bw, peer_warm, 20.0, peer_warm_name)
         add(f"best Granary warm ({bname}) / local disk warm", bw, local_warm, 0.8, LOCAL)
     add("Granary cold / origin ceiling", g_cold, ceiling, 0.8, CEILING)
