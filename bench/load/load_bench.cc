@@ -45,9 +45,10 @@ class DelayUfs : public UnderStorage {
  protected:
   Result<ListPage> ListImpl(const ListRequest& r) override { return inner_->List(r); }
   Result<ObjectInfo> StatImpl(std::string_view key) override { return inner_->Stat(key); }
-  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) override {
+  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
+                          std::string_view if_match) override {
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
-    return inner_->Read(key, offset, out);
+    return inner_->Read(key, offset, out, if_match);
   }
 
  private:

@@ -34,6 +34,7 @@ enum class Code : int {
   kUnimplemented = 8,    // the operation is not supported by this backend (e.g. list over HTTP)
   kCancelled = 9,        // the operation was stopped on request (shutdown, Ctrl-C)
   kInternal = 10,        // a broken invariant: a bug in Granary
+  kStale = 11,           // the origin object changed since the snapshot (etag differs): `granary sync`
 };
 
 // Short lowercase name of a code, e.g. "not found".
@@ -77,6 +78,7 @@ inline Status NoSpace(std::string msg) { return {Code::kNoSpace, std::move(msg)}
 inline Status Unimplemented(std::string msg) { return {Code::kUnimplemented, std::move(msg)}; }
 inline Status Cancelled(std::string msg) { return {Code::kCancelled, std::move(msg)}; }
 inline Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
+inline Status Stale(std::string msg) { return {Code::kStale, std::move(msg)}; }
 
 // IoError/NoSpace/NotFound/PermissionDenied from an errno value, prefixed with `what`.
 Status ErrnoStatus(std::string_view what, int err);

@@ -47,23 +47,24 @@ CacheEngine::~CacheEngine() {
   admission_pool_.reset();
 }
 
-ObjectKey CacheEngine::KeyOf(const EntryView& entry) const {
+ObjectKey CacheEngine::KeyOf(const Snapshot& snap, const EntryView& entry) const {
   return ObjectKey{.dataset = options_.dataset,
-                   .key = snapshot_->Key(entry.ino),
+                   .key = snap.Key(entry.ino),
                    .etag = std::string(entry.etag),
                    .size = entry.size};
 }
 
 uint64_t CacheEngine::BlockCount(uint64_t size) const { return (size + block_size_ - 1) / block_size_; }
 
-Result<size_t> CacheEngine::Read(uint64_t ino, uint64_t offset, std::span<char> out, Priority priority) {
-  auto entry = snapshot_->Get(ino);
+Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset,
+                                 std::span<char> out, Priority priority) {
+  auto entry = snap->Get(ino);
   if (!entry) return NotFound("inode " + std::to_string(ino) + ": no such file");
-  if (entry->is_dir) return InvalidArgument(snapshot_->Path(ino) + ": is a directory");
+  if (entry->is_dir) return InvalidArgument(snap->Path(ino) + ": is a directory");
   c_.reads.fetch_add(1, std::memory_order_relaxed);
   if (offset >= entry->size || out.empty()) return size_t{0};
   const size_t len = std::min<uint64_t>(out.size(), entry->size - offset);
-  const ObjectKey key = KeyOf(*entry);
+  const ObjectKey key = KeyOf(*snap, *entry);
 
   auto hit = store_->Read(key, offset, out.first(len));
   if (hit.ok() && *hit == len) {
@@ -77,7 +78,7 @@ Result<size_t> CacheEngine::Read(uint64_t ino, uint64_t offset, std::span<char> 
     const uint64_t pos = offset + done;
     const uint64_t block = pos / block_size_;
     const uint64_t in_block = pos - block * block_size_;
-    auto data = GetBlock(*entry, block, priority, /*wait_admission=*/false, nullptr);
+    auto data = GetBlock(*snap, *entry, block, priority, /*wait_admission=*/false, nullptr);
     if (!data.ok()) {
       c_.read_errors.fetch_add(1, std::memory_order_relaxed);
       return data.status();
@@ -89,44 +90,45 @@ Result<size_t> CacheEngine::Read(uint64_t ino, uint64_t offset, std::span<char> 
     done += n;
   }
   c_.miss_bytes.fetch_add(done, std::memory_order_relaxed);
-  MaybeReadahead(*entry, offset, offset + done);
+  MaybeReadahead(snap, *entry, offset, offset + done);
   return done;
 }
 
-Result<bool> CacheEngine::Fetch(uint64_t ino, Priority priority) {
-  auto entry = snapshot_->Get(ino);
+Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority priority) {
+  auto entry = snap->Get(ino);
   if (!entry) return NotFound("inode " + std::to_string(ino) + ": no such file");
-  if (entry->is_dir) return InvalidArgument(snapshot_->Path(ino) + ": is a directory");
+  if (entry->is_dir) return InvalidArgument(snap->Path(ino) + ": is a directory");
   if (entry->size == 0) return true;
-  const ObjectKey key = KeyOf(*entry);
+  const ObjectKey key = KeyOf(*snap, *entry);
   if (store_->Contains(key)) return true;
   const uint64_t blocks = BlockCount(entry->size);
   for (uint64_t b = 0; b < blocks; ++b) {
     const uint64_t start = b * block_size_;
     if (store_->ContainsRange(key, start, std::min(block_size_, entry->size - start))) continue;
     bool admitted = false;
-    auto data = GetBlock(*entry, b, priority, /*wait_admission=*/true, &admitted);
+    auto data = GetBlock(*snap, *entry, b, priority, /*wait_admission=*/true, &admitted);
     if (!data.ok()) return data.status();
     if (!admitted) return false;  // no room: fetching the rest would be wasted
   }
   return true;
 }
 
-bool CacheEngine::IsCached(uint64_t ino) const {
-  auto entry = snapshot_->Get(ino);
+bool CacheEngine::IsCached(const Snapshot& snap, uint64_t ino) const {
+  auto entry = snap.Get(ino);
   if (!entry || entry->is_dir) return false;
-  return entry->size == 0 || store_->Contains(KeyOf(*entry));
+  return entry->size == 0 || store_->Contains(KeyOf(snap, *entry));
 }
 
-Result<int> CacheEngine::OpenCachedFile(uint64_t ino) {
-  auto entry = snapshot_->Get(ino);
+Result<int> CacheEngine::OpenCachedFile(const Snapshot& snap, uint64_t ino) {
+  auto entry = snap.Get(ino);
   if (!entry || entry->is_dir) return NotFound("inode " + std::to_string(ino) + ": no such file");
-  return store_->OpenCompleteFile(KeyOf(*entry));
+  return store_->OpenCompleteFile(KeyOf(snap, *entry));
 }
 
-Result<CacheEngine::BlockData> CacheEngine::GetBlock(const EntryView& e, uint64_t block, Priority p,
+Result<CacheEngine::BlockData> CacheEngine::GetBlock(const Snapshot& snap, const EntryView& e,
+                                                     uint64_t block, Priority p,
                                                      bool wait_admission, bool* admitted) {
-  const FlightKey fk{e.ino, block};
+  const FlightKey fk{VersionedIno(snap, e.ino), block};
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
@@ -137,7 +139,7 @@ Result<CacheEngine::BlockData> CacheEngine::GetBlock(const EntryView& e, uint64_
     leader = inserted;
   }
   if (leader) {
-    const ObjectKey key = KeyOf(e);
+    const ObjectKey key = KeyOf(snap, e);
     bool from_store = false;
     // The block may have been admitted between the caller's miss and now.
     const uint64_t start = block * block_size_;
@@ -169,10 +171,10 @@ Result<CacheEngine::BlockData> CacheEngine::GetBlock(const EntryView& e, uint64_
       std::lock_guard lock(flights_mu_);
       flights_.erase(fk);
     } else if (wait_admission) {
-      Admit(flight, key, block, *data, e.ino);
+      Admit(flight, key, block, *data, fk);
     } else {
       admission_pool_->Submit(
-          [this, flight, key, block, d = *data, ino = e.ino] { Admit(flight, key, block, d, ino); });
+          [this, flight, key, block, d = *data, fk] { Admit(flight, key, block, d, fk); });
     }
   } else {
     c_.flight_joins.fetch_add(1, std::memory_order_relaxed);
@@ -197,7 +199,7 @@ Result<CacheEngine::BlockData> CacheEngine::FetchBlock(const EntryView& e, const
     PrioritySemaphore::Permit permit(origin_slots_, p);
     c_.origin_requests.fetch_add(1, std::memory_order_relaxed);
     auto t0 = std::chrono::steady_clock::now();
-    n = ufs_->Read(key.key, start, std::span<char>(buf->data(), buf->size()));
+    n = ufs_->Read(key.key, start, std::span<char>(buf->data(), buf->size()), key.etag);
     RecordOriginLatency(std::chrono::steady_clock::now() - t0);
   }
   if (!n.ok()) {
@@ -210,7 +212,7 @@ Result<CacheEngine::BlockData> CacheEngine::FetchBlock(const EntryView& e, const
   c_.origin_bytes.fetch_add(*n, std::memory_order_relaxed);
   if (*n != len) {
     c_.origin_errors.fetch_add(1, std::memory_order_relaxed);
-    return Unavailable(ufs_->Root() + "/" + key.key + ": object changed at the origin (expected " +
+    return Stale(ufs_->Root() + "/" + key.key + ": object changed at the origin (expected " +
                        std::to_string(len) + " bytes at offset " + std::to_string(start) + ", got " +
                        std::to_string(*n) + "); run `granary sync`");
   }
@@ -218,7 +220,7 @@ Result<CacheEngine::BlockData> CacheEngine::FetchBlock(const EntryView& e, const
 }
 
 void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
-                        BlockData data, uint64_t ino) {
+                        BlockData data, FlightKey fk) {
   auto r = store_->AdmitBlock(key, block, *data);
   bool ok = r.ok() && *r;
   if (!r.ok()) {
@@ -236,26 +238,28 @@ void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& 
   }
   flight->cv.notify_all();
   std::lock_guard lock(flights_mu_);
-  auto it = flights_.find(FlightKey{ino, block});
+  auto it = flights_.find(fk);
   if (it != flights_.end() && it->second == flight) flights_.erase(it);
 }
 
-void CacheEngine::MaybeReadahead(const EntryView& e, uint64_t offset, uint64_t end) {
+void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset,
+                                 uint64_t end) {
   if (options_.readahead_blocks == 0 || e.size <= block_size_) return;
+  const uint64_t vino = VersionedIno(*snap, e.ino);
   bool sequential = false;
   {
     std::lock_guard lock(seq_mu_);
-    auto it = last_end_.find(e.ino);
+    auto it = last_end_.find(vino);
     sequential = offset == 0 || (it != last_end_.end() && it->second == offset);
     if (end >= e.size) {
       if (it != last_end_.end()) last_end_.erase(it);
     } else {
       if (last_end_.size() > 65536) last_end_.clear();  // bound memory; patterns re-form quickly
-      last_end_[e.ino] = end;
+      last_end_[vino] = end;
     }
   }
   if (!sequential || end >= e.size) return;
-  const ObjectKey key = KeyOf(e);
+  const ObjectKey key = KeyOf(*snap, e);
   const uint64_t first = (end + block_size_ - 1) / block_size_;
   const uint64_t last = std::min(BlockCount(e.size), first + options_.readahead_blocks);
   for (uint64_t b = first; b < last; ++b) {
@@ -263,10 +267,11 @@ void CacheEngine::MaybeReadahead(const EntryView& e, uint64_t offset, uint64_t e
     if (store_->ContainsRange(key, start, std::min(block_size_, e.size - start))) continue;
     {
       std::lock_guard lock(flights_mu_);
-      if (flights_.count(FlightKey{e.ino, b})) continue;
+      if (flights_.count(FlightKey{vino, b})) continue;
     }
-    readahead_pool_->Submit([this, e, b] {
-      auto r = GetBlock(e, b, Priority::kLow, /*wait_admission=*/false, nullptr);
+    // The task holds `snap`: e's strings point into its mapping.
+    readahead_pool_->Submit([this, snap, e, b] {
+      auto r = GetBlock(*snap, e, b, Priority::kLow, /*wait_admission=*/false, nullptr);
       if (!r.ok()) GLOG_DEBUG("cache: readahead of block {} failed: {}", b, r.status().ToString());
     });
   }
@@ -274,9 +279,10 @@ void CacheEngine::MaybeReadahead(const EntryView& e, uint64_t offset, uint64_t e
 
 EngineStats CacheEngine::stats() const {
   auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  const SnapshotPtr snap = snapshot();
   EngineStats s{
-      .ufs_files = snapshot_->file_count(),
-      .ufs_bytes = snapshot_->total_bytes(),
+      .ufs_files = snap->file_count(),
+      .ufs_bytes = snap->total_bytes(),
       .reads = ld(c_.reads),
       .hit_reads = ld(c_.hit_reads),
       .miss_reads = ld(c_.miss_reads),

@@ -17,6 +17,13 @@
 // Large objects (size > block_size) are fetched and cached block by block; a
 // sequential reader triggers readahead of the next readahead_blocks blocks.
 //
+// Snapshot versions: the engine serves the current snapshot (ino-only calls)
+// and, for callers that hold an older version (`granary sync` replaced it
+// while the kernel or a load still used its inodes), any version passed
+// explicitly. A block's flight is keyed by (snapshot version, inode, block);
+// every origin read carries the listed etag, so a changed object fails with
+// Stale instead of mixing versions.
+//
 // Concurrency model: every public method is thread-safe; FUSE threads call
 // Read and block on the single-flight result (bounded by the origin's
 // timeouts). flights_mu_ guards flights_; each Flight's mu guards its fields;
@@ -63,7 +70,7 @@ struct EngineOptions {
 inline constexpr std::array<double, 12> kOriginLatencyBounds = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0};
 inline constexpr size_t kOriginLatencyBuckets = kOriginLatencyBounds.size() + 1;
-inline constexpr size_t kStatusCodes = 11;  // Code values 0..10
+inline constexpr size_t kStatusCodes = 12;  // Code values 0..11
 
 // Engine counters (monotonic since start) plus the dataset's totals.
 struct EngineStats {
@@ -92,6 +99,8 @@ struct EngineStats {
 
 class CacheEngine {
  public:
+  using SnapshotPtr = std::shared_ptr<const Snapshot>;
+
   // Borrows `store` (must outlive the engine); shares the UFS and snapshot.
   CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<const Snapshot> snapshot,
               Store* store, EngineOptions options);
@@ -104,30 +113,45 @@ class CacheEngine {
   // end of the file. InvalidArgument for a directory, NotFound for an unknown
   // inode, the origin's error if a needed block could not be fetched.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out,
+                      Priority priority = Priority::kHigh) {
+    return Read(snapshot(), ino, offset, out, priority);
+  }
+  // The same for inode `ino` of snapshot `snap` (current or older).
+  Result<size_t> Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset, std::span<char> out,
                       Priority priority = Priority::kHigh);
 
   // Makes file `ino` fully cached. true: cached (or already was); false: the
   // store refused part of it (policy or no space). Errors: origin errors.
-  Result<bool> Fetch(uint64_t ino, Priority priority = Priority::kLow);
+  Result<bool> Fetch(uint64_t ino, Priority priority = Priority::kLow) {
+    return Fetch(snapshot(), ino, priority);
+  }
+  Result<bool> Fetch(const SnapshotPtr& snap, uint64_t ino, Priority priority = Priority::kLow);
 
   // True if file `ino` is completely cached.
-  bool IsCached(uint64_t ino) const;
+  bool IsCached(uint64_t ino) const { return IsCached(*snapshot(), ino); }
+  bool IsCached(const Snapshot& snap, uint64_t ino) const;
 
   // For passthrough: an fd of the complete cache file of `ino` (caller closes),
   // or NotFound when it is not (completely) cached.
-  Result<int> OpenCachedFile(uint64_t ino);
+  Result<int> OpenCachedFile(uint64_t ino) { return OpenCachedFile(*snapshot(), ino); }
+  Result<int> OpenCachedFile(const Snapshot& snap, uint64_t ino);
 
-  // The store identity of a file entry.
-  ObjectKey KeyOf(const EntryView& entry) const;
+  // The store identity of a file entry of `snap` (default: the current one).
+  ObjectKey KeyOf(const EntryView& entry) const { return KeyOf(*snapshot(), entry); }
+  ObjectKey KeyOf(const Snapshot& snap, const EntryView& entry) const;
 
-  const Snapshot& snapshot() const { return *snapshot_; }
+  // The current snapshot. Hold the pointer while using its EntryViews.
+  SnapshotPtr snapshot() const { return snapshot_.load(); }
+  // Makes `next` current (`granary sync`). Calls already running, and callers
+  // holding the old pointer, keep using the old version.
+  void SetSnapshot(SnapshotPtr next) { snapshot_.store(std::move(next)); }
   Store& store() { return *store_; }
   UnderStorage& ufs() { return *ufs_; }
   EngineStats stats() const;
 
  private:
   struct Flight;
-  using FlightKey = std::pair<uint64_t, uint64_t>;  // (ino, block index)
+  using FlightKey = std::pair<uint64_t, uint64_t>;  // (VersionedIno, block index)
   struct FlightKeyHash {
     size_t operator()(const FlightKey& k) const { return k.first * 0x9E3779B97F4A7C15ull ^ k.second; }
   };
@@ -135,17 +159,21 @@ class CacheEngine {
 
   // The bytes of one block: joins or leads a flight. If `wait_admission`, also
   // waits for the store's answer and returns it in *admitted.
-  Result<BlockData> GetBlock(const EntryView& e, uint64_t block, Priority p, bool wait_admission,
-                             bool* admitted);
+  Result<BlockData> GetBlock(const Snapshot& snap, const EntryView& e, uint64_t block, Priority p,
+                             bool wait_admission, bool* admitted);
   Result<BlockData> FetchBlock(const EntryView& e, const ObjectKey& key, uint64_t block, Priority p);
   void Admit(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block, BlockData data,
-             uint64_t ino);
-  void MaybeReadahead(const EntryView& e, uint64_t offset, uint64_t end);
+             FlightKey fk);
+  void MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset, uint64_t end);
+  // (snapshot version, inode) in one number: inodes are < 2^32.
+  static uint64_t VersionedIno(const Snapshot& snap, uint64_t ino) {
+    return snap.version() << 32 | ino;
+  }
   uint64_t BlockCount(uint64_t size) const;
   void RecordOriginLatency(std::chrono::nanoseconds d);
 
   std::shared_ptr<UnderStorage> ufs_;
-  std::shared_ptr<const Snapshot> snapshot_;
+  std::atomic<SnapshotPtr> snapshot_;
   Store* store_;
   EngineOptions options_;
   uint64_t block_size_;
@@ -155,7 +183,7 @@ class CacheEngine {
   std::unordered_map<FlightKey, std::shared_ptr<Flight>, FlightKeyHash> flights_;
 
   std::mutex seq_mu_;  // guards last_end_
-  std::unordered_map<uint64_t, uint64_t> last_end_;  // ino -> end of its last read (large files)
+  std::unordered_map<uint64_t, uint64_t> last_end_;  // VersionedIno -> end of its last read (large files)
 
   struct Counters {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},

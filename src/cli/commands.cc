@@ -12,6 +12,7 @@ std::span<const RegisterVerbFn> AllVerbs() {
       RegisterUmountCommand,
       RegisterLoadCommand,
       RegisterStatusCommand,
+      RegisterSyncCommand,
       RegisterVersionCommand,
   };
   return kVerbs;

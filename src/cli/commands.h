@@ -18,6 +18,7 @@ void RegisterCatCommand(CLI::App& app, CliContext& ctx);      // cmd_cat.cc
 void RegisterStatCommand(CLI::App& app, CliContext& ctx);     // cmd_stat.cc
 void RegisterLoadCommand(CLI::App& app, CliContext& ctx);     // cmd_load.cc
 void RegisterStatusCommand(CLI::App& app, CliContext& ctx);   // cmd_status.cc
+void RegisterSyncCommand(CLI::App& app, CliContext& ctx);     // cmd_sync.cc
 void RegisterVersionCommand(CLI::App& app, CliContext& ctx);  // cmd_version.cc
 void RegisterMountCommand(CLI::App& app, CliContext& ctx);    // cmd_mount.cc
 void RegisterUmountCommand(CLI::App& app, CliContext& ctx);   // cmd_umount.cc

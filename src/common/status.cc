@@ -18,6 +18,7 @@ std::string_view CodeName(Code code) {
     case Code::kUnimplemented: return "not supported";
     case Code::kCancelled: return "cancelled";
     case Code::kInternal: return "internal error";
+    case Code::kStale: return "changed at the origin";
   }
   return "unknown";
 }

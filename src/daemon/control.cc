@@ -260,8 +260,11 @@ bool ControlServer::HandleLine(Connection* conn, std::string_view line) {
       return WriteLine(conn->fd, s.ok() ? OkReply() : ErrorReply(s.ToString()));
     }
     if (op == "sync") {
-      Status s = handler_->Sync();
-      return WriteLine(conn->fd, s.ok() ? OkReply() : ErrorReply(s.ToString()));
+      Result<json> r = handler_->Sync();
+      if (!r.ok()) return WriteLine(conn->fd, ErrorReply(r.status().ToString()));
+      json reply = OkReply();
+      reply["sync"] = *r;
+      return WriteLine(conn->fd, reply);
     }
   } catch (const json::exception& e) {
     return WriteLine(conn->fd, ErrorReply(std::string("bad request fields: ") + e.what()));

@@ -12,7 +12,7 @@
 //                                                  then
 //                                                  {"v":1,"ok":true,"done":true,"result":{...}}
 //   {"v":1,"op":"cancel"}                      -> cancels the running load
-//   {"v":1,"op":"sync"}                        -> {"v":1,"ok":true}
+//   {"v":1,"op":"sync"}                        -> {"v":1,"ok":true,"sync":{...}}
 // Errors: {"v":1,"ok":false,"error":"..."}. Malformed JSON, a wrong version, an
 // unknown op or bad fields get an error reply and the connection stays usable.
 // A client that disconnects during a foreground load (Ctrl-C) cancels it.
@@ -64,8 +64,9 @@ class ControlHandler {
   virtual Result<std::shared_ptr<LoadJob>> StartLoad(const LoadRequest& request) = 0;
   // Cancels the running load (NotFound when none runs).
   virtual Status CancelLoad() = 0;
-  // Re-lists the origin (`granary sync`).
-  virtual Status Sync() = 0;
+  // Re-lists the origin and switches to the new snapshot version (`granary
+  // sync`); returns what changed (SyncResult as JSON).
+  virtual Result<nlohmann::json> Sync() = 0;
 };
 
 class ControlServer {

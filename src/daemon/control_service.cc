@@ -6,7 +6,7 @@
 namespace granary {
 
 DaemonServices::DaemonServices(CacheEngine* engine, ServicesOptions options,
-                               std::function<FuseStats()> fuse_stats, std::function<Status()> sync)
+                               std::function<FuseStats()> fuse_stats, std::function<Result<nlohmann::json>()> sync)
     : engine_(engine),
       options_(std::move(options)),
       fuse_stats_(std::move(fuse_stats)),
@@ -17,7 +17,7 @@ DaemonServices::DaemonServices(CacheEngine* engine, ServicesOptions options,
 Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engine,
                                                               ServicesOptions options,
                                                               std::function<FuseStats()> fuse_stats,
-                                                              std::function<Status()> sync) {
+                                                              std::function<Result<nlohmann::json>()> sync) {
   if (options.mountpoint.empty() && options.socket_path.empty()) {
     return InvalidArgument("services: mountpoint (or socket_path) is required");
   }
@@ -27,7 +27,7 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
   if (!o.metrics_addr.empty()) {
     DaemonServices* self = s.get();
     ASSIGN_OR_RETURN(s->metrics_, MetricsServer::Start(o.metrics_addr, [self] {
-                       MetricsInput in{.dataset = self->engine_->snapshot().source_uri(),
+                       MetricsInput in{.dataset = self->engine_->snapshot()->source_uri(),
                                        .engine = self->engine_->stats(),
                                        .store = self->engine_->store().stats()};
                        if (self->fuse_stats_) in.fuse = self->fuse_stats_();
@@ -60,7 +60,7 @@ Result<std::shared_ptr<LoadJob>> DaemonServices::StartLoad(const LoadRequest& re
 
 Status DaemonServices::CancelLoad() { return loads_.Cancel(); }
 
-Status DaemonServices::Sync() {
+Result<nlohmann::json> DaemonServices::Sync() {
   if (!sync_) return Unimplemented("sync is not available in this daemon");
   return sync_();
 }

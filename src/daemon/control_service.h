@@ -43,14 +43,14 @@ class DaemonServices : public ControlHandler {
   // be empty). sync: `granary sync` (may be empty: Unimplemented).
   static Result<std::unique_ptr<DaemonServices>> Start(CacheEngine* engine, ServicesOptions options,
                                                        std::function<FuseStats()> fuse_stats = {},
-                                                       std::function<Status()> sync = {});
+                                                       std::function<Result<nlohmann::json>()> sync = {});
   // Stops the socket and metrics server, cancels a running load.
   ~DaemonServices() override;
 
   Result<nlohmann::json> GetStatus() override;
   Result<std::shared_ptr<LoadJob>> StartLoad(const LoadRequest& request) override;
   Status CancelLoad() override;
-  Status Sync() override;
+  Result<nlohmann::json> Sync() override;
 
   LoadManager& loads() { return loads_; }
   StatusReporter& status() { return reporter_; }
@@ -60,12 +60,12 @@ class DaemonServices : public ControlHandler {
 
  private:
   DaemonServices(CacheEngine* engine, ServicesOptions options,
-                 std::function<FuseStats()> fuse_stats, std::function<Status()> sync);
+                 std::function<FuseStats()> fuse_stats, std::function<Result<nlohmann::json>()> sync);
 
   CacheEngine* engine_;
   ServicesOptions options_;
   std::function<FuseStats()> fuse_stats_;
-  std::function<Status()> sync_;
+  std::function<Result<nlohmann::json>()> sync_;
   LoadManager loads_;
   StatusReporter reporter_;
   std::unique_ptr<MetricsServer> metrics_;
@@ -75,7 +75,7 @@ class DaemonServices : public ControlHandler {
 // What the daemon calls (see DaemonServices::Start).
 inline Result<std::unique_ptr<DaemonServices>> StartServices(
     CacheEngine* engine, ServicesOptions options, std::function<FuseStats()> fuse_stats = {},
-    std::function<Status()> sync = {}) {
+    std::function<Result<nlohmann::json>()> sync = {}) {
   return DaemonServices::Start(engine, std::move(options), std::move(fuse_stats), std::move(sync));
 }
 

@@ -236,7 +236,11 @@ Status Daemon::Open() {
                                                             .metrics_addr = o.metrics_addr,
                                                             .load_on_start = o.load_on_start,
                                                             .load_threads = o.load_threads},
-                                            [this] { return fuse_->stats(); }));
+                                            [this] { return fuse_->stats(); },
+                                            [this]() -> Result<nlohmann::json> {
+                                              ASSIGN_OR_RETURN(SyncResult r, Sync());
+                                              return SyncResultToJson(r);
+                                            }));
   unmount_watcher_ = std::thread([this] {
     fuse_->Wait();
     RequestStop();
@@ -247,6 +251,76 @@ Status Daemon::Open() {
             dataset_id_, FuseTransportName(fuse_->session().transport),
             fuse_->session().passthrough ? "on" : "off");
   return Status::Ok();
+}
+
+Result<SyncResult> Daemon::Sync() {
+  std::lock_guard lock(sync_mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::shared_ptr<const Snapshot> old = engine_->snapshot();
+  ASSIGN_OR_RETURN(std::unique_ptr<Snapshot> built,
+                   Snapshot::Rebuild(*ufs_, *old, dataset_dir_ + "/snapshot"));
+  const std::shared_ptr<const Snapshot> next = std::move(built);
+  SyncResult r{.old_version = old->version(),
+               .new_version = next->version(),
+               .files = next->file_count(),
+               .bytes = next->total_bytes()};
+  std::vector<ObjectKey> stale;  // cache keys of removed or changed objects
+  old->ForEachFile([&](const EntryView& e) {
+    std::optional<uint64_t> ino = next->FindPath(old->Path(e.ino));
+    std::optional<EntryView> now = ino ? next->Get(*ino) : std::nullopt;
+    if (!now || now->is_dir) {
+      ++r.removed;
+    } else if (now->etag != e.etag || now->size != e.size) {
+      ++r.changed;
+    } else {
+      ++r.unchanged;
+      return;
+    }
+    stale.push_back(engine_->KeyOf(*old, e));
+  });
+  r.added = r.files - r.changed - r.unchanged;
+  // Switch first: from here on new lookups and loads use the new version.
+  engine_->SetSnapshot(next);
+  snapshot_ = next;
+  std::vector<std::string> names = fs_->AddVersion(next);
+  for (const std::string& name : names) {
+    if (Status s = fuse_->InvalidateEntry(kRootIno, name); !s.ok()) {
+      GLOG_WARN("sync: {}", s.ToString());
+    } else {
+      ++r.invalidated_names;
+    }
+  }
+  if (Status s = fuse_->InvalidateNode(kRootIno); !s.ok()) GLOG_WARN("sync: {}", s.ToString());
+  for (const ObjectKey& key : stale) {
+    if (!store_->Contains(key)) continue;
+    if (Status s = store_->Remove(key); !s.ok()) {
+      GLOG_WARN("sync: dropping the cache file of {}: {}", key.key, s.ToString());
+      continue;
+    }
+    ++r.cache_files_dropped;
+    r.cache_bytes_dropped += key.size;
+  }
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  GLOG_INFO("sync: snapshot v{} -> v{}: {} files ({} added, {} removed, {} changed), {} cache "
+            "files dropped, {:.2f} s",
+            r.old_version, r.new_version, r.files, r.added, r.removed, r.changed,
+            r.cache_files_dropped, r.elapsed_s);
+  return r;
+}
+
+nlohmann::json SyncResultToJson(const SyncResult& r) {
+  return {{"old_version", r.old_version},
+          {"new_version", r.new_version},
+          {"files", r.files},
+          {"bytes", r.bytes},
+          {"added", r.added},
+          {"removed", r.removed},
+          {"changed", r.changed},
+          {"unchanged", r.unchanged},
+          {"cache_files_dropped", r.cache_files_dropped},
+          {"cache_bytes_dropped", r.cache_bytes_dropped},
+          {"invalidated_names", r.invalidated_names},
+          {"elapsed_s", r.elapsed_s}};
 }
 
 void Daemon::SignalLoop() {

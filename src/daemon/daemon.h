@@ -41,6 +41,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cache/engine.h"
 #include "common/config.h"
 #include "common/uri.h"
@@ -108,6 +110,24 @@ struct DaemonOptions {
   Status Validate() const;
 };
 
+// What `granary sync` did: the origin listed again into a new snapshot
+// version, which the mount now shows.
+struct SyncResult {
+  uint64_t old_version = 0;
+  uint64_t new_version = 0;
+  uint64_t files = 0;      // files in the new version
+  uint64_t bytes = 0;      // their bytes
+  uint64_t added = 0;      // paths new in this version
+  uint64_t removed = 0;    // paths gone (or now a directory)
+  uint64_t changed = 0;    // same path, other etag or size
+  uint64_t unchanged = 0;  // same path, etag and size: their cache files stay valid
+  uint64_t cache_files_dropped = 0;  // cache files of removed/changed objects deleted
+  uint64_t cache_bytes_dropped = 0;  // their object bytes
+  uint64_t invalidated_names = 0;    // kernel entries under the root invalidated
+  double elapsed_s = 0;
+};
+nlohmann::json SyncResultToJson(const SyncResult& r);
+
 // All counters of a running daemon.
 struct DaemonStats {
   FuseStats fuse;
@@ -151,8 +171,18 @@ class Daemon {
 
   CacheEngine& engine() { return *engine_; }
   Store& store() { return *store_; }
-  const Snapshot& snapshot() const { return *snapshot_; }
-  std::shared_ptr<const Snapshot> snapshot_ptr() const { return snapshot_; }
+  // The snapshot version the mount shows now (changes with Sync()).
+  std::shared_ptr<const Snapshot> snapshot() const {
+    return engine_ ? engine_->snapshot() : snapshot_;
+  }
+
+  // `granary sync`: lists the origin again, writes the next snapshot version,
+  // switches the engine and the mount to it (the kernel's cached names under
+  // the root are invalidated, so paths resolve in the new version; files
+  // already open keep reading the version they were opened in) and deletes
+  // the cache files of objects removed or changed at the origin. One sync at a
+  // time (others wait). Errors: the listing's (nothing changes then).
+  Result<SyncResult> Sync();
   UnderStorage& ufs() { return *ufs_; }
   FuseServer& fuse() { return *fuse_; }
   const DaemonOptions& options() const { return options_; }
@@ -190,6 +220,7 @@ class Daemon {
   std::condition_variable stop_cv_;
   bool stop_requested_ = false;
   std::vector<std::function<void()>> stop_hooks_;
+  std::mutex sync_mu_;  // one Sync() at a time
   std::atomic<bool> shut_down_{false};  // Shutdown() began (signal thread exits)
   bool serving_ = false;  // Open() finished: mounted, pid file written (controlling thread)
 

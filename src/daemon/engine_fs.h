@@ -1,17 +1,29 @@
-// EngineFs: the FuseFilesystem adapter over one CacheEngine and its Snapshot.
-// It only translates: node ids are snapshot inodes (root = 1 = kRootIno), so
-// there is no node table and Forget() is a no-op; attributes come from the
-// snapshot (files: size, mtime; directories: the snapshot's creation time);
-// reads go to CacheEngine::Read. Open() offers the complete cache file for
-// passthrough when the engine has it (verifying it after a restart through
+// EngineFs: the FuseFilesystem adapter over one CacheEngine and its Snapshot
+// versions. It only translates: attributes come from the snapshot (files:
+// size, mtime; directories: the snapshot's creation time); reads go to
+// CacheEngine::Read. Open() offers the complete cache file for passthrough
+// when the engine has it (verifying it after a restart through
 // OpenCachedFile), else userspace reads.
 //
+// Node ids: the root is always 1 and shows the current version. Every other
+// node is (version base + snapshot inode), where the first version's base is
+// 0 (so node id = inode) and each later version (AddVersion, `granary sync`)
+// starts after the previous one's last id: ids are never reused, a node the
+// kernel learned before a sync keeps naming the same entry of the version it
+// came from, and there is no node table (Forget() is a no-op). The newest
+// kKeptVersions versions are kept; nodes of older ones answer Stale (ESTALE).
+//
 // Thread safety: every method may be called from any number of FUSE threads
-// at once; the engine and the snapshot are thread-safe, counters are atomics.
+// at once; versions_mu_ guards the version list (readers share it), the
+// engine and the snapshots are thread-safe, counters are atomics.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <vector>
 
 #include "cache/engine.h"
 #include "fuse/fuse_filesystem.h"
@@ -30,11 +42,15 @@ struct EngineFsStats {
   uint64_t opens = 0;           // Open calls
   uint64_t backing_offers = 0;  // Open replies naming a cache file (passthrough)
   uint64_t read_errors = 0;     // Read calls that failed
+  uint64_t stale_nodes = 0;     // requests for nodes of versions no longer kept
 };
 
 class EngineFs : public FuseFilesystem {
  public:
-  // Borrows `engine` (must outlive this object).
+  // Versions kept at once (the current one included).
+  static constexpr size_t kKeptVersions = 4;
+
+  // Borrows `engine` (must outlive this object); serves its current snapshot.
   EngineFs(CacheEngine* engine, EngineFsOptions options = {});
 
   Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) override;
@@ -44,15 +60,35 @@ class EngineFs : public FuseFilesystem {
   Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) override;
   Result<StatFsResult> StatFs() override;
 
+  // Makes `next` the version the root shows (after the engine switched to
+  // it). Returns the names the kernel may hold under the root from the
+  // previous version plus those of the new one: invalidating them (FUSE
+  // NOTIFY_INVAL_ENTRY) makes the next lookups reach the new version.
+  std::vector<std::string> AddVersion(std::shared_ptr<const Snapshot> next);
+
   EngineFsStats stats() const;
 
  private:
-  NodeAttr AttrOf(const EntryView& e) const;
+  struct Version {
+    uint64_t base = 0;  // node id = base + inode (inode >= 2; the root is always 1)
+    std::shared_ptr<const Snapshot> snap;
+  };
+  // The version and inode a node id names. Stale for a dropped version,
+  // NotFound for an id never handed out.
+  struct Resolved {
+    std::shared_ptr<const Snapshot> snap;
+    uint64_t base = 0;
+    uint64_t ino = 0;
+  };
+  Result<Resolved> Resolve(uint64_t node) const;
+  NodeAttr AttrOf(const Snapshot& snap, uint64_t base, const EntryView& e) const;
 
   CacheEngine* engine_;
-  const Snapshot& snapshot_;
   EngineFsOptions options_;
-  std::atomic<uint64_t> opens_{0}, backing_offers_{0}, read_errors_{0};
+  mutable std::shared_mutex versions_mu_;
+  std::vector<Version> versions_;  // oldest first; back() is current
+  uint64_t dropped_below_ = 0;     // ids <= this belong to dropped versions
+  mutable std::atomic<uint64_t> opens_{0}, backing_offers_{0}, read_errors_{0}, stale_nodes_{0};
 };
 
 }  // namespace granary

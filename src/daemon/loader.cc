@@ -103,8 +103,10 @@ Result<LoadTargets> ResolveLoadTargets(const Snapshot& snapshot, const LoadReque
   return t;
 }
 
-LoadJob::LoadJob(CacheEngine* engine, LoadTargets targets, int threads, bool check_only)
+LoadJob::LoadJob(CacheEngine* engine, std::shared_ptr<const Snapshot> snapshot,
+                 LoadTargets targets, int threads, bool check_only)
     : engine_(engine),
+      snapshot_(std::move(snapshot)),
       targets_(std::move(targets)),
       threads_(std::max(1, threads)),
       check_only_(check_only),
@@ -148,18 +150,18 @@ void LoadJob::Worker() {
 
 void LoadJob::Handle(size_t i) {
   uint64_t ino = targets_.inos[i];
-  uint64_t size = engine_->snapshot().Get(ino)->size;
+  uint64_t size = snapshot_->Get(ino)->size;
   TargetState st = TargetState::kDone;
-  if (engine_->IsCached(ino)) {
+  if (engine_->IsCached(*snapshot_, ino)) {
     files_skipped_.fetch_add(1);
   } else {
-    auto fetched = engine_->Fetch(ino, Priority::kLow);
+    auto fetched = engine_->Fetch(snapshot_, ino, Priority::kLow);
     if (!fetched.ok()) {
       st = TargetState::kFailed;
       std::lock_guard lock(mu_);
       if (failures_.size() < kReportedPaths) {
         failures_.push_back(
-            {.path = engine_->snapshot().Path(ino), .reason = fetched.status().ToString()});
+            {.path = snapshot_->Path(ino), .reason = fetched.status().ToString()});
       }
     } else if (!*fetched) {
       st = TargetState::kRefused;
@@ -173,7 +175,7 @@ void LoadJob::Handle(size_t i) {
 }
 
 LoadResult LoadJob::Finish() {
-  const Snapshot& snap = engine_->snapshot();
+  const Snapshot& snap = *snapshot_;
   LoadResult r{.files_requested = targets_.inos.size(),
                .bytes_requested = targets_.bytes,
                .missing_count = targets_.missing_count,
@@ -182,7 +184,7 @@ LoadResult LoadJob::Finish() {
   for (size_t i = 0; i < state_.size(); ++i) {
     uint64_t ino = targets_.inos[i];
     uint64_t size = snap.Get(ino)->size;
-    if (engine_->IsCached(ino)) {
+    if (engine_->IsCached(snap, ino)) {
       ++r.files_cached;
       r.bytes_cached += size;
       continue;
@@ -260,9 +262,10 @@ Result<std::shared_ptr<LoadJob>> LoadManager::Start(const LoadRequest& request) 
     return Unavailable("a load is already running (" + std::to_string(p.files_done) + "/" +
                        std::to_string(p.files_total) + " files); wait for it or cancel it first");
   }
-  ASSIGN_OR_RETURN(LoadTargets targets, ResolveLoadTargets(engine_->snapshot(), request));
-  auto job =
-      std::make_shared<LoadJob>(engine_, std::move(targets), request.threads, request.check_only);
+  std::shared_ptr<const Snapshot> snap = engine_->snapshot();
+  ASSIGN_OR_RETURN(LoadTargets targets, ResolveLoadTargets(*snap, request));
+  auto job = std::make_shared<LoadJob>(engine_, std::move(snap), std::move(targets),
+                                       request.threads, request.check_only);
   job->Start();
   current_ = job;
   return job;

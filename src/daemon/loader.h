@@ -103,8 +103,11 @@ struct LoadResult {
 
 class LoadJob {
  public:
-  // Borrows `engine` (must outlive the job). Does not start.
-  LoadJob(CacheEngine* engine, LoadTargets targets, int threads, bool check_only);
+  // Borrows `engine` (must outlive the job). `targets` were resolved against
+  // `snapshot`, which the job keeps using even if `granary sync` replaces the
+  // engine's current version meanwhile. Does not start.
+  LoadJob(CacheEngine* engine, std::shared_ptr<const Snapshot> snapshot, LoadTargets targets,
+          int threads, bool check_only);
   // Cancels and joins.
   ~LoadJob();
   LoadJob(const LoadJob&) = delete;
@@ -129,6 +132,7 @@ class LoadJob {
   LoadResult Finish();
 
   CacheEngine* engine_;
+  std::shared_ptr<const Snapshot> snapshot_;
   LoadTargets targets_;
   int threads_;
   bool check_only_;

@@ -42,15 +42,17 @@ StatusReporter::StatusReporter(CacheEngine* engine, const LoadManager* loads,
       fuse_stats_(std::move(fuse_stats)) {}
 
 DatasetStatus StatusReporter::Compute() {
-  const Snapshot& snap = engine_->snapshot();
+  const std::shared_ptr<const Snapshot> snap_ptr = engine_->snapshot();
+  const Snapshot& snap = *snap_ptr;
   EngineStats es = engine_->stats();
   StoreStats ss = engine_->store().stats();
   DatasetStatus s{.name = snap.source_uri(),
                   .mountpoint = mountpoint_,
                   .ufs_total_bytes = snap.total_bytes(),
-                  .ufs_files = snap.file_count()};
+                  .ufs_files = snap.file_count(),
+                  .snapshot_version = snap.version()};
   snap.ForEachFile([&](const EntryView& e) {
-    if (engine_->IsCached(e.ino)) {
+    if (engine_->IsCached(snap, e.ino)) {
       ++s.cached_files;
       s.cached_bytes += e.size;
     }
@@ -112,6 +114,7 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                       {"mountpoint", s.mountpoint},
                       {"ufs_total_bytes", s.ufs_total_bytes},
                       {"ufs_files", s.ufs_files},
+                      {"snapshot_version", s.snapshot_version},
                       {"cached_bytes", s.cached_bytes},
                       {"cached_files", s.cached_files},
                       {"capacity", s.capacity},
@@ -141,6 +144,7 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   Field(j, "mountpoint", s.mountpoint, err);
   Field(j, "ufs_total_bytes", s.ufs_total_bytes, err);
   Field(j, "ufs_files", s.ufs_files, err);
+  Field(j, "snapshot_version", s.snapshot_version, err);
   Field(j, "cached_bytes", s.cached_bytes, err);
   Field(j, "cached_files", s.cached_files, err);
   Field(j, "capacity", s.capacity, err);

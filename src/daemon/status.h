@@ -49,6 +49,7 @@ struct DatasetStatus {
   std::string mountpoint;  // "" when not mounted (tests)
   uint64_t ufs_total_bytes = 0;
   uint64_t ufs_files = 0;
+  uint64_t snapshot_version = 0;  // bumped by each `granary sync`
   uint64_t cached_bytes = 0;  // sizes of completely cached files
   uint64_t cached_files = 0;
   uint64_t capacity = 0;    // sum of tier quotas

@@ -65,6 +65,7 @@ int FuseErrno(const Status& status) {
     case Code::kUnimplemented: return ENOSYS;
     case Code::kCancelled: return EINTR;
     case Code::kInternal: return EIO;
+    case Code::kStale: return ESTALE;
   }
   return EIO;
 }

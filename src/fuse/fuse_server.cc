@@ -97,6 +97,8 @@ class FuseServer::Impl {
   void DropBacking(uint64_t ino) {
     if (dispatcher_) dispatcher_->DropBacking(ino);
   }
+  // Writes one notification (unique 0, error = code) to the device.
+  Status Notify(int code, const iovec* parts, int count, const std::string& what);
 
  private:
   Status Negotiate(InitPolicy policy);
@@ -117,6 +119,7 @@ class FuseServer::Impl {
   FuseSessionInfo info_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
+  std::mutex notify_mu_;  // guards dev_fd_ against Cleanup() while a notification is written
 
   mutable std::mutex mu_;  // guards running_ and the wake-up of Wait()/Stop()
   std::condition_variable cv_;
@@ -324,8 +327,11 @@ void FuseServer::Impl::Cleanup() {
   if (dispatcher_) dispatcher_->CloseAllBacking();
   for (int fd : clone_fds_) close(fd);
   clone_fds_.clear();
-  if (dev_fd_ >= 0) close(dev_fd_);
-  dev_fd_ = -1;
+  {
+    std::lock_guard lock(notify_mu_);
+    if (dev_fd_ >= 0) close(dev_fd_);
+    dev_fd_ = -1;
+  }
   {
     std::lock_guard lock(mu_);
     mounted_ = false;
@@ -345,6 +351,39 @@ FuseStats FuseServer::Impl::Stats() const {
 }
 
 FuseSessionInfo FuseServer::Impl::Info() const { return info_; }
+
+Status FuseServer::Impl::Notify(int code, const iovec* parts, int count, const std::string& what) {
+  size_t len = sizeof(fuse_out_header);
+  for (int i = 0; i < count; ++i) len += parts[i].iov_len;
+  fuse_out_header out{.len = static_cast<uint32_t>(len), .error = code, .unique = 0};
+  std::vector<iovec> iov;
+  iov.push_back({&out, sizeof(out)});
+  iov.insert(iov.end(), parts, parts + count);
+  std::lock_guard lock(notify_mu_);
+  if (dev_fd_ < 0 || stop_.load()) return Unavailable("fuse: " + what + ": not mounted");
+  if (::writev(dev_fd_, iov.data(), static_cast<int>(iov.size())) < 0) {
+    if (errno == ENOENT) return Status::Ok();  // the kernel had nothing cached
+    return ErrnoStatus("fuse: " + what, errno);
+  }
+  return Status::Ok();
+}
+
+Status FuseServer::InvalidateEntry(uint64_t parent, std::string_view name) {
+  fuse_notify_inval_entry_out arg{.parent = parent, .namelen = static_cast<uint32_t>(name.size())};
+  static const char kNul = '\0';
+  iovec parts[3] = {{&arg, sizeof(arg)},
+                    {const_cast<char*>(name.data()), name.size()},
+                    {const_cast<char*>(&kNul), 1}};
+  return impl_->Notify(FUSE_NOTIFY_INVAL_ENTRY, parts, 3,
+                       "invalidate entry '" + std::string(name) + "'");
+}
+
+Status FuseServer::InvalidateNode(uint64_t node) {
+  fuse_notify_inval_inode_out arg{.ino = node, .off = 0, .len = 0};
+  iovec parts[1] = {{&arg, sizeof(arg)}};
+  return impl_->Notify(FUSE_NOTIFY_INVAL_INODE, parts, 1,
+                       "invalidate node " + std::to_string(node));
+}
 
 FuseServer::FuseServer(FuseFilesystem* fs, FuseOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>(fs, options_)) {}

@@ -151,6 +151,14 @@ class FuseServer {
   // asks the filesystem again.
   void DropBacking(uint64_t ino);
 
+  // Makes the kernel forget the cached name `name` in directory `parent`
+  // (FUSE_NOTIFY_INVAL_ENTRY; a directory's cached subtree goes with it), so
+  // the next access looks it up again. OK when the kernel had no such entry.
+  Status InvalidateEntry(uint64_t parent, std::string_view name);
+  // Drops the kernel's cached attributes and pages of `node`
+  // (FUSE_NOTIFY_INVAL_INODE). OK when the kernel does not know the node.
+  Status InvalidateNode(uint64_t node);
+
   FuseStats stats() const;
   FuseSessionInfo session() const;
   const FuseOptions& options() const { return options_; }

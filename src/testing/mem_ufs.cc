@@ -62,7 +62,8 @@ Result<ObjectInfo> MemUfs::StatImpl(std::string_view key) {
   return ObjectInfo{it->first, it->second.data.size(), it->second.mtime_ns, it->second.etag};
 }
 
-Result<size_t> MemUfs::ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) {
+Result<size_t> MemUfs::ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
+                                std::string_view if_match) {
   std::function<Status(std::string_view, uint64_t)> hook;
   {
     std::lock_guard lock(mu_);
@@ -72,6 +73,9 @@ Result<size_t> MemUfs::ReadImpl(std::string_view key, uint64_t offset, std::span
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return NotFound(root_ + "/" + std::string(key) + ": no such object");
+  if (!if_match.empty() && it->second.etag != if_match) {
+    return EtagMismatch(root_ + "/" + std::string(key), if_match, it->second.etag);
+  }
   const std::string& data = it->second.data;
   if (offset >= data.size()) return size_t{0};
   size_t n = std::min<size_t>(out.size(), data.size() - offset);

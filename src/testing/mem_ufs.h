@@ -33,7 +33,8 @@ class MemUfs : public UnderStorage {
  protected:
   Result<ListPage> ListImpl(const ListRequest& request) override;
   Result<ObjectInfo> StatImpl(std::string_view key) override;
-  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) override;
+  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
+                          std::string_view if_match) override;
 
  private:
   struct Object {

@@ -126,12 +126,17 @@ class HttpUfs : public UnderStorage {
                       .etag = CleanEtag(Header(r, "etag"))};
   }
 
-  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) override {
+  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
+                          std::string_view if_match) override {
     const std::string url = Url(key);
     HttpRequest req{.url = url, .range = ByteRange{.offset = offset, .length = out.size()}};
     ASSIGN_OR_RETURN(HttpResponse r, Execute(req, &out, url));
     if (r.status == 416) return size_t{0};  // offset at or past the end
     if (r.status < 200 || r.status > 299) return ErrorFor(r, url);
+    if (!if_match.empty()) {
+      const std::string got = CleanEtag(Header(r, "etag"));
+      if (!got.empty() && got != if_match) return EtagMismatch(url, if_match, got);
+    }
     return r.body_bytes;
   }
 

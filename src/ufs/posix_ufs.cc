@@ -297,7 +297,8 @@ class PosixUfs : public UnderStorage {
     return InfoFromStat(std::string(key), st);
   }
 
-  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) override {
+  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
+                          std::string_view if_match) override {
     RETURN_IF_ERROR(CheckKey(key));
     std::string path = PathOf(key);
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -306,6 +307,10 @@ class PosixUfs : public UnderStorage {
     struct stat st {};
     if (::fstat(fd, &st) != 0) return ErrnoStatus(path, errno);
     RETURN_IF_ERROR(CheckRegular(path, st));
+    if (!if_match.empty()) {
+      std::string got = InfoFromStat(std::string(key), st).etag;
+      if (got != if_match) return EtagMismatch(path, if_match, got);
+    }
     size_t total = 0;
     while (total < out.size()) {
       ssize_t n = ::pread(fd, out.data() + total, out.size() - total,

@@ -208,6 +208,19 @@ TEST_F(PosixUfsTest, ReadsAreByteExact) {
   EXPECT_TRUE(past->empty());
 }
 
+TEST_F(PosixUfsTest, ReadWithAnotherEtagIsStale) {
+  dir_.Write("f", "version one");
+  auto st = ufs_->Stat(dir_.Key("f"));
+  ASSERT_TRUE(st.ok());
+  std::string buf(64, '\0');
+  auto ok = ufs_->Read(dir_.Key("f"), 0, std::span<char>(buf.data(), buf.size()), st->etag);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, 11u);
+  auto stale = ufs_->Read(dir_.Key("f"), 0, std::span<char>(buf.data(), buf.size()), "1-11");
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.status().code(), Code::kStale) << stale.status().ToString();
+}
+
 TEST_F(PosixUfsTest, SymlinksAreFollowedAndBrokenOnesSkipped) {
   dir_.Write("real/f", "abc");
   fs::create_symlink(dir_.path() + "/real/f", dir_.path() + "/link-file");

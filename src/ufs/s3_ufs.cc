@@ -387,12 +387,19 @@ Result<ObjectInfo> S3Ufs::StatImpl(std::string_view key) {
   return info;
 }
 
-Result<size_t> S3Ufs::ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) {
+Result<size_t> S3Ufs::ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
+                               std::string_view if_match) {
   const std::string what = Root() + "/" + std::string(key);
   if (key.empty()) return InvalidArgument(what + ": empty object key");
   ASSIGN_OR_RETURN(HttpResponse r, Execute("GET", key, "", "", ByteRange{offset, out.size()}, &out, what));
   if (r.status == 416) return size_t{0};  // the range starts at or past the end
   if (r.status != 200 && r.status != 206) return S3Error(r, what, "NoSuchKey");
+  if (!if_match.empty()) {
+    // A ranged GET reports the whole object's ETag: a different one means the
+    // bytes belong to another version than the snapshot listed.
+    const std::string got = Unquote(HeaderOr(r, "etag"));
+    if (!got.empty() && got != if_match) return EtagMismatch(what, if_match, got);
+  }
   return r.body_bytes;
 }
 

@@ -84,7 +84,8 @@ class S3Ufs : public UnderStorage {
  protected:
   Result<ListPage> ListImpl(const ListRequest& request) override;
   Result<ObjectInfo> StatImpl(std::string_view key) override;
-  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) override;
+  Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
+                          std::string_view if_match) override;
 
  private:
   struct Target;  // a URL and the canonical pieces that get signed

@@ -25,16 +25,24 @@ Result<ObjectInfo> UnderStorage::Stat(std::string_view key) {
   return r;
 }
 
-Result<size_t> UnderStorage::Read(std::string_view key, uint64_t offset, std::span<char> out) {
+Result<size_t> UnderStorage::Read(std::string_view key, uint64_t offset, std::span<char> out,
+                                  std::string_view if_match) {
   read_requests_.fetch_add(1, std::memory_order_relaxed);
   if (out.empty()) return size_t{0};
-  auto r = ReadImpl(key, offset, out);
+  auto r = ReadImpl(key, offset, out, if_match);
   if (!r.ok()) {
     errors_.fetch_add(1, std::memory_order_relaxed);
   } else {
     read_bytes_.fetch_add(*r, std::memory_order_relaxed);
   }
   return r;
+}
+
+Status UnderStorage::EtagMismatch(std::string_view what, std::string_view expected,
+                                  std::string_view got) {
+  return Stale(std::string(what) + ": changed at the origin since the snapshot (etag " +
+               std::string(got) + ", snapshot has " + std::string(expected) +
+               "); run 'granary sync' to pick up the new version");
 }
 
 Result<std::string> UnderStorage::ReadRange(std::string_view key, uint64_t offset, uint64_t length) {

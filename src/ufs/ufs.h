@@ -71,7 +71,12 @@ class UnderStorage {
 
   // Reads up to out.size() bytes at `offset` into `out`; returns the count,
   // which is short only at the end of the object. Offset past the end: 0.
-  Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> out);
+  // `if_match`: the etag the caller expects (from a listing); when the origin
+  // reports another one, the read fails with Stale (the object changed since
+  // it was listed) instead of returning bytes of a different version. Empty
+  // = no check; so is an origin that reports no etag for the read.
+  Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> out,
+                      std::string_view if_match = {});
 
   // Convenience: the whole range [offset, offset+length) as a string.
   Result<std::string> ReadRange(std::string_view key, uint64_t offset, uint64_t length);
@@ -85,7 +90,12 @@ class UnderStorage {
  protected:
   virtual Result<ListPage> ListImpl(const ListRequest& request) = 0;
   virtual Result<ObjectInfo> StatImpl(std::string_view key) = 0;
-  virtual Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out) = 0;
+  virtual Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
+                                  std::string_view if_match) = 0;
+
+  // The Stale error a ReadImpl returns when the origin's etag for `what`
+  // differs from if_match (one message for every implementation).
+  static Status EtagMismatch(std::string_view what, std::string_view expected, std::string_view got);
 
  private:
   Result<std::vector<ObjectInfo>> ListRecursive(const std::string& prefix);

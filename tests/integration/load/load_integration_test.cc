@@ -3,7 +3,10 @@
 // the mount then needs zero origin requests (the daemon's /metrics counter);
 // a PaddleClas list loads exactly its files and a missing path makes the exit
 // code non-zero; a cache smaller than the dataset is reported, and status
-// agrees with it; status figures equal the truth; the Fluid summary parses.
+// agrees with it; status figures equal the truth; the Fluid summary parses;
+// `granary sync` makes objects added, removed and changed at the origin show
+// in the mount (both read modes), while a changed object that was not synced
+// yet fails with ESTALE instead of returning the new bytes under the old size.
 //
 // Needs root and /dev/fuse (skipped otherwise). Every mount is undone by an
 // RAII guard (granary umount, then a lazy unmount), also when a test fails.
@@ -71,7 +74,7 @@ double Sample(const std::string& text, const std::string& name) {
 // A posix dataset mounted by the built binary; unmounted on destruction.
 class MountedDataset {
  public:
-  MountedDataset(int files, const std::string& cache_quota) {
+  MountedDataset(int files, const std::string& cache_quota, std::vector<std::string> extra = {}) {
     std::mt19937 rng(7);
     fs::create_directories(mnt());
     for (int i = 0; i < files; ++i) {
@@ -83,9 +86,11 @@ class MountedDataset {
       total += size;
     }
     metrics_port = FreePort();
-    ProcessResult r = RunGranary({"mount", src(), mnt(), "--cache-dir",
-                                  dir_.path() + "/cache:" + cache_quota, "--run-dir", run(),
-                                  "--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port)});
+    std::vector<std::string> args = {"mount", src(), mnt(), "--cache-dir",
+                                     dir_.path() + "/cache:" + cache_quota, "--run-dir", run(),
+                                     "--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ProcessResult r = RunGranary(args);
     mounted = r.exit_code == 0;
     EXPECT_TRUE(mounted) << r.err;
   }
@@ -200,6 +205,101 @@ TEST(LoadIntegration, CacheSmallerThanDatasetIsReported) {
   EXPECT_NE(check.out.find(std::to_string(cached) + "/600 files cached"), std::string::npos)
       << check.out;
 }
+
+// Reads a whole file with open/read; errno of the first failure in *err.
+std::string ReadFile(const std::string& path, int* err) {
+  *err = 0;
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
+    *err = errno;
+    return "";
+  }
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) != 0;) {
+    if (n < 0) {
+      *err = errno;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+class SyncTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SyncTest, AddedRemovedAndChangedObjectsShowAfterSync) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  MountedDataset d(40, "1G", {"--read-mode", GetParam()});
+  ASSERT_TRUE(d.mounted);
+  const std::string m = d.mnt() + "/", s = d.src() + "/";
+  int err = 0;
+  // Cached (and, in passthrough mode, served from the cache file) before the change.
+  ASSERT_EQ(ReadFile(m + "train/n0/0.JPEG", &err).size(), d.sizes["train/n0/0.JPEG"]);
+  ProcessResult load = d.Granary({"load", d.mnt() + "/train/n0"});
+  ASSERT_EQ(load.exit_code, 0) << load.out << load.err;
+  ASSERT_EQ(ReadFile(m + "train/n0/0.JPEG", &err).size(), d.sizes["train/n0/0.JPEG"]);
+  // An unchanged file held open across the sync keeps reading.
+  int held = ::open((m + "train/n3/3.JPEG").c_str(), O_RDONLY);
+  ASSERT_GE(held, 0);
+  EXPECT_FALSE(fs::exists(m + "val"));
+
+  std::ofstream(s + "train/n0/0.JPEG", std::ios::trunc) << std::string(1234, 'Z');  // cached, changed
+  const size_t size1 = d.sizes["train/n1/1.JPEG"];
+  std::ofstream(s + "train/n1/1.JPEG", std::ios::trunc) << std::string(size1, 'Y');  // same size
+  fs::remove(s + "train/n2/2.JPEG");
+  std::ofstream(s + "train/n2/new.JPEG") << "fresh";
+  fs::create_directories(s + "val");
+  std::ofstream(s + "val/x.JPEG") << std::string(300, 'V');
+
+  // Not synced yet: the mount shows the listed version; an uncached object that
+  // changed at the origin fails instead of mixing versions.
+  EXPECT_TRUE(fs::exists(m + "train/n2/2.JPEG"));
+  std::string stale = ReadFile(m + "train/n1/1.JPEG", &err);
+  EXPECT_EQ(err, ESTALE) << "read " << stale.size() << " bytes";
+
+  ProcessResult sync = d.Granary({"sync", d.mnt(), "--json"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.out << sync.err;
+  json r = json::parse(sync.out, nullptr, false);
+  ASSERT_TRUE(r.is_object()) << sync.out;
+  EXPECT_EQ(r["old_version"], 1);
+  EXPECT_EQ(r["new_version"], 2);
+  EXPECT_EQ(r["files"], 41);
+  EXPECT_EQ(r["added"], 2);
+  EXPECT_EQ(r["removed"], 1);
+  EXPECT_EQ(r["changed"], 2);
+  EXPECT_EQ(r["unchanged"], 37);
+  EXPECT_EQ(r["cache_files_dropped"], 1);  // train/n0/0.JPEG
+  json st = d.Status();
+  EXPECT_EQ(st["ufs_files"], 41);
+  EXPECT_EQ(st["snapshot_version"], 2);
+  EXPECT_EQ(st["cached_files"], 1);  // n0's other file, unchanged, stays cached
+
+  EXPECT_EQ(ReadFile(m + "train/n0/0.JPEG", &err), std::string(1234, 'Z'));
+  EXPECT_EQ(err, 0);
+  EXPECT_EQ(ReadFile(m + "train/n1/1.JPEG", &err), std::string(size1, 'Y'));
+  EXPECT_EQ(err, 0);
+  EXPECT_FALSE(fs::exists(m + "train/n2/2.JPEG"));
+  EXPECT_EQ(ReadFile(m + "train/n2/new.JPEG", &err), "fresh");
+  EXPECT_EQ(ReadFile(m + "val/x.JPEG", &err), std::string(300, 'V'));
+  EXPECT_EQ(fs::file_size(m + "train/n0/0.JPEG"), 1234u);
+  std::vector<std::string> top;
+  for (const auto& e : fs::directory_iterator(d.mnt())) top.push_back(e.path().filename());
+  std::sort(top.begin(), top.end());
+  EXPECT_EQ(top, (std::vector<std::string>{"train", "val"}));
+
+  char buf[8192];
+  ssize_t n = ::pread(held, buf, sizeof(buf), 0);
+  EXPECT_EQ(n, static_cast<ssize_t>(d.sizes["train/n3/3.JPEG"])) << strerror(errno);
+  ::close(held);
+
+  ProcessResult load_all = d.Granary({"load", d.mnt()});
+  EXPECT_EQ(load_all.exit_code, 0) << load_all.out << load_all.err;
+  EXPECT_EQ(d.Status()["cached_files"], 41);
+}
+
+INSTANTIATE_TEST_SUITE_P(ReadModes, SyncTest, ::testing::Values("cached", "passthrough"));
 
 }  // namespace
 }  // namespace granary

@@ -142,6 +142,16 @@ TEST_F(S3IntegrationTest, RangedReadsAreByteExact) {
   auto past = s3->ReadRange(key, data.size() + 5, 100);
   ASSERT_TRUE(past.ok()) << past.status().ToString();
   EXPECT_EQ(past->size(), 0u);
+
+  // The listed etag is checked on every read: a rewritten object is Stale.
+  std::string buf(100, '\0');
+  auto same = s3->Read(key, 0, std::span<char>(buf.data(), buf.size()), st->etag);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  ASSERT_TRUE(s3->PutObject(key, "rewritten").ok());
+  auto changed = s3->Read(key, 0, std::span<char>(buf.data(), buf.size()), st->etag);
+  ASSERT_FALSE(changed.ok());
+  EXPECT_EQ(changed.status().code(), Code::kStale) << changed.status().ToString();
+  EXPECT_NE(changed.status().message().find("granary sync"), std::string::npos);
 }
 
 TEST_F(S3IntegrationTest, MissingBucketAndKeyNameWhatIsMissing) {
