@@ -135,5 +135,47 @@ TEST_F(EngineFsTest, NoBackingOfferedWhenPassthroughIsOff) {
   EXPECT_TRUE(opened->backing_path.empty());
 }
 
+TEST_F(EngineFsTest, NewVersionsGetFreshNodeIdsAndOldNodesKeepTheirVersion) {
+  auto old_f = fs_->Lookup(fs_->Lookup(kRootIno, "d0")->ino, "f4");
+  ASSERT_TRUE(old_f.ok());
+  ufs_->Put("ds/d0/f4", std::string(7, 'N'));
+  ufs_->Put("ds/e/new", "new");
+  auto v2 = Snapshot::Rebuild(*ufs_, *snapshot_, (dir_ / "snapshot").string());
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  std::shared_ptr<const Snapshot> next = std::move(*v2);
+  engine_->SetSnapshot(next);
+  std::vector<std::string> names = fs_->AddVersion(next);
+  EXPECT_EQ(names, (std::vector<std::string>{"big", "d0", "d1", "e"}));
+
+  auto new_f = fs_->Lookup(fs_->Lookup(kRootIno, "d0")->ino, "f4");
+  ASSERT_TRUE(new_f.ok());
+  EXPECT_GT(new_f->ino, snapshot_->max_ino());  // never a reused id
+  EXPECT_EQ(new_f->size, 7u);
+  EXPECT_TRUE(fs_->Lookup(kRootIno, "e").ok());
+  // The node the kernel learned before keeps naming the old entry.
+  auto old_attr = fs_->GetAttr(old_f->ino);
+  ASSERT_TRUE(old_attr.ok());
+  EXPECT_EQ(old_attr->size, 104u);
+  std::string buf(200, '\0');
+  auto n = fs_->Read(new_f->ino, 0, 0, std::span<char>(buf.data(), buf.size()));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(buf.substr(0, *n), std::string(7, 'N'));
+  // Its object changed at the origin and was never cached: Stale, not new bytes.
+  auto stale = fs_->Read(old_f->ino, 0, 0, std::span<char>(buf.data(), buf.size()));
+  EXPECT_EQ(stale.status().code(), Code::kStale) << stale.status().ToString();
+
+  // Versions beyond the kept ones are dropped: their nodes answer Stale.
+  for (size_t i = 0; i < EngineFs::kKeptVersions; ++i) {
+    auto v = Snapshot::Rebuild(*ufs_, *engine_->snapshot(), (dir_ / "snapshot").string());
+    ASSERT_TRUE(v.ok());
+    std::shared_ptr<const Snapshot> sp = std::move(*v);
+    engine_->SetSnapshot(sp);
+    fs_->AddVersion(sp);
+  }
+  EXPECT_EQ(fs_->GetAttr(old_f->ino).status().code(), Code::kStale);
+  EXPECT_EQ(fs_->stats().stale_nodes, 1u);
+  EXPECT_TRUE(fs_->Lookup(fs_->Lookup(kRootIno, "d1")->ino, "f5").ok());
+}
+
 }  // namespace
 }  // namespace granary
