@@ -56,7 +56,8 @@ class Bench:
         self.cache_quota = args.cache_quota
         self.bucket = "granary-compare"
         self.prefix = "imagenet"
-        self.env = dict(os.environ, AWS_ACCESS_KEY_ID="compare", AWS_SECRET_ACCESS_KEY="compare",
+        # s3rver accepts only its own key id (moto accepts any)
+        self.env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
                         AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
                         AWS_SHARED_CREDENTIALS_FILE="/dev/null", AWS_CONFIG_FILE="/dev/null")
         for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_CA_BUNDLE"):
@@ -80,18 +81,28 @@ class Bench:
             f.write(text)
 
     # -- origin ------------------------------------------------------------
-    def start_moto(self):
+    def start_origin(self):
+        """Starts the S3-compatible server behind the delay proxy (--origin)."""
         port = free_port()
-        self.moto = f"http://127.0.0.1:{port}"
-        p = self.procs.start("moto", ["moto_server", "-H", "127.0.0.1", "-p", str(port)], env=self.env)
-        self.procs.wait_until(p, lambda: _answers(self.moto), "moto_server", timeout=60)
-        self.log(f"moto_server pid {p.pid} at {self.moto}")
+        self.origin = f"http://127.0.0.1:{port}"
+        if self.args.origin == "moto":
+            name, argv = "moto_server", ["moto_server", "-H", "127.0.0.1", "-p", str(port)]
+        else:
+            # s3rver keeps objects as files (here on the scratch disk); DES
+            # continuation tokens of its ListObjectsV2 need OpenSSL's legacy provider.
+            data = os.path.join(self.work, "s3rver-data")
+            os.makedirs(data, exist_ok=True)
+            name, argv = "s3rver", ["node", "--openssl-legacy-provider", s3rver_launcher(),
+                                    "-d", data, "-a", "127.0.0.1", "-p", str(port), "--silent"]
+        p = self.procs.start(name, argv, env=self.env)
+        self.procs.wait_until(p, lambda: _answers(self.origin), name, timeout=60)
+        self.log(f"{name} pid {p.pid} at {self.origin}")
 
     def start_proxy(self, delay):
         out = os.path.join(self.log_dir, f"proxy-{delay}.port")
         with open(out, "w") as f:
             p = self.procs.start(f"proxy-{delay}", [self.bin("s3_delay_proxy"), "--upstream",
-                                 self.moto.removeprefix("http://"), "--port", "0",
+                                 self.origin.removeprefix("http://"), "--port", "0",
                                  "--delay", delay], stdout=f)
         self.procs.wait_until(p, lambda: os.path.getsize(out) > 0, "s3_delay_proxy", timeout=30)
         with open(out) as f:
@@ -114,7 +125,7 @@ class Bench:
         common = ["--count", str(self.files), "--seed", str(self.args.seed), "--quiet"]
         t0 = time.monotonic()
         for dest in (["--out", self.local_root],
-                     ["--s3-endpoint", self.moto, "--bucket", self.bucket, "--prefix", self.prefix]):
+                     ["--s3-endpoint", self.origin, "--bucket", self.bucket, "--prefix", self.prefix]):
             out = subprocess.run([gen, *common, *dest], capture_output=True, text=True, env=self.env)
             self.save_log("gen_imagenet", out.stdout + out.stderr)
             if out.returncode != 0:
@@ -179,6 +190,16 @@ def page_cache_bytes():
     return total
 
 
+S3RVER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3rver")
+
+
+def s3rver_launcher():
+    path = os.path.join(S3RVER_DIR, "node_modules", "s3rver", "bin", "s3rver.js")
+    if not os.path.exists(path) or shutil.which("node") is None:
+        raise SystemExit("compare: --origin s3rver needs Node.js and s3rver: run scripts/install-s3rver.sh")
+    return path
+
+
 def _answers(url):
     try:
         http_get(url + "/", timeout=1)
@@ -208,10 +229,20 @@ def _os_name():
         return platform.system()
 
 
-def tool_versions():
+def tool_versions(origin):
     v = {}
-    for name, argv in (("s3fs", ["s3fs", "--version"]), ("rclone", ["rclone", "version"]),
-                       ("moto_server", ["python3", "-c", "import moto; print(moto.__version__)"])):
+    if origin == "s3rver":
+        try:
+            with open(os.path.join(S3RVER_DIR, "node_modules", "s3rver", "package.json")) as f:
+                version = json.load(f)["version"]
+            node = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=20)
+            v["s3rver"] = f"{version} (node {node.stdout.strip()})"
+        except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+            v["s3rver"] = None
+    tools = [("s3fs", ["s3fs", "--version"]), ("rclone", ["rclone", "version"])]
+    if origin == "moto":
+        tools.append(("moto_server", ["python3", "-c", "import moto; print(moto.__version__)"]))
+    for name, argv in tools:
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
             v[name] = (out.stdout or out.stderr).strip().splitlines()[0]
@@ -271,6 +302,9 @@ def main():
     ap.add_argument("--files", type=int, default=10000, help="data set size (JPEG files)")
     ap.add_argument("--delays", default="0ms,10ms", help="per-request origin delays, comma-separated")
     ap.add_argument("--threads", type=int, default=16, help="reader threads")
+    ap.add_argument("--origin", choices=["moto", "s3rver"], default="moto",
+                    help="S3-compatible server behind the delay proxy: moto_server (~400 GETs/s "
+                         "here) or s3rver (~1,500; scripts/install-s3rver.sh installs it)")
     ap.add_argument("--peers", default=",".join(ALL_PEERS), help="subset of " + ",".join(ALL_PEERS))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--peer-max-files", type=int, default=0,
@@ -305,11 +339,12 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.datetime.now(datetime.timezone.utc)
     results = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
-               "tools": tool_versions(), "config": {"files": args.files, "threads": args.threads,
-                                                    "delays": delays, "seed": args.seed},
+               "tools": tool_versions(args.origin), "config": {"files": args.files, "threads": args.threads,
+                                                    "delays": delays, "seed": args.seed,
+                                                    "origin": args.origin},
                "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "delays": {}}
     try:
-        b.start_moto()
+        b.start_origin()
         b.generate()
         results["config"]["total_bytes"] = b.total_bytes
         for delay in delays:

@@ -106,6 +106,7 @@ def markdown(results):
            f"Data set: {c['files']:,} ImageNet-like JPEGs, "
            f"{c.get('total_bytes', 0) / 1e6:,.0f} MB; reader: {c['threads']} threads, whole "
            f"files, shuffled.  ",
+           f"Origin: {c.get('origin', 'moto')} behind bench/s3_delay_proxy.  ",
            "Tools: " + ", ".join(f"{k} {v}" for k, v in results["tools"].items() if v) + ".  ",
            f"Command: `{results['command']}` ({results.get('seconds', '?')} s).", ""]
     for delay, d in results["delays"].items():
