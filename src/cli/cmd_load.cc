@@ -32,10 +32,10 @@ volatile sig_atomic_t g_interrupted = 0;
 std::string ProgressLine(const LoadProgress& p) {
   char buf[256];
   std::snprintf(
-      buf, sizeof(buf), "%llu/%llu files, %s/%s, %s/s, %.0f files/s, %d in flight, ETA %s",
+      buf, sizeof(buf), "%llu/%llu files, %s/%s, %s/s, %.0f files/s, ETA %s",
       static_cast<unsigned long long>(p.files_done), static_cast<unsigned long long>(p.files_total),
       FormatSize(p.bytes_done).c_str(), FormatSize(p.bytes_total).c_str(),
-      FormatSize(static_cast<uint64_t>(p.bytes_per_s)).c_str(), p.files_per_s, p.concurrency,
+      FormatSize(static_cast<uint64_t>(p.bytes_per_s)).c_str(), p.files_per_s,
       p.eta_s < 0
           ? "?"
           : FormatDuration(std::chrono::nanoseconds(static_cast<int64_t>(p.eta_s * 1e9))).c_str());

@@ -418,7 +418,6 @@ json LoadProgressToJson(const LoadProgress& p) {
           {"bytes_per_s", p.bytes_per_s},
           {"files_per_s", p.files_per_s},
           {"eta_s", p.eta_s},
-          {"concurrency", p.concurrency},
           {"running", p.running}};
 }
 
@@ -433,7 +432,6 @@ LoadProgress LoadProgressFromJson(const json& j) {
           .bytes_per_s = j.value("bytes_per_s", 0.0),
           .files_per_s = j.value("files_per_s", 0.0),
           .eta_s = j.value("eta_s", -1.0),
-          .concurrency = j.value("concurrency", 0),
           .running = j.value("running", false)};
 }
 

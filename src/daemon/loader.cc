@@ -110,8 +110,7 @@ LoadJob::LoadJob(CacheEngine* engine, std::shared_ptr<const Snapshot> snapshot,
       targets_(std::move(targets)),
       threads_(std::max(1, threads)),
       check_only_(check_only),
-      state_(targets_.inos.size()),
-      limit_(std::min(threads_, 4), std::min(threads_, 2), threads_) {
+      state_(targets_.inos.size()) {
   for (auto& s : state_) s.store(TargetState::kPending, std::memory_order_relaxed);
 }
 
@@ -131,22 +130,13 @@ void LoadJob::Start() {
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { Worker(); });
 }
 
-void LoadJob::Cancel() {
-  cancelled_.store(true);
-  limit_.Wake();
-}
+void LoadJob::Cancel() { cancelled_.store(true); }
 
 void LoadJob::Worker() {
   if (!check_only_) {
-    while (limit_.Acquire(cancelled_)) {
-      const size_t i = next_.fetch_add(1);
-      if (i >= state_.size()) {
-        limit_.Release(std::chrono::nanoseconds(0), /*measured=*/false);
-        break;
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      const bool fetched = Handle(i);
-      limit_.Release(std::chrono::steady_clock::now() - t0, fetched);
+    for (size_t i = next_.fetch_add(1); i < state_.size() && !cancelled_.load();
+         i = next_.fetch_add(1)) {
+      Handle(i);
     }
   }
   if (running_workers_.fetch_sub(1) == 1) {
@@ -158,15 +148,13 @@ void LoadJob::Worker() {
   }
 }
 
-bool LoadJob::Handle(size_t i) {
+void LoadJob::Handle(size_t i) {
   uint64_t ino = targets_.inos[i];
   uint64_t size = snapshot_->Get(ino)->size;
   TargetState st = TargetState::kDone;
-  bool fetched_any = false;
   if (engine_->IsCached(*snapshot_, ino)) {
     files_skipped_.fetch_add(1);
   } else {
-    fetched_any = true;
     auto fetched = engine_->Fetch(snapshot_, ino, Priority::kLow);
     if (!fetched.ok()) {
       st = TargetState::kFailed;
@@ -184,7 +172,6 @@ bool LoadJob::Handle(size_t i) {
   state_[i].store(st);
   bytes_done_.fetch_add(size);
   files_done_.fetch_add(1);
-  return fetched_any;
 }
 
 LoadResult LoadJob::Finish() {
@@ -251,7 +238,6 @@ LoadProgress LoadJob::progress() const {
              : std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
   p.running = !done;
-  p.concurrency = check_only_ ? 0 : limit_.limit();
   if (p.elapsed_s > 0) {
     p.bytes_per_s = p.bytes_done / p.elapsed_s;
     p.files_per_s = p.files_done / p.elapsed_s;

@@ -31,7 +31,6 @@
 
 #include "cache/engine.h"
 #include "granary/status.h"
-#include "common/adaptive_limit.h"
 #include "meta/snapshot.h"
 
 namespace granary {
@@ -74,7 +73,6 @@ struct LoadProgress {
   double bytes_per_s = 0;  // bytes_done / elapsed
   double files_per_s = 0;
   double eta_s = -1;  // remaining bytes / rate; -1 when unknown
-  int concurrency = 0;  // fetches the adaptive limit allows now (<= threads)
   bool running = false;
 };
 
@@ -130,8 +128,7 @@ class LoadJob {
  private:
   enum class TargetState : uint8_t { kPending, kDone, kRefused, kFailed };
   void Worker();
-  // Returns true when it fetched (did origin work), false when it skipped.
-  bool Handle(size_t index);
+  void Handle(size_t index);
   LoadResult Finish();
 
   CacheEngine* engine_;
@@ -142,7 +139,6 @@ class LoadJob {
   std::vector<std::atomic<TargetState>> state_;
   std::atomic<size_t> next_{0};
   std::atomic<bool> cancelled_{false};
-  AdaptiveLimit limit_;  // fetches in flight: found from their latencies, up to threads_
   std::atomic<uint64_t> files_done_{0}, bytes_done_{0}, files_skipped_{0}, bytes_fetched_{0};
   std::chrono::steady_clock::time_point start_;
   std::vector<std::thread> workers_;
