@@ -34,3 +34,11 @@ if ! command -v moto_server >/dev/null 2>&1; then
   echo "install-deps: moto_server not found on PATH (the tests need an S3-compatible server)" >&2
   exit 1
 fi
+
+# s3rver (npm), the faster S3-compatible origin of the comparison
+# (scripts/bench.sh, bench_compare_smoke_s3rver).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "install-deps: node and npm not found (the comparison's s3rver origin needs Node.js)" >&2
+  exit 1
+fi
+"$(dirname "$0")/install-s3rver.sh" >/dev/null
