@@ -12,6 +12,7 @@ namespace granary {
 namespace {
 
 constexpr size_t kMaxErrorBody = 64 << 10;
+constexpr long kReceiveBufferBytes = 256L << 10;  // curl allows up to 10 MiB
 
 void GlobalInitOnce() {
   static const bool done = [] {
@@ -217,6 +218,10 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  // A whole ~110 KB image in one or two recv() calls instead of seven 16 KiB
+  // ones, each after its own poll(): measured 12 polls and 7.5 recvfrom per
+  // object with curl's default.
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options_.low_speed_bytes));
