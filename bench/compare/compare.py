@@ -31,7 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import Procs, StepError, free_port, http_get  # noqa: E402
+from procs import Procs, StepError, free_port, http_get, settle  # noqa: E402
 import peers  # noqa: E402
 import report  # noqa: E402
 
@@ -64,6 +64,7 @@ class Bench:
             self.env.pop(k, None)
         self.endpoint = None  # the proxy of the current delay
         self.epoch_seq = 0
+        self.delete_later = []  # cache directories, deleted after the Granary rows
 
     def bin(self, name):
         tool = {"reader": "reader/granary_reader"}.get(name, f"{name}/{name}")
@@ -154,6 +155,7 @@ class Bench:
                 "--seed", str(seed or self.args.seed * 1000 + self.epoch_seq), "--json", js]
         if max_files:
             argv += ["--max-files", str(max_files)]
+        settle()
         before = self.origin_requests() if origin else 0
         cached_before = page_cache_bytes()
         try:
@@ -272,6 +274,7 @@ def run_delay(b, delay, wanted):
             b.log(f"{label}: skipped: {row['error']}")
             continue
         b.log(f"--- {label} ({delay})")
+        settle()
         rows += peers.run_guarded(b, label, fn)
     b.procs.stop(proxy)
     return rows

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import time
 
-from procs import StepError, drop_page_cache, is_mounted
+from procs import StepError, drop_page_cache, is_mounted, settle
 
 
 def new_row(path, note=""):
@@ -42,6 +42,25 @@ def _fresh_dir(b, name):
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
     return path
+
+
+# Cache directories (thousands of files each) are not deleted when their row
+# ends but all together after the Granary rows of a delay: this machine's ext4
+# has no journal, and there creating files within a minute or so of deleting
+# thousands costs about twice the CPU (ext4 skips recently deleted inodes,
+# reading inode tables to find them), which would load whichever row comes
+# next. After the deletion come the ceiling, local-disk and plain s3fs rows,
+# which create no files.
+def _cache_dir(b, name):
+    path = _fresh_dir(b, f"{name}-{b.delay}")
+    b.delete_later.append(path)
+    return path
+
+
+def delete_caches(b):
+    for path in b.delete_later:
+        shutil.rmtree(path, ignore_errors=True)
+    b.delete_later.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -92,7 +111,7 @@ def s3fs(b, use_cache):
             "enable_noobj_cache"]
     note = "ro, stat cache 24h, parallel_count/multireq_max 16"
     if use_cache:
-        opts.append(f"use_cache={_fresh_dir(b, name + '-cache')}")
+        opts.append(f"use_cache={_cache_dir(b, name + '-cache')}")
         note += ", use_cache=<local dir>"
     mnt = _fresh_dir(b, name + "-mnt")
     argv = ["s3fs", f"{b.bucket}:/{b.prefix}", mnt, "-f"]
@@ -150,7 +169,7 @@ def rclone(b):
             "--s3-no-head-object"]
     mnt = _fresh_dir(b, "rclone-mnt")
     argv = ["rclone", "mount", f"origin:{b.bucket}/{b.prefix}", mnt, "--config", conf,
-            "--cache-dir", _fresh_dir(b, "rclone-cache"), *opts]
+            "--cache-dir", _cache_dir(b, "rclone-cache"), *opts]
     return [_fuse_peer(b, "rclone", argv, mnt, new_row(
         "rclone mount --vfs-cache-mode full",
         "read-only, dir/attr cache 24h, --transfers 16, --buffer-size 1M, "
@@ -180,6 +199,7 @@ class GranaryMount:
         return out
 
     def mount(self):
+        settle()  # mount --load starts fetching at once
         log = os.path.join(self.b.log_dir, self.name + "-daemon.log")
         self._granary("mount", f"s3://{self.b.bucket}/{self.b.prefix}", self.mnt,
                       "--cache-dir", f"{self.cache}:{self.b.cache_quota}",
@@ -193,6 +213,7 @@ class GranaryMount:
             self.mounted = False
 
     def load(self):
+        settle()
         t0 = time.monotonic()
         self._granary("load", self.mnt, "--run-dir", self.run, "--quiet")
         return time.monotonic() - t0
@@ -219,28 +240,21 @@ def granary_rows(b):
     rows = []
 
     # 1. Read-through: a plain mount, first epoch cold, second epoch warm.
-    # The caches are deleted together at the end: this machine's ext4 has no
-    # journal, and there creating files within a minute or so of deleting
-    # thousands costs about twice the CPU (ext4 skips recently deleted inodes,
-    # reading inode tables to find them), which would load the next row.
-    caches = []
-    cache = _fresh_dir(b, f"granary-cache-rt-{b.delay}")
-    caches.append(cache)
+    # The caches are deleted together at the end (see _cache_dir).
+    cache = _cache_dir(b, "granary-cache-rt")
     rows.append(_two_epochs(GranaryMount(b, "granary-rt", cache), new_row(
         "Granary read-through", "plain mount (defaults: --read-mode auto picks cached for a "
         "data set this size): first epoch fetches on demand")))
 
     # 2. mount --load: the job starts right away; demand reads + background load.
-    cache = _fresh_dir(b, f"granary-cache-ml-{b.delay}")
-    caches.append(cache)
+    cache = _cache_dir(b, "granary-cache-ml")
     rows.append(_two_epochs(
         GranaryMount(b, "granary-ml", cache, ["--load"]),
         new_row("Granary mount --load", "epoch starts at once; background load fills the cache"),
         between=GranaryMount.wait_loaded, count_from_mount=True))
 
     # 3. `granary load` first (the DataLoad pattern), then the epoch.
-    cache = _fresh_dir(b, f"granary-cache-ld-{b.delay}")
-    caches.append(cache)
+    cache = _cache_dir(b, "granary-cache-ld")
     g = GranaryMount(b, "granary-ld", cache)
     g.mount()
     row = new_row("Granary after `granary load`", "cold column: the load itself (files/s)")
@@ -273,8 +287,7 @@ def granary_rows(b):
                                                         "an OPEN and a RELEASE per file")])[0])
     rows.append(run_guarded(b, "Granary remount, passthrough over io_uring",
                             lambda b: [_uring_variant(b, cache)])[0])
-    for c in caches:
-        shutil.rmtree(c, ignore_errors=True)
+    delete_caches(b)
     return rows
 
 
