@@ -142,11 +142,13 @@ class Bench:
                  f"s3://{self.bucket}/{self.prefix}, {time.monotonic() - t0:.0f} s")
 
     # -- one epoch -----------------------------------------------------------
-    def epoch(self, root, label, origin=True, max_files=None, seed=None):
+    def epoch(self, root, label, origin=True, max_files=None, seed=None, settle_first=True):
         """One shuffled epoch over the list under root; returns its figures.
 
         max_files caps the epoch at the first N files of the shuffled order; pass
         the same seed for a cold and a warm epoch so both read the same files.
+        settle_first=False when something already started fetching (mount
+        --load): a sync then would give it a head start on the epoch.
         """
         self.epoch_seq += 1
         js = os.path.join(self.log_dir, f"{self.delay}-{label}.json")
@@ -155,7 +157,8 @@ class Bench:
                 "--seed", str(seed or self.args.seed * 1000 + self.epoch_seq), "--json", js]
         if max_files:
             argv += ["--max-files", str(max_files)]
-        settle()
+        if settle_first:
+            settle()
         before = self.origin_requests() if origin else 0
         cached_before = page_cache_bytes()
         try:

@@ -251,7 +251,7 @@ def granary_rows(b):
     rows.append(_two_epochs(
         GranaryMount(b, "granary-ml", cache, ["--load"]),
         new_row("Granary mount --load", "epoch starts at once; background load fills the cache"),
-        between=GranaryMount.wait_loaded, count_from_mount=True))
+        between=GranaryMount.wait_loaded, loads_at_mount=True))
 
     # 3. `granary load` first (the DataLoad pattern), then the epoch.
     cache = _cache_dir(b, "granary-cache-ld")
@@ -291,17 +291,18 @@ def granary_rows(b):
     return rows
 
 
-def _two_epochs(g, row, between=None, count_from_mount=False):
+def _two_epochs(g, row, between=None, loads_at_mount=False):
     """Mounts g, runs a first and a second epoch into row (between(g) in between), unmounts.
 
-    count_from_mount: the cold epoch's origin requests are the GETs the daemon
-    made since it started (a --load fetches before the epoch does); the
-    mount's listing is not counted, as for every other row.
+    loads_at_mount (mount --load): the cold epoch starts without a sync (the
+    mount's own came before the load started), and its origin requests are
+    the GETs the daemon made since it started (the load fetches before the
+    epoch does); the mount's listing is not counted, as for every other row.
     """
     g.mount()
     try:
-        row["cold"] = g.b.epoch(g.mnt, g.name + "-cold")
-        if count_from_mount:
+        row["cold"] = g.b.epoch(g.mnt, g.name + "-cold", settle_first=not loads_at_mount)
+        if loads_at_mount:
             row["cold"]["origin_requests_per_image"] = (
                 int(g.status()["origin_requests"]) / g.b.files)
         if between:
