@@ -22,24 +22,42 @@ class PrioritySemaphore {
  public:
   explicit PrioritySemaphore(int permits) : available_(permits) {}
 
+  // Each release wakes one eligible waiter, never all of them: with 64
+  // loader threads and 16 readers queued on 64 permits, waking everyone on
+  // every release cost the daemon a quarter of its CPU in futex and
+  // scheduler work (perf, `granary load --threads 128`, 0 ms origin).
+  // A woken acquirer that leaves permits behind wakes the next waiter, so a
+  // burst of releases is not lost on waiters that were already signalled.
   void Acquire(Priority p) {
     std::unique_lock lock(mu_);
     if (p == Priority::kHigh) {
       ++high_waiting_;
-      cv_.wait(lock, [&] { return available_ > 0; });
+      while (available_ == 0) high_cv_.wait(lock);
       --high_waiting_;
     } else {
-      cv_.wait(lock, [&] { return available_ > 0 && high_waiting_ == 0; });
+      ++low_waiting_;
+      while (available_ == 0 || high_waiting_ > 0) {
+        // A permit is free but reserved for a high-priority waiter: make
+        // sure one of them is awake to take it.
+        if (available_ > 0) high_cv_.notify_one();
+        low_cv_.wait(lock);
+      }
+      --low_waiting_;
     }
     --available_;
+    if (available_ > 0) WakeOneLocked();
   }
 
   void Release() {
-    {
-      std::lock_guard lock(mu_);
-      ++available_;
-    }
-    cv_.notify_all();
+    std::lock_guard lock(mu_);
+    ++available_;
+    WakeOneLocked();
+  }
+
+  // Threads blocked in Acquire(p) right now (for tests and gauges).
+  int Waiting(Priority p) {
+    std::lock_guard lock(mu_);
+    return p == Priority::kHigh ? high_waiting_ : low_waiting_;
   }
 
   // RAII permit.
@@ -55,10 +73,20 @@ class PrioritySemaphore {
   };
 
  private:
-  std::mutex mu_;  // guards available_, high_waiting_
-  std::condition_variable cv_;
+  void WakeOneLocked() {
+    if (high_waiting_ > 0) {
+      high_cv_.notify_one();
+    } else if (low_waiting_ > 0) {
+      low_cv_.notify_one();
+    }
+  }
+
+  std::mutex mu_;  // guards available_, high_waiting_, low_waiting_
+  std::condition_variable high_cv_;
+  std::condition_variable low_cv_;
   int available_;
   int high_waiting_ = 0;
+  int low_waiting_ = 0;
 };
 
 }  // namespace granary
