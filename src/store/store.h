@@ -88,13 +88,6 @@ struct StoreOptions {
   // what it read (the no-open `cached` read mode), so a warm data set is held
   // in memory once, not twice.
   bool drop_read_pages = false;
-  // Whole objects (up to block_size) are written to SSD/HDD tiers with
-  // O_DIRECT, bypassing the page cache: the bytes go straight from the fetch
-  // buffer to the disk, so a load neither fills the page cache with a copy
-  // nobody reads soon (the mount keeps its own) nor pays for allocating,
-  // filling and later writing back those pages. A file system that refuses
-  // O_DIRECT (or its alignment) gets buffered writes from then on.
-  bool direct_writes = true;
 
   // Checks every field once; errors name the field and the value.
   Status Validate() const;

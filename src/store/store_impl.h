@@ -122,8 +122,6 @@ struct TierState {
   std::atomic<uint64_t> used{0};      // allocated bytes incl. reservations
   std::atomic<uint64_t> files{0};     // cache files
   std::atomic<uint64_t> pressure{0};  // bytes to free after the disk said ENOSPC
-  // Cleared once the tier's file system refused an O_DIRECT open or write.
-  std::atomic<bool> direct_ok{true};
 
   // Adds `bytes` to used if that keeps used <= quota.
   bool Reserve(uint64_t bytes);
@@ -181,9 +179,6 @@ struct Store::Impl {
   // Checks the unverified blocks among [first, last] against their checksums;
   // drops the entry on mismatch (returns false).
   bool VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last);
-  // Creates `path` (O_EXCL) on `tier` holding `data`; O_DIRECT where allowed
-  // (StoreOptions::direct_writes). Returns 0 or the errno.
-  int WriteNewFile(int tier, const std::string& path, std::string_view data);
   Result<bool> AdmitSmall(const ObjectKey& key, const ObjectId& id, std::string_view data);
   Result<bool> AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
                                std::string_view data);
