@@ -22,10 +22,10 @@ class PrioritySemaphore {
  public:
   explicit PrioritySemaphore(int permits) : available_(permits) {}
 
-  // Each release wakes one eligible waiter, never all of them: with 64
-  // loader threads and 16 readers queued on 64 permits, waking everyone on
-  // every release cost the daemon a quarter of its CPU in futex and
-  // scheduler work (perf, `granary load --threads 128`, 0 ms origin).
+  // Each release wakes one eligible waiter, never all of them: with 128
+  // loader threads on 64 permits, waking every waiter on every release cost
+  // the daemon a quarter of its CPU in futex and scheduler work (perf,
+  // `granary load --threads 128`, 0 ms origin).
   // A woken acquirer that leaves permits behind wakes the next waiter, so a
   // burst of releases is not lost on waiters that were already signalled.
   void Acquire(Priority p) {
