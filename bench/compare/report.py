@@ -7,6 +7,7 @@ import tempfile
 CEILING = "origin ceiling (ufs_get)"
 LOCAL = "local disk (ext4)"
 GRANARY = "Granary mount --load"  # default settings: the row the targets are checked on
+COLD_ROWS = ("Granary read-through", GRANARY)  # first epochs fetched from the origin
 PEER_PREFIXES = ("s3fs", "rclone")
 
 
@@ -53,6 +54,13 @@ def targets(rows):
     if ceiling and peer_cold:
         # No client reads a cold epoch faster than the origin serves objects.
         out[-1]["bound"] = ceiling / peer_cold
+    # The better of Granary's two first epochs from the origin (read-through
+    # or --load; the remount rows' cold column reads a warm cache from disk,
+    # the `granary load` row's is the load itself).
+    bc, bcname = _best(rows, "cold", COLD_ROWS)
+    if bc and bcname != GRANARY:
+        add(f"best Granary cold ({bcname}) / origin ceiling", bc, ceiling, 0.8, CEILING)
+        add(f"best Granary cold ({bcname}) / best peer cold", bc, peer_cold, 3.0, peer_cold_name)
     return out
 
 
