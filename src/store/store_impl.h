@@ -178,7 +178,11 @@ struct Store::Impl {
   void DropLocked(Shard& shard, const std::shared_ptr<Entry>& e);
   // Checks the unverified blocks among [first, last] against their checksums;
   // drops the entry on mismatch (returns false).
-  bool VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last);
+  // With `bytes`: when exactly one block needed checking, its verified bytes
+  // are moved there (so a read can be served from them instead of reading
+  // the file again) and, with drop_read_pages, its pages are dropped.
+  bool VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last,
+                    std::string* bytes = nullptr);
   Result<bool> AdmitSmall(const ObjectKey& key, const ObjectId& id, std::string_view data);
   Result<bool> AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
                                std::string_view data);

@@ -355,6 +355,53 @@ size_t ResidentPages(int fd, size_t len) {
 // drop_read_pages (the cached read mode): a read leaves none of the cache
 // file in the page cache, so the mount's own copy is the only one; without it
 // the pages stay.
+TEST(StoreTest, FirstReadAfterRestartIsVerifiedAndServedOnce) {
+  // On a disk file system: tmpfs pages cannot be dropped.
+  std::string tmpl = "/var/tmp/granary-store-verify-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(tmpl.c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) {
+    std::filesystem::remove_all(tmpl);
+    GTEST_SKIP() << "/var/tmp is tmpfs: its pages cannot be dropped";
+  }
+  StoreOptions opt = OneTier(tmpl + "/ssd", 64ull << 20);
+  opt.drop_read_pages = true;
+  std::string small = MakeData(300'000, 11);
+  std::string large = MakeData(2'500'000, 12);  // three 1 MiB blocks
+  ObjectKey ks = Key(1, small.size());
+  ObjectKey kl = Key(2, large.size());
+  {
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->AdmitObject(ks, small).value());
+    ASSERT_TRUE((*store)->AdmitObject(kl, large).value());
+    auto fd = (*store)->OpenCompleteFile(ks);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_EQ(::fsync(*fd), 0);  // clean pages: the kernel may drop them
+    ::close(*fd);
+  }
+  auto store = Store::Open(opt);  // restart: every block is unverified again
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  // A range inside one block, a range across two, and the whole small object.
+  std::string buf(5000, '\0');
+  auto n = (*store)->Read(kl, (1 << 20) + 123, std::span(buf));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_TRUE(buf == large.substr((1 << 20) + 123, 5000));
+  n = (*store)->Read(kl, (2 << 20) - 100, std::span(buf));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_TRUE(buf == large.substr((2 << 20) - 100, 5000));
+  EXPECT_EQ(ReadAll(**store, ks), small);
+  // Verified, served, and the cache file's pages dropped after serving.
+  auto fd = (*store)->OpenCompleteFile(ks);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_EQ(ResidentPages(*fd, small.size()), 0u);
+  ::close(*fd);
+  EXPECT_EQ((*store)->stats().checksum_failures, 0u);
+  store->reset();  // close before the directory goes
+  std::filesystem::remove_all(tmpl);
+}
+
 TEST(StoreTest, DropReadPagesLeavesNoCopyInThePageCache) {
   // Not TempDir: that prefers /dev/shm, and tmpfs pages cannot be dropped.
   std::string tmpl = "/var/tmp/granary-store-drop-XXXXXX";
