@@ -86,7 +86,8 @@ struct StoreOptions {
   // After Read serves bytes, drop the cache file's pages from the kernel page
   // cache (POSIX_FADV_DONTNEED). For a mount whose kernel keeps its own copy of
   // what it read (the no-open `cached` read mode), so a warm data set is held
-  // in memory once, not twice.
+  // in memory once, not twice. Ranges with no page cached (cachestat(2)) are
+  // then read with O_DIRECT, so they never enter the page cache at all.
   bool drop_read_pages = false;
 
   // Checks every field once; errors name the field and the value.
