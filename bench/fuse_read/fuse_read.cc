@@ -15,7 +15,7 @@
 // /sys/module/fuse/parameters/enable_uring on for the run and restores it.
 //
 //   fuse_read [--dir DIR] [--files 20000] [--threads 16] [--mean-kb 110] [--uring auto|off]
-//             [--rounds 3]
+//             [--rounds 3] [--only "passthrough / dev"]
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -26,9 +26,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -49,6 +51,7 @@ struct Config {
   double mean_kb = 110;
   bool uring = true;
   int rounds = 3;
+  std::string only;  // run only the cells whose "mode / transport" contains this
 };
 
 struct EpochResult {
@@ -159,6 +162,27 @@ EpochResult RunEpoch(const std::string& root, const std::vector<std::string>& re
   return r;
 }
 
+// Lists every directory of the tree (readdir, no stat), the way a data
+// loader's dataset scan does before the first epoch.
+void WalkTree(const std::string& root) {
+  std::error_code ec;
+  size_t n = 0;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  (void)n;
+}
+
+// With FUSE_READ_PERF_CTL=FIFO (and FUSE_READ_PERF_EPOCH=fresh|repeat|steady),
+// profiles only those FUSE epochs: `perf record -D -1 --control fifo:FIFO`.
+void PerfControl(const char* epoch, const char* cmd) {
+  const char* fifo = std::getenv("FUSE_READ_PERF_CTL");
+  const char* want = std::getenv("FUSE_READ_PERF_EPOCH");
+  if (fifo == nullptr || (want != nullptr && std::strcmp(want, epoch) != 0)) return;
+  std::ofstream(fifo) << cmd << std::endl;
+}
+
 double Fps(const EpochResult& r) { return r.files / r.seconds; }
 
 // Drops the page cache of every file of the tree (POSIX_FADV_DONTNEED), so
@@ -223,6 +247,7 @@ int Main(int argc, char** argv) {
     else if (k == "--mean-kb") c.mean_kb = std::stod(v);
     else if (k == "--uring") c.uring = v != "off";
     else if (k == "--rounds") c.rounds = std::max(1, std::stoi(v));
+    else if (k == "--only") c.only = v;
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       return 2;
@@ -274,24 +299,36 @@ int Main(int argc, char** argv) {
     native_second.ratios.push_back(Fps(second) / Fps(warm));
     for (FuseReadMode mode : {FuseReadMode::kPassthrough, FuseReadMode::kCached}) {
       for (FuseTransport transport : transports) {
+        std::string name = std::string(FuseReadModeName(mode)) + " / " +
+                           std::string(FuseTransportName(transport));
+        if (name.find(c.only) == std::string::npos) continue;
         char mnt_tmpl[] = "/tmp/granary-fuse-bench-mnt-XXXXXX";
         std::string mnt = mkdtemp(mnt_tmpl);
         DirFs fs(DirFsOptions{.root = c.dir});
-        FuseServer server(&fs, FuseOptions{.mountpoint = mnt, .transport = transport,
-                                           .read_mode = mode});
-        Status st = server.Start();
-        std::string name = std::string(FuseReadModeName(mode)) + " / " +
-                           std::string(FuseTransportName(transport));
+        FuseOptions fo{.mountpoint = mnt, .transport = transport, .read_mode = mode};
+        auto server = std::make_unique<FuseServer>(&fs, fo);
+        Status st = server->Start();
         if (!st.ok()) {
           std::printf("%-34s failed: %s\n", name.c_str(), st.ToString().c_str());
           rmdir(mnt.c_str());
           continue;
         }
-        for (const char* epoch : {"fresh", "repeat", "steady"}) {
+        for (const char* epoch : {"fresh", "repeat", "steady", "listed"}) {
+          if (std::strcmp(epoch, "listed") == 0) {
+            // A fresh mount whose tree the loader lists first (untimed), as
+            // torchvision's ImageFolder does when it builds its sample list.
+            server->Stop();
+            server = std::make_unique<FuseServer>(&fs, fo);
+            st = server->Start();
+            if (!st.ok()) break;
+            WalkTree(mnt);
+          }
           EpochResult ref = RunEpoch(c.dir, rels, c.threads, ++seed);
-          FuseStats before = server.stats();
+          FuseStats before = server->stats();
+          PerfControl(epoch, "enable");
           EpochResult r = RunEpoch(mnt, rels, c.threads, ++seed);
-          FuseStats after = server.stats();
+          PerfControl(epoch, "disable");
+          FuseStats after = server->stats();
           Cell& x = cell(name + " / " + epoch);
           x.runs.push_back(r);
           x.ratios.push_back(Fps(r) / Fps(ref));
@@ -303,7 +340,7 @@ int Main(int argc, char** argv) {
             if (d > 0) x.requests += " " + std::string(fusek::OpcodeName(op)) + "=" + std::to_string(d);
           }
         }
-        server.Stop();
+        server->Stop();
         rmdir(mnt.c_str());
       }
     }
