@@ -33,6 +33,7 @@ struct MountFlags {
   // 16 by default, like a loader's 16 readers.
   int fuse_threads = 16;
   bool allow_other = false;
+  bool no_dir_prefetch = false;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   std::string metrics_addr;
@@ -115,6 +116,7 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   ASSIGN_OR_RETURN(o.fuse.passthrough, ParseFusePassthrough(f.passthrough));
   o.fuse.threads = f.fuse_threads;
   o.fuse.allow_other = f.allow_other;
+  o.fuse.dir_prefetch = !f.no_dir_prefetch;
   o.fuse.uid = f.uid;
   o.fuse.gid = f.gid;
   o.run_dir = f.run_dir;
@@ -173,6 +175,8 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   cmd->add_flag("--allow-other", f->allow_other, "Let other users access the mount");
+  cmd->add_flag("--no-dir-prefetch", f->no_dir_prefetch,
+                "Do not list a directory ahead once files in it are opened by name");
   cmd->add_option("--uid", f->uid, "Owner shown for every file (default: the mounting user)");
   cmd->add_option("--gid", f->gid, "Group shown for every file (default: the mounting group)");
   cmd->add_option("--metrics-addr", f->metrics_addr, "Serve Prometheus metrics on HOST:PORT (/metrics)");

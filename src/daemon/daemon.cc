@@ -423,6 +423,7 @@ std::string Daemon::StatsJson() const {
                {"backing_ids_open", s.fuse.backing_ids_open},
                {"backing_open_failures", s.fuse.backing_open_failures},
                {"uring_requests", s.fuse.uring_requests},
+               {"dirs_prefetched", s.fuse.dirs_prefetched},
                {"read_mode", FuseReadModeName(options_.fuse.read_mode)},
                {"transport", FuseTransportName(s.session.transport)},
                {"passthrough", s.session.passthrough},

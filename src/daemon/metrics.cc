@@ -138,6 +138,8 @@ void RenderFuse(Writer& w, const FuseStats& f) {
         f.userspace_reads);
   w.One("granary_fuse_userspace_read_bytes_total", "counter", "Bytes in READ replies.",
         f.userspace_read_bytes);
+  w.One("granary_fuse_dirs_prefetched_total", "counter",
+        "Directories listed ahead after files in them were opened by name.", f.dirs_prefetched);
 }
 
 void RenderLoad(Writer& w, const LoadProgress& p) {

@@ -121,6 +121,57 @@ FuseDispatcher::FuseDispatcher(FuseFilesystem* fs, const FuseOptions& options, u
 
 FuseDispatcher::~FuseDispatcher() { CloseAllBacking(); }
 
+void FuseDispatcher::SetDirPrefetch(std::function<void(std::string)> list) {
+  list_dir_ = std::move(list);
+  DirShard& s = DirShardOf(kRootIno);
+  std::lock_guard lock(s.mu);
+  s.dirs[kRootIno];  // the root: parent 0, name ""
+}
+
+void FuseDispatcher::NoteDir(uint64_t ino, uint64_t parent, std::string_view name) {
+  if (!list_dir_ || ino == kRootIno) return;
+  DirShard& s = DirShardOf(ino);
+  std::lock_guard lock(s.mu);
+  DirInfo& d = s.dirs[ino];
+  if (d.parent != parent || d.name != name) {
+    d.parent = parent;
+    d.name = std::string(name);
+  }
+}
+
+void FuseDispatcher::NoteFileLookup(uint64_t parent) {
+  if (!list_dir_) return;
+  {
+    DirShard& s = DirShardOf(parent);
+    std::lock_guard lock(s.mu);
+    auto it = s.dirs.find(parent);
+    if (it == s.dirs.end() || it->second.listed) return;
+    if (++it->second.file_lookups < kDirPrefetchAfterLookups) return;
+    it->second.listed = true;
+  }
+  std::optional<std::string> path = DirPath(parent);
+  if (path) list_dir_(std::move(*path));
+}
+
+std::optional<std::string> FuseDispatcher::DirPath(uint64_t ino) {
+  std::vector<std::string> names;
+  for (int depth = 0; ino != kRootIno; ++depth) {
+    if (depth > 4096) return std::nullopt;  // a cycle would be a bug; never loop
+    DirShard& s = DirShardOf(ino);
+    std::lock_guard lock(s.mu);
+    auto it = s.dirs.find(ino);
+    if (it == s.dirs.end()) return std::nullopt;
+    names.push_back(it->second.name);
+    ino = it->second.parent;
+  }
+  std::string path;
+  for (auto it = names.rbegin(); it != names.rend(); ++it) {
+    if (!path.empty()) path += '/';
+    path += *it;
+  }
+  return path;
+}
+
 void FuseDispatcher::EnablePassthrough(int dev_fd) { passthrough_dev_fd_ = dev_fd; }
 
 void FuseDispatcher::FillAttr(const NodeAttr& a, struct fuse_attr* out) const {
@@ -214,6 +265,11 @@ HandlerReply FuseDispatcher::DoLookup(const struct fuse_in_header& h, std::span<
     return Error(FuseErrno(attr.status()));
   }
   AddLookup(attr->ino);
+  if (attr->is_dir) {
+    NoteDir(attr->ino, h.nodeid, name);
+  } else {
+    NoteFileLookup(h.nodeid);
+  }
   FillEntry(*attr, reinterpret_cast<fuse_entry_out*>(out.data()));
   return Ok(sizeof(fuse_entry_out));
 }
@@ -329,6 +385,7 @@ HandlerReply FuseDispatcher::DoReadDir(const struct fuse_in_header& h, std::span
   Status st = fs_->ReadDir(h.nodeid, next - 2, [&](const DirEntry& e) {
     if (!put(e.name, &e.attr, e.attr.ino, e.attr.is_dir, next + 1)) return false;
     if (plus) AddLookup(e.attr.ino);
+    if (plus && e.attr.is_dir) NoteDir(e.attr.ino, h.nodeid, e.name);
     ++next;
     return true;
   });
@@ -389,6 +446,11 @@ void FuseDispatcher::DoForget(uint64_t ino, uint64_t nlookup) {
     }
   }
   if (to_close > 0) CloseBacking(to_close);
+  if (gone && list_dir_) {
+    DirShard& d = DirShardOf(ino);
+    std::lock_guard lock(d.mu);
+    d.dirs.erase(ino);
+  }
   if (gone) fs_->Forget(ino);
 }
 
@@ -497,6 +559,7 @@ void FuseDispatcher::FillStats(FuseStats* st) const {
       static_cast<uint64_t>(std::max<int64_t>(0, backing_ids_open_.load(std::memory_order_relaxed)));
   st->backing_open_failures = backing_open_failures_.load(std::memory_order_relaxed);
   st->uring_requests = uring_requests_.load(std::memory_order_relaxed);
+  st->dirs_prefetched = dirs_prefetched_.load(std::memory_order_relaxed);
 }
 
 }  // namespace granary

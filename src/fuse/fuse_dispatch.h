@@ -22,7 +22,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -94,6 +96,14 @@ class FuseDispatcher {
   // Counts a request that arrived over io_uring (called by the uring loop).
   void CountUringRequest() { uring_requests_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Directory read-ahead (FuseOptions::dir_prefetch): `list` is called, from
+  // a request thread and at most once per directory while the kernel holds
+  // it, with the directory's path relative to the mount root ("" = root) once
+  // kDirPrefetchAfterLookups files in it have been looked up. It must only
+  // queue the work: the listing itself goes through the mount.
+  void SetDirPrefetch(std::function<void(std::string)> list);
+  void CountDirPrefetched() { dirs_prefetched_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   struct Node {
     uint64_t nlookup = 0;
@@ -107,6 +117,26 @@ class FuseDispatcher {
     std::mutex mu;  // guards nodes
     std::unordered_map<uint64_t, Node> nodes;
   };
+  // A directory the kernel holds, for directory read-ahead: where it is (to
+  // build its path) and how many of its files were looked up by name.
+  struct DirInfo {
+    uint64_t parent = 0;
+    std::string name;
+    uint32_t file_lookups = 0;
+    bool listed = false;  // handed to the lister already
+  };
+  struct DirShard {
+    std::mutex mu;  // guards dirs
+    std::unordered_map<uint64_t, DirInfo> dirs;
+  };
+  static constexpr size_t kDirShards = 16;
+  DirShard& DirShardOf(uint64_t ino) { return dir_shards_[ino % kDirShards]; }
+  // Records a directory child seen in a LOOKUP or READDIRPLUS reply.
+  void NoteDir(uint64_t ino, uint64_t parent, std::string_view name);
+  // Counts a file looked up in `parent`; hands `parent` to the lister once.
+  void NoteFileLookup(uint64_t parent);
+  // The path of directory `ino` relative to the root; nullopt when unknown.
+  std::optional<std::string> DirPath(uint64_t ino);
   static constexpr size_t kShards = 64;
   Shard& ShardOf(uint64_t ino) { return shards_[ino % kShards]; }
 
@@ -153,6 +183,9 @@ class FuseDispatcher {
   std::atomic<int64_t> backing_ids_open_{0};
   std::atomic<uint64_t> backing_open_failures_{0};
   std::atomic<uint64_t> uring_requests_{0};
+  std::atomic<uint64_t> dirs_prefetched_{0};
+  std::array<DirShard, kDirShards> dir_shards_;
+  std::function<void(std::string)> list_dir_;  // set before requests flow
 };
 
 }  // namespace granary

@@ -11,12 +11,14 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -106,6 +108,11 @@ class FuseServer::Impl {
   void StartDevThreads(int count);
   void Spawn(std::function<void()> body);
   void Cleanup();
+  // Directory read-ahead (FuseOptions::dir_prefetch): queues a directory,
+  // and the thread that lists queued directories through the mount.
+  void QueueList(std::string rel);
+  void RunLister();
+  void StopLister();
 
   FuseFilesystem* fs_;
   const FuseOptions opts_;
@@ -120,6 +127,12 @@ class FuseServer::Impl {
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
   std::mutex notify_mu_;  // guards dev_fd_ against Cleanup() while a notification is written
+
+  std::mutex list_mu_;  // guards list_queue_, list_stop_
+  std::condition_variable list_cv_;
+  std::deque<std::string> list_queue_;
+  bool list_stop_ = false;
+  std::thread lister_;
 
   mutable std::mutex mu_;  // guards running_ and the wake-up of Wait()/Stop()
   std::condition_variable cv_;
@@ -165,6 +178,13 @@ Status FuseServer::Impl::Start() {
     }
   }
   dispatcher_ = std::make_unique<FuseDispatcher>(fs_, opts_, uid_, gid_);
+  {
+    std::lock_guard lock(list_mu_);
+    list_stop_ = false;
+  }
+  if (opts_.dir_prefetch) {
+    dispatcher_->SetDirPrefetch([this](std::string rel) { QueueList(std::move(rel)); });
+  }
   ASSIGN_OR_RETURN(dev_fd_, MountFuse(opts_, getuid(), getgid()));
   mounted_ = true;
   Status st = Negotiate(policy);
@@ -180,6 +200,7 @@ Status FuseServer::Impl::Start() {
     return err;
   }
   dev_ = sb.st_dev;
+  if (opts_.dir_prefetch) lister_ = std::thread([this] { RunLister(); });
   if (opts_.readahead_kb > 0) {
     Status ra = SetFuseReadahead(dev_, opts_.readahead_kb);
     if (!ra.ok()) GLOG_WARN("fuse: cannot raise readahead: {}", ra.ToString());
@@ -321,7 +342,55 @@ void FuseServer::Impl::Stop() {
   Cleanup();
 }
 
+void FuseServer::Impl::QueueList(std::string rel) {
+  std::lock_guard lock(list_mu_);
+  if (list_stop_ || list_queue_.size() >= 65536) return;  // bounded; a miss only costs LOOKUPs
+  list_queue_.push_back(std::move(rel));
+  list_cv_.notify_one();
+}
+
+// Lists each queued directory through the mount with getdents64: the kernel
+// turns that into READDIRPLUS requests (answered by the transport threads)
+// and instantiates every entry, so later opens by path find them cached.
+void FuseServer::Impl::RunLister() {
+  std::vector<char> buf(256 << 10);
+  for (;;) {
+    std::string rel;
+    {
+      std::unique_lock lock(list_mu_);
+      list_cv_.wait(lock, [this] { return list_stop_ || !list_queue_.empty(); });
+      if (list_stop_) return;
+      rel = std::move(list_queue_.front());
+      list_queue_.pop_front();
+    }
+    std::string path = rel.empty() ? opts_.mountpoint : opts_.mountpoint + "/" + rel;
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      GLOG_DEBUG("fuse: directory read-ahead of {}: {}", path, strerror(errno));
+      continue;
+    }
+    long n;
+    while ((n = syscall(SYS_getdents64, fd, buf.data(), buf.size())) > 0) {
+      std::lock_guard lock(list_mu_);
+      if (list_stop_) break;
+    }
+    ::close(fd);
+    if (n == 0) dispatcher_->CountDirPrefetched();
+  }
+}
+
+void FuseServer::Impl::StopLister() {
+  {
+    std::lock_guard lock(list_mu_);
+    list_stop_ = true;
+    list_queue_.clear();
+  }
+  list_cv_.notify_all();
+  if (lister_.joinable()) lister_.join();
+}
+
 void FuseServer::Impl::Cleanup() {
+  StopLister();  // after the abort: a listing in flight fails at once
   for (auto& t : threads_) t.join();
   threads_.clear();
   if (dispatcher_) dispatcher_->CloseAllBacking();

@@ -319,6 +319,46 @@ INSTANTIATE_TEST_SUITE_P(
                       ModeCase{"cached", FuseReadMode::kCached, FusePassthrough::kAuto}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Directory read-ahead: after two files of a directory are opened by name,
+// the daemon lists it through the mount, so opening the rest needs no LOOKUP
+// round trip (a loader reading from a file list on a fresh mount). Off, every
+// file costs one. Bytes are the source's either way.
+TEST_F(FuseIntegrationTest, OpeningFilesByNameListsTheirDirectoryAhead) {
+  const std::string dir = "class_3/part 2";  // nested, with a space in its name
+  std::vector<std::string> files;
+  for (const auto& rel : g_tree->files) {
+    if (rel.rfind(dir + "/", 0) == 0) files.push_back(rel);
+  }
+  ASSERT_EQ(files.size(), 50u);
+  for (FuseReadMode mode : {FuseReadMode::kPassthrough, FuseReadMode::kCached}) {
+    for (bool prefetch : {true, false}) {
+      SCOPED_TRACE(std::string(FuseReadModeName(mode)) + (prefetch ? ", prefetch" : ", no prefetch"));
+      auto m = Mount(FuseOptions{.transport = FuseTransport::kDev, .read_mode = mode,
+                                 .dir_prefetch = prefetch});
+      ASSERT_TRUE(m);
+      std::string got;
+      for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(ReadFile(m->Path(files[static_cast<size_t>(i)]), &got));
+      }
+      if (prefetch) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (m->server->stats().dirs_prefetched < 1 && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        ASSERT_EQ(m->server->stats().dirs_prefetched, 1u) << "the directory was not listed ahead";
+      }
+      uint64_t lookups_before = m->server->stats().requests_by_opcode[FUSE_LOOKUP];
+      for (size_t i = 2; i < files.size(); ++i) {
+        ASSERT_TRUE(ReadFile(m->Path(files[i]), &got)) << files[i];
+        ASSERT_EQ(got, ReadAll(g_tree->root + "/" + files[i])) << files[i];
+      }
+      uint64_t lookups = m->server->stats().requests_by_opcode[FUSE_LOOKUP] - lookups_before;
+      EXPECT_EQ(lookups, prefetch ? 0u : files.size() - 2);
+      EXPECT_EQ(m->server->stats().dirs_prefetched, prefetch ? 1u : 0u);
+    }
+  }
+}
+
 TEST_F(FuseIntegrationTest, WritesFailWithErofsAndTheSourceIsUnchanged) {
   auto m = Mount(FuseOptions{});
   ASSERT_TRUE(m);
