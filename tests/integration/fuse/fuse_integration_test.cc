@@ -332,9 +332,10 @@ TEST_F(FuseIntegrationTest, OpeningFilesByNameListsTheirDirectoryAhead) {
   ASSERT_EQ(files.size(), 50u);
   for (FuseReadMode mode : {FuseReadMode::kPassthrough, FuseReadMode::kCached}) {
     for (bool prefetch : {true, false}) {
-      SCOPED_TRACE(std::string(FuseReadModeName(mode)) + (prefetch ? ", prefetch" : ", no prefetch"));
-      auto m = Mount(FuseOptions{.transport = FuseTransport::kDev, .read_mode = mode,
-                                 .dir_prefetch = prefetch});
+      SCOPED_TRACE(std::string(FuseReadModeName(mode)) +
+                   (prefetch ? ", prefetch" : ", no prefetch"));
+      auto m = Mount(FuseOptions{
+          .transport = FuseTransport::kDev, .read_mode = mode, .dir_prefetch = prefetch});
       ASSERT_TRUE(m);
       std::string got;
       for (int i = 0; i < 2; ++i) {
@@ -342,7 +343,8 @@ TEST_F(FuseIntegrationTest, OpeningFilesByNameListsTheirDirectoryAhead) {
       }
       if (prefetch) {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (m->server->stats().dirs_prefetched < 1 && std::chrono::steady_clock::now() < deadline) {
+        while (m->server->stats().dirs_prefetched < 1 &&
+               std::chrono::steady_clock::now() < deadline) {
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         ASSERT_EQ(m->server->stats().dirs_prefetched, 1u) << "the directory was not listed ahead";
