@@ -171,10 +171,14 @@ Result<CacheEngine::BlockData> CacheEngine::GetBlock(const Snapshot& snap, const
       std::lock_guard lock(flights_mu_);
       flights_.erase(fk);
     } else if (wait_admission) {
-      Admit(flight, key, block, *data, fk);
+      Admit(flight, key, block, *data, fk, /*served=*/false);
     } else {
-      admission_pool_->Submit(
-          [this, flight, key, block, d = *data, fk] { Admit(flight, key, block, d, fk); });
+      // A demand read hands these bytes to its reader right away; readahead
+      // (low priority) keeps them for a reader still to come.
+      const bool served = p == Priority::kHigh;
+      admission_pool_->Submit([this, flight, key, block, d = *data, fk, served] {
+        Admit(flight, key, block, d, fk, served);
+      });
     }
   } else {
     c_.flight_joins.fetch_add(1, std::memory_order_relaxed);
@@ -220,8 +224,8 @@ Result<CacheEngine::BlockData> CacheEngine::FetchBlock(const EntryView& e, const
 }
 
 void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
-                        BlockData data, FlightKey fk) {
-  auto r = store_->AdmitBlock(key, block, *data);
+                        BlockData data, FlightKey fk, bool served) {
+  auto r = store_->AdmitBlock(key, block, *data, served);
   bool ok = r.ok() && *r;
   if (!r.ok()) {
     c_.admit_errors.fetch_add(1, std::memory_order_relaxed);

@@ -162,8 +162,10 @@ class CacheEngine {
   Result<BlockData> GetBlock(const Snapshot& snap, const EntryView& e, uint64_t block, Priority p,
                              bool wait_admission, bool* admitted);
   Result<BlockData> FetchBlock(const EntryView& e, const ObjectKey& key, uint64_t block, Priority p);
+  // `served`: the bytes already went to the reader that asked (see
+  // Store::AdmitBlock).
   void Admit(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block, BlockData data,
-             FlightKey fk);
+             FlightKey fk, bool served);
   void MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset, uint64_t end);
   // (snapshot version, inode) in one number: inodes are < 2^32.
   static uint64_t VersionedIno(const Snapshot& snap, uint64_t ino) {

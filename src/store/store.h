@@ -89,6 +89,16 @@ struct StoreOptions {
   // in memory once, not twice. Ranges with no page cached (cachestat(2)) are
   // then read with O_DIRECT, so they never enter the page cache at all.
   bool drop_read_pages = false;
+  // With drop_read_pages, a whole object (up to block_size) whose bytes were
+  // already served to the reader that asked for them (AdmitBlock's `served`)
+  // is written to an SSD/HDD tier with O_DIRECT, bypassing the page cache:
+  // the mount keeps its own copy, so nobody reads this file soon, and filling
+  // (then writing back) page-cache pages nobody reads costs CPU the origin
+  // needs on a shared node. Objects admitted for later readers (warm-up,
+  // readahead) stay buffered: they are read back moments later. A file
+  // system that refuses O_DIRECT (or its alignment) gets buffered writes
+  // from then on.
+  bool direct_writes = true;
 
   // Checks every field once; errors name the field and the value.
   Status Validate() const;
@@ -166,7 +176,11 @@ class Store {
   // Admits block `block_index` (covering [i × block_size, min(size, (i+1) ×
   // block_size))) of an object; data must be exactly that range. Same results
   // as AdmitObject. Works for small objects too (block 0 = whole object).
-  Result<bool> AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data);
+  // `served`: the bytes were just handed to the reader that asked for them
+  // (a demand read), so no reader needs them from this file soon (see
+  // StoreOptions::direct_writes).
+  Result<bool> AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data,
+                          bool served = false);
 
   // For FUSE passthrough: an O_RDONLY fd of the complete, verified cache file,
   // or NotFound. The caller owns the fd and must close it. The fd stays valid

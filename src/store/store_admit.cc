@@ -8,8 +8,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "common/log.h"
 #include "store/store.h"
@@ -33,6 +36,63 @@ int WriteFull(int fd, std::string_view data, int64_t offset) {
     if (offset >= 0) offset += n;
   }
   return 0;
+}
+
+// O_DIRECT needs the buffer, the offset and the length aligned to the
+// device's logical block size; 4 KiB covers every common device.
+constexpr size_t kDirectAlign = 4096;
+// Larger objects go to the disk in pieces of this size, so each admitting
+// thread's aligned buffer stays small.
+constexpr size_t kDirectChunk = 1 << 20;
+
+// A 4 KiB-aligned buffer per admitting thread, grown on demand and reused,
+// so the copy into it lands in memory that is already resident.
+struct AlignedBuffer {
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data;
+  size_t size = 0;
+
+  char* Get(size_t n) {
+    if (n > size) {
+      void* p = nullptr;
+      if (::posix_memalign(&p, kDirectAlign, n) != 0) return nullptr;
+      data.reset(static_cast<char*>(p));
+      size = n;
+    }
+    return data.get();
+  }
+};
+
+// Writes `data` to the empty file `fd` (opened with O_DIRECT): the largest
+// multiple of kDirectAlign straight to the disk, then the remaining tail
+// (< 4 KiB) through the page cache after clearing O_DIRECT on the fd.
+// (Padding the tail and cutting the file back with ftruncate would make
+// ext4 read that block back from the disk to zero it: it cost more than the
+// whole direct write.) Returns 0 or the errno (EINVAL: the file system wants
+// another alignment, or no O_DIRECT at all).
+int WriteDirect(int fd, std::string_view data) {
+  size_t aligned = data.size() / kDirectAlign * kDirectAlign;
+  static thread_local AlignedBuffer buf;
+  for (size_t off = 0; off < aligned;) {
+    size_t chunk = std::min(aligned - off, kDirectChunk);
+    char* p = buf.Get(chunk);
+    if (p == nullptr) return ENOMEM;
+    std::memcpy(p, data.data() + off, chunk);
+    for (size_t done = 0; done < chunk;) {
+      ssize_t n = ::pwrite(fd, p + done, chunk - done, static_cast<off_t>(off + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno;
+      if (n == 0 || n % kDirectAlign != 0) return EIO;
+      done += static_cast<size_t>(n);
+    }
+    off += chunk;
+  }
+  if (aligned == data.size()) return 0;
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) return errno;
+  return WriteFull(fd, data.substr(aligned), static_cast<int64_t>(aligned));
 }
 
 // Allocated bytes of the whole object (each block rounded up to 4 KiB).
@@ -61,8 +121,34 @@ void Store::Impl::NoteNoSpace(uint32_t tier, uint64_t bytes, bool disk_full) {
   bg_cv.notify_one();
 }
 
+int Store::Impl::WriteNewFile(int tier, const std::string& path, std::string_view data,
+                              bool want_direct) {
+  TierState& t = *tiers[static_cast<size_t>(tier)];
+  bool direct = want_direct && t.level.medium != Medium::kMem &&
+                t.direct_ok.load(std::memory_order_relaxed);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0),
+                  0644);
+  if (fd < 0 && direct && errno == EINVAL) {
+    // This file system does not do O_DIRECT (nothing was created).
+    t.direct_ok.store(false, std::memory_order_relaxed);
+    GLOG_INFO("store: {} refuses O_DIRECT; admitting through the page cache", t.level.path);
+    return WriteNewFile(tier, path, data, false);
+  }
+  if (fd < 0) return errno;
+  int err = direct ? WriteDirect(fd, data) : WriteFull(fd, data, -1);
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (direct && err == EINVAL) {
+    t.direct_ok.store(false, std::memory_order_relaxed);
+    GLOG_INFO("store: {} refused an aligned O_DIRECT write; admitting through the page cache",
+              t.level.path);
+    ::unlink(path.c_str());
+    return WriteNewFile(tier, path, data, false);
+  }
+  return err;
+}
+
 Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
-                                     std::string_view data) {
+                                     std::string_view data, bool served) {
   Shard& shard = ShardOf(id);
   {
     std::lock_guard lock(shard.mu);
@@ -84,9 +170,8 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
   std::string final_path = FilePath(tier, id);
   std::string tmp = final_path + ".tmp." + std::to_string(::getpid()) + "." +
                     std::to_string(tmp_seq.fetch_add(1, std::memory_order_relaxed));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  int err = fd < 0 ? errno : WriteFull(fd, data, -1);
-  if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+  int err = WriteNewFile(tier, tmp, data,
+                         served && options.drop_read_pages && options.direct_writes);
   auto undo = [&] {
     ::unlink(tmp.c_str());
     tiers[tier]->Release(alloc);
@@ -272,7 +357,8 @@ Result<bool> Store::AdmitObject(const ObjectKey& key, std::string_view data) {
   return true;
 }
 
-Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data) {
+Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data,
+                               bool served) {
   uint64_t bs = impl_->options.block_size;
   uint64_t blocks = impl_->BlockCount(key.size);
   if (block_index >= blocks) {
@@ -286,7 +372,7 @@ Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::
                            std::to_string(block_index) + ": got " + std::to_string(data.size()) +
                            " bytes, expected " + std::to_string(want));
   }
-  if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data);
+  if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data, served);
   return impl_->AdmitLargeBlock(key, IdOf(key), block_index, data);
 }
 

@@ -122,6 +122,8 @@ struct TierState {
   std::atomic<uint64_t> used{0};      // allocated bytes incl. reservations
   std::atomic<uint64_t> files{0};     // cache files
   std::atomic<uint64_t> pressure{0};  // bytes to free after the disk said ENOSPC
+  // Cleared once the tier's file system refused an O_DIRECT open or write.
+  std::atomic<bool> direct_ok{true};
 
   // Adds `bytes` to used if that keeps used <= quota.
   bool Reserve(uint64_t bytes);
@@ -183,7 +185,11 @@ struct Store::Impl {
   // the file again) and, with drop_read_pages, its pages are dropped.
   bool VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last,
                     std::string* bytes = nullptr);
-  Result<bool> AdmitSmall(const ObjectKey& key, const ObjectId& id, std::string_view data);
+  // Creates `path` (O_EXCL) on `tier` holding `data`, with O_DIRECT if
+  // `direct` and the tier allows it. Returns 0 or the errno.
+  int WriteNewFile(int tier, const std::string& path, std::string_view data, bool direct);
+  Result<bool> AdmitSmall(const ObjectKey& key, const ObjectId& id, std::string_view data,
+                          bool served = false);
   Result<bool> AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
                                std::string_view data);
   // For a new large object: asks the policy, reserves `alloc` in the fastest

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -450,6 +451,65 @@ TEST(StoreTest, DropReadPagesLeavesNoCopyInThePageCache) {
       EXPECT_EQ(resident, 0u);
     } else {
       EXPECT_GT(resident, 0u);  // written and read just now: still cached
+    }
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST(StoreTest, ServedAdmissionsBypassThePageCacheInDropReadPagesMode) {
+  // On a disk file system (tmpfs has no page cache to bypass).
+  std::string tmpl = "/var/tmp/granary-store-direct-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(tmpl.c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) {
+    std::filesystem::remove_all(tmpl);
+    GTEST_SKIP() << "/var/tmp is tmpfs: no page cache to bypass";
+  }
+  // Sizes around the 4 KiB alignment and past the 1 MiB direct-write piece.
+  const std::vector<size_t> sizes = {1, 4095, 4096, 4097, 110'000, (1u << 20) + 4096,
+                                     (3u << 20) / 2 + 7};
+  struct Case {
+    const char* name;
+    bool drop_read_pages;
+    bool served;
+    bool direct;  // expected: written around the page cache
+  };
+  const Case cases[] = {
+      {"served, drop_read_pages", true, true, true},
+      {"warm-up, drop_read_pages", true, false, false},  // read back soon by the mount
+      {"served, passthrough store", false, true, false},  // the file backs later opens
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    std::string dir = tmpl + "/" + std::to_string(n++);
+    StoreOptions opt = OneTier(dir + "/ssd", 64ull << 20);
+    opt.block_size = 4 << 20;  // every size below is one whole object
+    opt.drop_read_pages = c.drop_read_pages;
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE(std::string(c.name) + " size=" + std::to_string(sizes[i]));
+      std::string data = MakeData(sizes[i], 20 + i);
+      ObjectKey k = Key(static_cast<int>(i), data.size());
+      ASSERT_TRUE((*store)->AdmitBlock(k, 0, data, c.served).value());
+      auto fd = (*store)->OpenCompleteFile(k);
+      ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+      struct stat st {};
+      ASSERT_EQ(::fstat(*fd, &st), 0);
+      EXPECT_EQ(static_cast<size_t>(st.st_size), data.size());
+      size_t pages = (data.size() + 4095) / 4096;
+      size_t resident = ResidentPages(*fd, data.size());
+      if (c.direct) {
+        EXPECT_LE(resident, 1u) << "only the sub-4 KiB tail goes through the page cache";
+      } else if (data.size() >= 4096) {
+        EXPECT_EQ(resident, pages);  // written just now through the page cache
+      }
+      std::string back(data.size(), '\0');
+      EXPECT_EQ(::pread(*fd, back.data(), back.size(), 0), static_cast<ssize_t>(data.size()));
+      ::close(*fd);
+      EXPECT_TRUE(back == data) << "bytes differ";
+      EXPECT_EQ(ReadAll(**store, k), data);
     }
   }
   std::filesystem::remove_all(tmpl);
