@@ -170,15 +170,19 @@ Result<CacheEngine::BlockData> CacheEngine::GetBlock(const Snapshot& snap, const
       flight->cv.notify_all();
       std::lock_guard lock(flights_mu_);
       flights_.erase(fk);
-    } else if (wait_admission) {
-      Admit(flight, key, block, *data, fk, /*served=*/false);
     } else {
-      // A demand read hands these bytes to its reader right away; readahead
-      // (low priority) keeps them for a reader still to come.
-      const bool served = p == Priority::kHigh;
-      admission_pool_->Submit([this, flight, key, block, d = *data, fk, served] {
-        Admit(flight, key, block, d, fk, served);
-      });
+      // A demand read hands these bytes to its reader right away; warm-up and
+      // readahead (low priority) fetch them for a reader still to come,
+      // unless the hook hands them over now.
+      bool served = p == Priority::kHigh;
+      if (!served && fetched_hook_) served = fetched_hook_(snap, e.ino, start, **data);
+      if (wait_admission) {
+        Admit(flight, key, block, *data, fk, served);
+      } else {
+        admission_pool_->Submit([this, flight, key, block, d = *data, fk, served] {
+          Admit(flight, key, block, d, fk, served);
+        });
+      }
     }
   } else {
     c_.flight_joins.fetch_add(1, std::memory_order_relaxed);

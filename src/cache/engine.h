@@ -36,6 +36,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -149,6 +150,17 @@ class CacheEngine {
   UnderStorage& ufs() { return *ufs_; }
   EngineStats stats() const;
 
+  // Called with the bytes of each block fetched from the origin for a reader
+  // still to come (warm-up, readahead) before they are admitted; `offset` is
+  // the block's offset in file `ino` of `snap`. Returns true if it handed the
+  // bytes to whoever will read them (the FUSE layer puts them into the
+  // mount's page cache): the admission then needs no page-cache copy of its
+  // own (Store::AdmitBlock's `served`). Set it before the engine serves any
+  // read; it runs on fetching threads, concurrently.
+  using FetchedHook = std::function<bool(const Snapshot& snap, uint64_t ino, uint64_t offset,
+                                         std::string_view bytes)>;
+  void SetFetchedHook(FetchedHook hook) { fetched_hook_ = std::move(hook); }
+
  private:
   struct Flight;
   using FlightKey = std::pair<uint64_t, uint64_t>;  // (VersionedIno, block index)
@@ -180,6 +192,7 @@ class CacheEngine {
   EngineOptions options_;
   uint64_t block_size_;
   PrioritySemaphore origin_slots_;
+  FetchedHook fetched_hook_;
 
   std::mutex flights_mu_;  // guards flights_
   std::unordered_map<FlightKey, std::shared_ptr<Flight>, FlightKeyHash> flights_;

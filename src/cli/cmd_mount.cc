@@ -34,6 +34,7 @@ struct MountFlags {
   int fuse_threads = 16;
   bool allow_other = false;
   bool no_dir_prefetch = false;
+  bool no_push_fetched = false;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   std::string metrics_addr;
@@ -117,6 +118,7 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   o.fuse.threads = f.fuse_threads;
   o.fuse.allow_other = f.allow_other;
   o.fuse.dir_prefetch = !f.no_dir_prefetch;
+  o.push_fetched = !f.no_push_fetched;
   o.fuse.uid = f.uid;
   o.fuse.gid = f.gid;
   o.run_dir = f.run_dir;
@@ -177,6 +179,8 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_flag("--allow-other", f->allow_other, "Let other users access the mount");
   cmd->add_flag("--no-dir-prefetch", f->no_dir_prefetch,
                 "Do not list a directory ahead once files in it are opened by name");
+  cmd->add_flag("--no-push-fetched", f->no_push_fetched,
+                "cached read mode: do not put loaded files into the mount's page cache as they arrive");
   cmd->add_option("--uid", f->uid, "Owner shown for every file (default: the mounting user)");
   cmd->add_option("--gid", f->gid, "Group shown for every file (default: the mounting group)");
   cmd->add_option("--metrics-addr", f->metrics_addr, "Serve Prometheus metrics on HOST:PORT (/metrics)");

@@ -221,6 +221,15 @@ Status Daemon::Open() {
   const bool offer = o.fuse.read_mode == FuseReadMode::kPassthrough &&
                      o.fuse.passthrough != FusePassthrough::kOff;
   fs_ = std::make_unique<EngineFs>(engine_.get(), EngineFsOptions{.offer_backing = offer});
+  if (o.fuse.read_mode == FuseReadMode::kCached && o.push_fetched) {
+    // The mount keeps file pages across opens: bytes fetched ahead of their
+    // reader (warm-up, readahead) go straight into its page cache, so that
+    // reader needs no READ, and the cache file needs no page-cache copy.
+    engine_->SetFetchedHook(
+        [this](const Snapshot& snap, uint64_t ino, uint64_t offset, std::string_view bytes) {
+          return PushFetched(snap, ino, offset, bytes);
+        });
+  }
 
   FuseOptions fuse_opts = o.fuse;
   fuse_opts.mountpoint = o.mountpoint;
@@ -251,6 +260,41 @@ Status Daemon::Open() {
             dataset_id_, FuseTransportName(fuse_->session().transport),
             fuse_->session().passthrough ? "on" : "off");
   return Status::Ok();
+}
+
+bool Daemon::PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset,
+                         std::string_view bytes) {
+  const uint64_t node = fs_->NodeOf(snap, ino);
+  if (node == 0) return false;
+  Result<bool> stored = fuse_->StoreData(node, offset, bytes);
+  if (!stored.ok()) return false;
+  if (*stored) return true;
+  // The kernel has not met this file: a warm-up started before the reader
+  // listed the tree. Listing its directory through the mount (READDIRPLUS;
+  // this is a fetching thread, not a FUSE one) introduces every file in it,
+  // this one included. One thread lists a directory, once; the others
+  // fetching files of it wait for that listing, then try again.
+  if (&snap != engine_->snapshot().get()) return false;  // the root shows the current version
+  std::string path = snap.Path(ino);
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash);
+  const std::string listed_key = std::to_string(snap.version()) + ":" + dir;
+  bool lister = false;
+  {
+    std::unique_lock lock(push_mu_);
+    lister = push_listed_.try_emplace(listed_key, false).second;
+    if (!lister) push_cv_.wait(lock, [&] { return push_listed_[listed_key]; });
+  }
+  if (lister) {
+    fuse_->ListDir(dir);
+    {
+      std::lock_guard lock(push_mu_);
+      push_listed_[listed_key] = true;
+    }
+    push_cv_.notify_all();
+  }
+  stored = fuse_->StoreData(node, offset, bytes);
+  return stored.ok() && *stored;
 }
 
 Result<SyncResult> Daemon::Sync() {
@@ -424,6 +468,8 @@ std::string Daemon::StatsJson() const {
                {"backing_open_failures", s.fuse.backing_open_failures},
                {"uring_requests", s.fuse.uring_requests},
                {"dirs_prefetched", s.fuse.dirs_prefetched},
+               {"stores", s.fuse.stores},
+               {"store_bytes", s.fuse.store_bytes},
                {"read_mode", FuseReadModeName(options_.fuse.read_mode)},
                {"transport", FuseTransportName(s.session.transport)},
                {"passthrough", s.session.passthrough},

@@ -39,6 +39,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -97,6 +98,11 @@ struct DaemonOptions {
   bool load_on_start = false;
   // Concurrent fetches of that load.
   int load_threads = 64;
+  // In the `cached` read mode, put bytes fetched ahead of their reader
+  // (warm-up, readahead) into the mount's page cache at once
+  // (FUSE_NOTIFY_STORE) for files the kernel already knows, and write their
+  // cache files around the page cache (`--no-push-fetched` turns it off).
+  bool push_fetched = true;
   // `--read-mode auto`: once the snapshot is loaded, use the `cached` read
   // mode when the dataset's total size is at most auto_cached_max_bytes (0 =
   // half of physical memory) and passthrough is not required (`--passthrough
@@ -202,6 +208,10 @@ class Daemon {
   void ResolveAutoReadMode();
   Status Shutdown();
   void SignalLoop();
+  // push_fetched: puts fetched bytes into the mount's page cache; false when
+  // the kernel does not know the file yet (then has its directory listed
+  // through the mount, once, so the files after it are known).
+  bool PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset, std::string_view bytes);
 
   DaemonOptions options_;
   std::string dataset_id_;
@@ -227,6 +237,11 @@ class Daemon {
   mutable std::mutex final_mu_;  // guards final_stats_ and has_final_
   DaemonStats final_stats_;      // counters frozen at shutdown (engine gone)
   bool has_final_ = false;
+
+  std::mutex push_mu_;  // guards push_listed_
+  std::condition_variable push_cv_;
+  // "version:directory" PushFetched listed (true) or is listing (false).
+  std::unordered_map<std::string, bool> push_listed_;
 };
 
 // Short stable id of a dataset source: 12 hex digits of xxh3-64 over the

@@ -34,6 +34,15 @@ Result<EngineFs::Resolved> EngineFs::Resolve(uint64_t node) const {
   return NotFound("node " + std::to_string(node));
 }
 
+uint64_t EngineFs::NodeOf(const Snapshot& snap, uint64_t ino) const {
+  if (ino == kRootIno) return kRootIno;
+  std::shared_lock lock(versions_mu_);
+  for (auto it = versions_.rbegin(); it != versions_.rend(); ++it) {
+    if (it->snap.get() == &snap) return it->base + ino;
+  }
+  return 0;
+}
+
 NodeAttr EngineFs::AttrOf(const Snapshot& snap, uint64_t base, const EntryView& e) const {
   const uint64_t node = e.ino == kRootIno ? kRootIno : base + e.ino;
   if (e.is_dir) {

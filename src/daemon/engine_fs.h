@@ -66,6 +66,10 @@ class EngineFs : public FuseFilesystem {
   // NOTIFY_INVAL_ENTRY) makes the next lookups reach the new version.
   std::vector<std::string> AddVersion(std::shared_ptr<const Snapshot> next);
 
+  // The node id of inode `ino` of `snap`, or 0 when `snap` is not a kept
+  // version.
+  uint64_t NodeOf(const Snapshot& snap, uint64_t ino) const;
+
   EngineFsStats stats() const;
 
  private:

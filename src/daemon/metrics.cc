@@ -140,6 +140,10 @@ void RenderFuse(Writer& w, const FuseStats& f) {
         f.userspace_read_bytes);
   w.One("granary_fuse_dirs_prefetched_total", "counter",
         "Directories listed ahead after files in them were opened by name.", f.dirs_prefetched);
+  w.One("granary_fuse_stores_total", "counter",
+        "Fetched ranges put into the mount's page cache ahead of their reader (FUSE_NOTIFY_STORE).",
+        f.stores);
+  w.One("granary_fuse_store_bytes_total", "counter", "Bytes in those ranges.", f.store_bytes);
 }
 
 void RenderLoad(Writer& w, const LoadProgress& p) {

@@ -79,9 +79,13 @@ DatasetStatus StatusReporter::Compute() {
     FuseStats fs = fuse_stats_();
     s.passthrough_opens = fs.passthrough_opens;
     s.userspace_opens = fs.userspace_opens;
+    s.page_cache_stores = fs.stores;
   }
-  // A passthrough open is served wholly from the cache file by the kernel: one hit.
-  s.hit_ratio_reads = Ratio(es.hit_reads + s.passthrough_opens, es.reads + s.passthrough_opens);
+  // A passthrough open is served wholly from the cache file by the kernel, and
+  // a file a load put into the mount's page cache is read from there: one hit
+  // each.
+  const uint64_t kernel_hits = s.passthrough_opens + s.page_cache_stores;
+  s.hit_ratio_reads = Ratio(es.hit_reads + kernel_hits, es.reads + kernel_hits);
   if (loads_ != nullptr) {
     if (auto job = loads_->current()) s.load = job->progress();
   }
@@ -130,6 +134,7 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                       {"origin_errors", s.origin_errors},
                       {"passthrough_opens", s.passthrough_opens},
                       {"userspace_opens", s.userspace_opens},
+                      {"page_cache_stores", s.page_cache_stores},
                       {"phase", s.phase},
                       {"tiers", tiers}};
   j["load"] = s.load ? LoadProgressToJson(*s.load) : nlohmann::json(nullptr);
@@ -160,6 +165,7 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   Field(j, "origin_errors", s.origin_errors, err);
   Field(j, "passthrough_opens", s.passthrough_opens, err);
   Field(j, "userspace_opens", s.userspace_opens, err);
+  if (j.contains("page_cache_stores")) Field(j, "page_cache_stores", s.page_cache_stores, err);
   Field(j, "phase", s.phase, err);
   RETURN_IF_ERROR(err);
   if (auto t = j.find("tiers"); t != j.end() && t->is_array()) {

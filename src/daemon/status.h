@@ -58,9 +58,11 @@ struct DatasetStatus {
   uint64_t hit_reads = 0;
   uint64_t hit_bytes = 0;
   uint64_t miss_bytes = 0;
-  // (hit_reads + passthrough_opens) / (reads + passthrough_opens): a passthrough
-  // open is served wholly from the cache file by the kernel and counts as one
-  // hit (0 without reads). Shown as HIT RATIO and Fluid's cacheHitRatio.
+  // (hit_reads + passthrough_opens + page_cache_stores) / (reads + the same
+  // two): a passthrough open is served wholly from the cache file by the
+  // kernel, and a file a load put into the mount's page cache is read from
+  // there; each counts as one hit (0 without reads). Shown as HIT RATIO and
+  // Fluid's cacheHitRatio.
   double hit_ratio_reads = 0;
   double hit_ratio_bytes = 0;  // hit_bytes / (hit_bytes + miss_bytes), userspace reads only
   uint64_t origin_requests = 0;
@@ -68,6 +70,7 @@ struct DatasetStatus {
   uint64_t origin_errors = 0;
   uint64_t passthrough_opens = 0;  // opens served by the kernel from the cache file
   uint64_t userspace_opens = 0;
+  uint64_t page_cache_stores = 0;  // ranges a load put into the mount's page cache
   std::string phase = "Ready";  // Loading | Ready | Degraded
   std::vector<TierUsage> tiers;
   std::optional<LoadProgress> load;  // the running (or last) load

@@ -21,6 +21,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -99,8 +100,17 @@ class FuseServer::Impl {
   void DropBacking(uint64_t ino) {
     if (dispatcher_) dispatcher_->DropBacking(ino);
   }
-  // Writes one notification (unique 0, error = code) to the device.
-  Status Notify(int code, const iovec* parts, int count, const std::string& what);
+  // Writes one notification (unique 0, error = code) to the device. ENOENT
+  // (the kernel does not know the node) is OK, and sets *unknown if given.
+  Status Notify(int code, const iovec* parts, int count, const std::string& what,
+                bool* unknown = nullptr);
+  // Lists `rel` through the mount (getdents64 until the end), so the kernel
+  // instantiates every entry. false: it could not (logged at debug level).
+  bool ListDir(const std::string& rel, std::vector<char>& buf);
+  void CountStore(size_t bytes) {
+    stores_.fetch_add(1, std::memory_order_relaxed);
+    store_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
 
  private:
   Status Negotiate(InitPolicy policy);
@@ -126,7 +136,10 @@ class FuseServer::Impl {
   FuseSessionInfo info_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
-  std::mutex notify_mu_;  // guards dev_fd_ against Cleanup() while a notification is written
+  // Guards dev_fd_ against Cleanup() (exclusive) while notifications are
+  // written (shared: the kernel serializes what it must).
+  std::shared_mutex notify_mu_;
+  std::atomic<uint64_t> stores_{0}, store_bytes_{0};  // FUSE_NOTIFY_STORE done
 
   std::mutex list_mu_;  // guards list_queue_, list_stop_
   std::condition_variable list_cv_;
@@ -363,20 +376,25 @@ void FuseServer::Impl::RunLister() {
       rel = std::move(list_queue_.front());
       list_queue_.pop_front();
     }
-    std::string path = rel.empty() ? opts_.mountpoint : opts_.mountpoint + "/" + rel;
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-      GLOG_DEBUG("fuse: directory read-ahead of {}: {}", path, strerror(errno));
-      continue;
-    }
-    long n;
-    while ((n = syscall(SYS_getdents64, fd, buf.data(), buf.size())) > 0) {
-      std::lock_guard lock(list_mu_);
-      if (list_stop_) break;
-    }
-    ::close(fd);
-    if (n == 0) dispatcher_->CountDirPrefetched();
+    ListDir(rel, buf);
   }
+}
+
+bool FuseServer::Impl::ListDir(const std::string& rel, std::vector<char>& buf) {
+  std::string path = rel.empty() ? opts_.mountpoint : opts_.mountpoint + "/" + rel;
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    GLOG_DEBUG("fuse: directory read-ahead of {}: {}", path, strerror(errno));
+    return false;
+  }
+  long n;
+  while ((n = syscall(SYS_getdents64, fd, buf.data(), buf.size())) > 0) {
+    std::lock_guard lock(list_mu_);
+    if (list_stop_) break;
+  }
+  ::close(fd);
+  if (n == 0) dispatcher_->CountDirPrefetched();
+  return n == 0;
 }
 
 void FuseServer::Impl::StopLister() {
@@ -397,7 +415,7 @@ void FuseServer::Impl::Cleanup() {
   for (int fd : clone_fds_) close(fd);
   clone_fds_.clear();
   {
-    std::lock_guard lock(notify_mu_);
+    std::unique_lock lock(notify_mu_);
     if (dev_fd_ >= 0) close(dev_fd_);
     dev_fd_ = -1;
   }
@@ -416,22 +434,28 @@ void FuseServer::Impl::Wait() {
 FuseStats FuseServer::Impl::Stats() const {
   FuseStats s;
   if (dispatcher_) dispatcher_->FillStats(&s);
+  s.stores = stores_.load(std::memory_order_relaxed);
+  s.store_bytes = store_bytes_.load(std::memory_order_relaxed);
   return s;
 }
 
 FuseSessionInfo FuseServer::Impl::Info() const { return info_; }
 
-Status FuseServer::Impl::Notify(int code, const iovec* parts, int count, const std::string& what) {
+Status FuseServer::Impl::Notify(int code, const iovec* parts, int count, const std::string& what,
+                                bool* unknown) {
   size_t len = sizeof(fuse_out_header);
   for (int i = 0; i < count; ++i) len += parts[i].iov_len;
   fuse_out_header out{.len = static_cast<uint32_t>(len), .error = code, .unique = 0};
   std::vector<iovec> iov;
   iov.push_back({&out, sizeof(out)});
   iov.insert(iov.end(), parts, parts + count);
-  std::lock_guard lock(notify_mu_);
+  std::shared_lock lock(notify_mu_);
   if (dev_fd_ < 0 || stop_.load()) return Unavailable("fuse: " + what + ": not mounted");
   if (::writev(dev_fd_, iov.data(), static_cast<int>(iov.size())) < 0) {
-    if (errno == ENOENT) return Status::Ok();  // the kernel had nothing cached
+    if (errno == ENOENT) {  // the kernel had nothing cached
+      if (unknown != nullptr) *unknown = true;
+      return Status::Ok();
+    }
     return ErrnoStatus("fuse: " + what, errno);
   }
   return Status::Ok();
@@ -452,6 +476,28 @@ Status FuseServer::InvalidateNode(uint64_t node) {
   iovec parts[1] = {{&arg, sizeof(arg)}};
   return impl_->Notify(FUSE_NOTIFY_INVAL_INODE, parts, 1,
                        "invalidate node " + std::to_string(node));
+}
+
+Result<bool> FuseServer::StoreData(uint64_t node, uint64_t offset, std::string_view data) {
+  if (data.size() > UINT32_MAX) return InvalidArgument("fuse: store: range too large");
+  fuse_notify_store_out arg{.nodeid = node,
+                            .offset = offset,
+                            .size = static_cast<uint32_t>(data.size()),
+                            .padding = 0};
+  iovec parts[2] = {{&arg, sizeof(arg)}, {const_cast<char*>(data.data()), data.size()}};
+  bool unknown = false;
+  RETURN_IF_ERROR(impl_->Notify(FUSE_NOTIFY_STORE, parts, 2,
+                                "store " + std::to_string(data.size()) + " bytes in node " +
+                                    std::to_string(node),
+                                &unknown));
+  if (unknown) return false;
+  impl_->CountStore(data.size());
+  return true;
+}
+
+bool FuseServer::ListDir(const std::string& rel) {
+  static thread_local std::vector<char> buf(64 << 10);
+  return impl_->ListDir(rel, buf);
 }
 
 FuseServer::FuseServer(FuseFilesystem* fs, FuseOptions options)

@@ -120,6 +120,8 @@ struct FuseStats {
   uint64_t backing_open_failures = 0;// FUSE_DEV_IOC_BACKING_OPEN failures (fell back)
   uint64_t uring_requests = 0;       // requests that arrived over io_uring (the rest: /dev/fuse)
   uint64_t dirs_prefetched = 0;      // directories listed ahead by FuseOptions::dir_prefetch
+  uint64_t stores = 0;               // ranges put into the page cache (StoreData)
+  uint64_t store_bytes = 0;          // bytes in them
 };
 
 // What the kernel granted at INIT, and what is in use.
@@ -170,6 +172,17 @@ class FuseServer {
   // Drops the kernel's cached attributes and pages of `node`
   // (FUSE_NOTIFY_INVAL_INODE). OK when the kernel does not know the node.
   Status InvalidateNode(uint64_t node);
+  // Puts `data` at `offset` of `node` into the kernel's page cache
+  // (FUSE_NOTIFY_STORE), so reads of that range need no READ request (the
+  // `cached` read mode keeps such pages across opens). true: stored; false:
+  // the kernel does not know the node (not looked up yet, or forgotten) and
+  // nothing was stored.
+  Result<bool> StoreData(uint64_t node, uint64_t offset, std::string_view data);
+  // Lists directory `rel` (relative to the mount point, "" = root) through
+  // the mount, now, on the calling thread, so the kernel learns every entry
+  // (READDIRPLUS, answered by the transport threads: never call this from
+  // one of them). false: it could not be listed.
+  bool ListDir(const std::string& rel);
 
   FuseStats stats() const;
   FuseSessionInfo session() const;

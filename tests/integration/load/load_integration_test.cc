@@ -171,6 +171,55 @@ TEST(LoadIntegration, LoadThenReadEverythingWithZeroOriginRequests) {
   EXPECT_EQ(check.exit_code, 0) << check.out;
 }
 
+// In the `cached` read mode a load puts every file it fetches into the
+// mount's page cache (FUSE_NOTIFY_STORE), listing a directory through the
+// mount first when the kernel has not met its files yet: the epoch after the
+// load is served by the kernel alone, with no READ reaching the daemon, and
+// its bytes are the source's. With --no-push-fetched every first read is a
+// READ answered by the daemon.
+TEST(LoadIntegration, LoadFillsTheMountsPageCacheInCachedMode) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  for (bool push : {true, false}) {
+    SCOPED_TRACE(push ? "push" : "--no-push-fetched");
+    std::vector<std::string> flags = {"--read-mode", "cached"};
+    if (!push) flags.push_back("--no-push-fetched");
+    MountedDataset d(1000, "1G", flags);
+    ASSERT_TRUE(d.mounted);
+    // The load starts before anything was listed or opened on the mount.
+    ProcessResult load = d.Granary({"load", d.mnt(), "--threads", "16"});
+    ASSERT_EQ(load.exit_code, 0) << load.out << load.err;
+    std::string m = d.Metrics();
+    const double stores = Sample(m, "granary_fuse_stores_total");
+    const double reads_before = Sample(m, "granary_fuse_userspace_reads_total");
+    EXPECT_EQ(reads_before, 0);
+    int i = 0;
+    for (const auto& [rel, size] : d.sizes) {
+      std::ifstream in(d.mnt() + "/" + rel, std::ios::binary);
+      std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::ifstream src_in(d.src() + "/" + rel, std::ios::binary);
+      std::string want((std::istreambuf_iterator<char>(src_in)), std::istreambuf_iterator<char>());
+      ASSERT_EQ(data.size(), size) << rel;
+      ASSERT_TRUE(data == want) << rel << ": bytes differ from the source";
+      ++i;
+    }
+    EXPECT_EQ(i, 1000);
+    m = d.Metrics();
+    const double reads = Sample(m, "granary_fuse_userspace_reads_total") - reads_before;
+    if (push) {
+      // One file per directory may race its directory's listing; the rest
+      // are in the page cache before anyone opens them.
+      EXPECT_GE(stores, 1000 - 20 * 16) << m;
+      EXPECT_LE(stores, 1000);
+      EXPECT_EQ(reads, 1000 - stores) << "every file not pushed is read once, no pushed one";
+      EXPECT_EQ(Sample(m, "granary_fuse_store_bytes_total") > 0, true);
+    } else {
+      EXPECT_EQ(stores, 0) << m;
+      EXPECT_EQ(reads, 1000) << m;
+    }
+    EXPECT_EQ(Sample(m, "granary_origin_requests_total"), 1000);
+  }
+}
+
 TEST(LoadIntegration, PaddleClasListLoadsExactlyThoseAndMissingFails) {
   if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
   MountedDataset d(300, "1G");
