@@ -413,8 +413,10 @@ Status Daemon::Shutdown() {
   if (unmount_watcher_.joinable()) unmount_watcher_.join();
   if (signal_thread_.joinable()) signal_thread_.join();
   DaemonStats last = stats();
+  // The engine first: it waits for queued admissions and readahead, whose
+  // fetched-bytes hook (PushFetched) uses fs_ and fuse_.
+  engine_.reset();
   fs_.reset();
-  engine_.reset();  // waits for queued admissions
   Status result;
   if (store_) {
     result = store_->Checkpoint();
