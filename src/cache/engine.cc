@@ -125,6 +125,12 @@ Result<int> CacheEngine::OpenCachedFile(const Snapshot& snap, uint64_t ino) {
   return store_->OpenCompleteFile(KeyOf(snap, *entry));
 }
 
+Result<std::string> CacheEngine::CachedFilePath(const Snapshot& snap, uint64_t ino) {
+  auto entry = snap.Get(ino);
+  if (!entry || entry->is_dir) return NotFound("inode " + std::to_string(ino) + ": no such file");
+  return store_->CompleteFilePath(KeyOf(snap, *entry));
+}
+
 Result<CacheEngine::BlockData> CacheEngine::GetBlock(const Snapshot& snap, const EntryView& e,
                                                      uint64_t block, Priority p,
                                                      bool wait_admission, bool* admitted) {

@@ -136,6 +136,8 @@ class CacheEngine {
   // or NotFound when it is not (completely) cached.
   Result<int> OpenCachedFile(uint64_t ino) { return OpenCachedFile(*snapshot(), ino); }
   Result<int> OpenCachedFile(const Snapshot& snap, uint64_t ino);
+  // The same check, returning the cache file's path instead of an fd.
+  Result<std::string> CachedFilePath(const Snapshot& snap, uint64_t ino);
 
   // The store identity of a file entry of `snap` (default: the current one).
   ObjectKey KeyOf(const EntryView& entry) const { return KeyOf(*snapshot(), entry); }

@@ -75,14 +75,12 @@ Result<OpenResult> EngineFs::Open(uint64_t node, int flags) {
   if (!e) return NotFound("node " + std::to_string(node));
   if (e->is_dir) return InvalidArgument("node " + std::to_string(node) + " is a directory");
   OpenResult out{.fh = 0, .keep_cache = true};
-  if (!options_.offer_backing || !engine_->IsCached(*r.snap, r.ino)) return out;
-  // OpenCachedFile verifies a recovered file's checksum before handing it out.
-  Result<int> fd = engine_->OpenCachedFile(*r.snap, r.ino);
-  if (!fd.ok()) return out;  // dropped or evicted meanwhile: userspace reads
-  ::close(*fd);
-  Result<CachedObjectInfo> info = engine_->store().Describe(engine_->KeyOf(*r.snap, *e));
-  if (!info.ok() || !info->complete) return out;
-  out.backing_path = info->path;
+  if (!options_.offer_backing) return out;
+  // Verifies a recovered file's checksum before handing it out; the FUSE
+  // layer opens the path only when the inode has no backing file yet.
+  Result<std::string> path = engine_->CachedFilePath(*r.snap, r.ino);
+  if (!path.ok()) return out;  // not (completely) cached: userspace reads
+  out.backing_path = std::move(*path);
   backing_offers_.fetch_add(1, std::memory_order_relaxed);
   return out;
 }

@@ -438,6 +438,26 @@ Result<int> Store::OpenCompleteFile(const ObjectKey& key) {
   return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");
 }
 
+Result<std::string> Store::CompleteFilePath(const ObjectKey& key) {
+  Impl& s = *impl_;
+  ObjectId id = IdOf(key);
+  Shard& shard = s.ShardOf(id);
+  std::shared_ptr<Entry> e;
+  uint32_t tier = 0;
+  bool complete = false;
+  {
+    std::lock_guard lock(shard.mu);
+    e = s.FindLocked(shard, id, key);
+    complete = e && e->complete();
+    if (complete) tier = e->tier;
+  }
+  if (!complete || !s.VerifyBlocks(e, 0, e->blocks - 1)) {
+    return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");
+  }
+  e->last_use.store(s.NextTick(), std::memory_order_relaxed);
+  return s.FilePath(tier, id);
+}
+
 Status Store::Remove(const ObjectKey& key) {
   Impl& s = *impl_;
   ObjectId id = IdOf(key);

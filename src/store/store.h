@@ -186,6 +186,10 @@ class Store {
   // or NotFound. The caller owns the fd and must close it. The fd stays valid
   // (and its bytes correct) even if the object is evicted or demoted later.
   Result<int> OpenCompleteFile(const ObjectKey& key);
+  // The same check without opening anything: the path of the complete,
+  // verified cache file (for a FUSE passthrough open, which opens it itself
+  // only when it has no backing file for the inode yet), or NotFound.
+  Result<std::string> CompleteFilePath(const ObjectKey& key);
 
   // Drops the object (file and index entry). OK whether or not it was cached.
   Status Remove(const ObjectKey& key);
