@@ -177,26 +177,6 @@ bool PreadFull(int fd, char* out, size_t len, uint64_t offset) {
   return true;
 }
 
-// O_DIRECT reads need the offset, the length and the buffer aligned to the
-// device's logical block size; 4 KiB covers every common device.
-constexpr uint64_t kDirectAlign = 4096;
-
-// A 4 KiB-aligned buffer per reading thread, grown on demand and reused.
-char* DirectBuffer(size_t n) {
-  struct Buf {
-    std::unique_ptr<char, decltype(&std::free)> data{nullptr, &std::free};
-    size_t size = 0;
-  };
-  static thread_local Buf buf;
-  if (n > buf.size) {
-    void* p = nullptr;
-    if (::posix_memalign(&p, kDirectAlign, n) != 0) return nullptr;
-    buf.data.reset(static_cast<char*>(p));
-    buf.size = n;
-  }
-  return buf.data.get();
-}
-
 // Pages of [offset, offset + len) of `fd` in the page cache, from
 // cachestat(2) (Linux 6.5; no I/O, unlike a RWF_NOWAIT read, which starts
 // readahead); -1 where the kernel lacks it.
@@ -516,6 +496,21 @@ Store::~Store() {
   if (impl_->bg_thread.joinable()) impl_->bg_thread.join();
   Status s = Checkpoint();
   if (!s.ok()) GLOG_WARN("store: checkpoint at close failed: {}", s.ToString());
+}
+
+char* DirectBuffer(size_t n) {
+  struct Buf {
+    std::unique_ptr<char, decltype(&std::free)> data{nullptr, &std::free};
+    size_t size = 0;
+  };
+  static thread_local Buf buf;
+  if (n > buf.size) {
+    void* p = nullptr;
+    if (::posix_memalign(&p, kDirectAlign, n) != 0) return nullptr;
+    buf.data.reset(static_cast<char*>(p));
+    buf.size = n;
+  }
+  return buf.data.get();
 }
 
 }  // namespace granary

@@ -10,9 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "common/log.h"
 #include "store/store.h"
@@ -38,32 +36,9 @@ int WriteFull(int fd, std::string_view data, int64_t offset) {
   return 0;
 }
 
-// O_DIRECT needs the buffer, the offset and the length aligned to the
-// device's logical block size; 4 KiB covers every common device.
-constexpr size_t kDirectAlign = 4096;
 // Larger objects go to the disk in pieces of this size, so each admitting
-// thread's aligned buffer stays small.
+// thread's aligned buffer (DirectBuffer) stays small.
 constexpr size_t kDirectChunk = 1 << 20;
-
-// A 4 KiB-aligned buffer per admitting thread, grown on demand and reused,
-// so the copy into it lands in memory that is already resident.
-struct AlignedBuffer {
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> data;
-  size_t size = 0;
-
-  char* Get(size_t n) {
-    if (n > size) {
-      void* p = nullptr;
-      if (::posix_memalign(&p, kDirectAlign, n) != 0) return nullptr;
-      data.reset(static_cast<char*>(p));
-      size = n;
-    }
-    return data.get();
-  }
-};
 
 // Writes `data` to the empty file `fd` (opened with O_DIRECT): the largest
 // multiple of kDirectAlign straight to the disk, then the remaining tail
@@ -74,10 +49,9 @@ struct AlignedBuffer {
 // another alignment, or no O_DIRECT at all).
 int WriteDirect(int fd, std::string_view data) {
   size_t aligned = data.size() / kDirectAlign * kDirectAlign;
-  static thread_local AlignedBuffer buf;
   for (size_t off = 0; off < aligned;) {
     size_t chunk = std::min(aligned - off, kDirectChunk);
-    char* p = buf.Get(chunk);
+    char* p = DirectBuffer(chunk);
     if (p == nullptr) return ENOMEM;
     std::memcpy(p, data.data() + off, chunk);
     for (size_t done = 0; done < chunk;) {

@@ -88,6 +88,14 @@ class U64Array {
 inline constexpr uint64_t kAllocUnit = 4096;
 inline uint64_t RoundUpAlloc(uint64_t n) { return (n + kAllocUnit - 1) / kAllocUnit * kAllocUnit; }
 
+// O_DIRECT I/O needs the offset, the length and the buffer aligned to the
+// device's logical block size; 4 KiB covers every common device.
+inline constexpr uint64_t kDirectAlign = 4096;
+// A kDirectAlign-aligned buffer of at least n bytes per thread, grown on
+// demand and reused (so it is resident); nullptr when out of memory. Valid
+// until the thread's next call.
+char* DirectBuffer(size_t n);
+
 // One cached object. All fields but last_use are guarded by the mutex of the
 // shard holding the entry.
 struct Entry {
