@@ -208,9 +208,9 @@ class Daemon {
   void ResolveAutoReadMode();
   Status Shutdown();
   void SignalLoop();
-  // push_fetched: puts fetched bytes into the mount's page cache; false when
-  // the kernel does not know the file yet (then has its directory listed
-  // through the mount, once, so the files after it are known).
+  // push_fetched: puts fetched bytes into the mount's page cache. When the
+  // kernel does not know the file yet, its directory is listed through the
+  // mount first (once per directory and snapshot version). false: not stored.
   bool PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset, std::string_view bytes);
 
   DaemonOptions options_;
