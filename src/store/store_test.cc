@@ -348,6 +348,23 @@ namespace granary {
 namespace {
 
 // Pages of `fd`'s first `len` bytes that sit in the page cache.
+// A new directory under /var/tmp (a disk file system, unlike TempDir's
+// /dev/shm), or "" when /var/tmp is tmpfs, whose pages can be neither dropped
+// nor bypassed. The caller removes it.
+std::string DiskTempDir(const std::string& name) {
+  std::string tmpl = "/var/tmp/granary-store-" + name + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp " << tmpl << ": " << std::strerror(errno);
+    return "";
+  }
+  struct statfs fs {};
+  if (::statfs(tmpl.c_str(), &fs) != 0 || fs.f_type == TMPFS_MAGIC) {
+    std::filesystem::remove_all(tmpl);
+    return "";
+  }
+  return tmpl;
+}
+
 size_t ResidentPages(int fd, size_t len) {
   void* map = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) return SIZE_MAX;
@@ -366,14 +383,8 @@ size_t ResidentPages(int fd, size_t len) {
 // the pages stay.
 TEST(StoreTest, ReadsForADroppingMountComeFromDiskOnceAndLeaveNoPages) {
   // On a disk file system: tmpfs pages cannot be dropped.
-  std::string tmpl = "/var/tmp/granary-store-verify-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
-  struct statfs fs {};
-  ASSERT_EQ(::statfs(tmpl.c_str(), &fs), 0);
-  if (fs.f_type == TMPFS_MAGIC) {
-    std::filesystem::remove_all(tmpl);
-    GTEST_SKIP() << "/var/tmp is tmpfs: its pages cannot be dropped";
-  }
+  std::string tmpl = DiskTempDir("verify");
+  if (tmpl.empty()) GTEST_SKIP() << "/var/tmp is tmpfs: its pages cannot be dropped";
   StoreOptions opt = OneTier(tmpl + "/ssd", 64ull << 20);
   opt.drop_read_pages = true;
   std::string small = MakeData(300'000, 11);
@@ -429,14 +440,8 @@ TEST(StoreTest, ReadsForADroppingMountComeFromDiskOnceAndLeaveNoPages) {
 
 TEST(StoreTest, DropReadPagesLeavesNoCopyInThePageCache) {
   // Not TempDir: that prefers /dev/shm, and tmpfs pages cannot be dropped.
-  std::string tmpl = "/var/tmp/granary-store-drop-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
-  struct statfs fs {};
-  ASSERT_EQ(::statfs(tmpl.c_str(), &fs), 0);
-  if (fs.f_type == TMPFS_MAGIC) {
-    std::filesystem::remove_all(tmpl);
-    GTEST_SKIP() << "/var/tmp is tmpfs: its pages cannot be dropped";
-  }
+  std::string tmpl = DiskTempDir("drop");
+  if (tmpl.empty()) GTEST_SKIP() << "/var/tmp is tmpfs: its pages cannot be dropped";
   for (bool drop : {false, true}) {
     std::string dir = tmpl + (drop ? "/drop" : "/keep");
     StoreOptions opt = OneTier(dir + "/ssd", 64ull << 20);
@@ -466,14 +471,8 @@ TEST(StoreTest, DropReadPagesLeavesNoCopyInThePageCache) {
 
 TEST(StoreTest, ServedAdmissionsBypassThePageCacheInDropReadPagesMode) {
   // On a disk file system (tmpfs has no page cache to bypass).
-  std::string tmpl = "/var/tmp/granary-store-direct-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
-  struct statfs fs {};
-  ASSERT_EQ(::statfs(tmpl.c_str(), &fs), 0);
-  if (fs.f_type == TMPFS_MAGIC) {
-    std::filesystem::remove_all(tmpl);
-    GTEST_SKIP() << "/var/tmp is tmpfs: no page cache to bypass";
-  }
+  std::string tmpl = DiskTempDir("direct");
+  if (tmpl.empty()) GTEST_SKIP() << "/var/tmp is tmpfs: no page cache to bypass";
   // Sizes around the 4 KiB alignment and past the 1 MiB direct-write piece.
   const std::vector<size_t> sizes = {1, 4095, 4096, 4097, 110'000, (1u << 20) + 4096,
                                      (3u << 20) / 2 + 7};
