@@ -3,7 +3,7 @@
 // size, mtime; directories: the snapshot's creation time); reads go to
 // CacheEngine::Read. Open() offers the complete cache file for passthrough
 // when the engine has it (verifying it after a restart through
-// OpenCachedFile), else userspace reads.
+// CachedFilePath), else userspace reads.
 //
 // Node ids: the root is always 1 and shows the current version. Every other
 // node is (version base + snapshot inode), where the first version's base is

@@ -397,23 +397,12 @@ Result<CachedObjectInfo> Store::Describe(const ObjectKey& key) const {
 }
 
 Result<int> Store::OpenCompleteFile(const ObjectKey& key) {
-  Impl& s = *impl_;
-  ObjectId id = IdOf(key);
-  Shard& shard = s.ShardOf(id);
+  // Twice: the file may move to another tier between the check and the open.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::shared_ptr<Entry> e;
-    uint32_t tier;
-    {
-      std::lock_guard lock(shard.mu);
-      e = s.FindLocked(shard, id, key);
-      if (!e || !e->complete()) break;
-      tier = e->tier;
-    }
-    if (!s.VerifyBlocks(e, 0, e->blocks - 1)) break;
-    int fd = ::open(s.FilePath(tier, id).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    e->last_use.store(s.NextTick(), std::memory_order_relaxed);
-    return fd;
+    Result<std::string> path = CompleteFilePath(key);
+    if (!path.ok()) return path.status();
+    int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) return fd;
   }
   return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");
 }
