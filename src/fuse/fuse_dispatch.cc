@@ -123,16 +123,19 @@ FuseDispatcher::~FuseDispatcher() { CloseAllBacking(); }
 
 void FuseDispatcher::SetDirPrefetch(std::function<void(std::string)> list) {
   list_dir_ = std::move(list);
-  DirShard& s = DirShardOf(kRootIno);
+  // The root (never looked up, never forgotten): parent 0, name "".
+  Shard& s = ShardOf(kRootIno);
   std::lock_guard lock(s.mu);
-  s.dirs[kRootIno];  // the root: parent 0, name ""
+  s.nodes[kRootIno].dir = std::make_unique<DirInfo>();
 }
 
 void FuseDispatcher::NoteDir(uint64_t ino, uint64_t parent, std::string_view name) {
   if (!list_dir_ || ino == kRootIno) return;
-  DirShard& s = DirShardOf(ino);
+  Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
-  DirInfo& d = s.dirs[ino];
+  std::unique_ptr<DirInfo>& dir = s.nodes[ino].dir;
+  if (!dir) dir = std::make_unique<DirInfo>();
+  DirInfo& d = *dir;
   if (d.parent != parent || d.name != name) {
     d.parent = parent;
     d.name = std::string(name);
@@ -142,12 +145,13 @@ void FuseDispatcher::NoteDir(uint64_t ino, uint64_t parent, std::string_view nam
 void FuseDispatcher::NoteFileLookup(uint64_t parent) {
   if (!list_dir_) return;
   {
-    DirShard& s = DirShardOf(parent);
+    Shard& s = ShardOf(parent);
     std::lock_guard lock(s.mu);
-    auto it = s.dirs.find(parent);
-    if (it == s.dirs.end() || it->second.listed) return;
-    if (++it->second.file_lookups < kDirPrefetchAfterLookups) return;
-    it->second.listed = true;
+    auto it = s.nodes.find(parent);
+    if (it == s.nodes.end() || !it->second.dir || it->second.dir->listed) return;
+    DirInfo& d = *it->second.dir;
+    if (++d.file_lookups < kDirPrefetchAfterLookups) return;
+    d.listed = true;
   }
   std::optional<std::string> path = DirPath(parent);
   if (path) list_dir_(std::move(*path));
@@ -157,12 +161,12 @@ std::optional<std::string> FuseDispatcher::DirPath(uint64_t ino) {
   std::vector<std::string> names;
   for (int depth = 0; ino != kRootIno; ++depth) {
     if (depth > 4096) return std::nullopt;  // a cycle would be a bug; never loop
-    DirShard& s = DirShardOf(ino);
+    Shard& s = ShardOf(ino);
     std::lock_guard lock(s.mu);
-    auto it = s.dirs.find(ino);
-    if (it == s.dirs.end()) return std::nullopt;
-    names.push_back(it->second.name);
-    ino = it->second.parent;
+    auto it = s.nodes.find(ino);
+    if (it == s.nodes.end() || !it->second.dir) return std::nullopt;
+    names.push_back(it->second.dir->name);
+    ino = it->second.dir->parent;
   }
   std::string path;
   for (auto it = names.rbegin(); it != names.rend(); ++it) {
@@ -446,11 +450,6 @@ void FuseDispatcher::DoForget(uint64_t ino, uint64_t nlookup) {
     }
   }
   if (to_close > 0) CloseBacking(to_close);
-  if (gone && list_dir_) {
-    DirShard& d = DirShardOf(ino);
-    std::lock_guard lock(d.mu);
-    d.dirs.erase(ino);
-  }
   if (gone) fs_->Forget(ino);
 }
 

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -105,18 +106,6 @@ class FuseDispatcher {
   void CountDirPrefetched() { dirs_prefetched_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
-  struct Node {
-    uint64_t nlookup = 0;
-    int32_t backing_id = 0;        // > 0 when registered
-    std::string backing_path;      // the file behind backing_id
-    uint32_t passthrough_opens = 0;
-    uint32_t userspace_opens = 0;
-    bool drop_pending = false;     // DropBacking() while passthrough opens were outstanding
-  };
-  struct Shard {
-    std::mutex mu;  // guards nodes
-    std::unordered_map<uint64_t, Node> nodes;
-  };
   // A directory the kernel holds, for directory read-ahead: where it is (to
   // build its path) and how many of its files were looked up by name.
   struct DirInfo {
@@ -125,12 +114,19 @@ class FuseDispatcher {
     uint32_t file_lookups = 0;
     bool listed = false;  // handed to the lister already
   };
-  struct DirShard {
-    std::mutex mu;  // guards dirs
-    std::unordered_map<uint64_t, DirInfo> dirs;
+  struct Node {
+    uint64_t nlookup = 0;
+    int32_t backing_id = 0;        // > 0 when registered
+    std::string backing_path;      // the file behind backing_id
+    uint32_t passthrough_opens = 0;
+    uint32_t userspace_opens = 0;
+    bool drop_pending = false;     // DropBacking() while passthrough opens were outstanding
+    std::unique_ptr<DirInfo> dir;  // directories, with directory read-ahead on
   };
-  static constexpr size_t kDirShards = 16;
-  DirShard& DirShardOf(uint64_t ino) { return dir_shards_[ino % kDirShards]; }
+  struct Shard {
+    std::mutex mu;  // guards nodes
+    std::unordered_map<uint64_t, Node> nodes;
+  };
   // Records a directory child seen in a LOOKUP or READDIRPLUS reply.
   void NoteDir(uint64_t ino, uint64_t parent, std::string_view name);
   // Counts a file looked up in `parent`; hands `parent` to the lister once.
@@ -184,7 +180,6 @@ class FuseDispatcher {
   std::atomic<uint64_t> backing_open_failures_{0};
   std::atomic<uint64_t> uring_requests_{0};
   std::atomic<uint64_t> dirs_prefetched_{0};
-  std::array<DirShard, kDirShards> dir_shards_;
   std::function<void(std::string)> list_dir_;  // set before requests flow
 };
 
