@@ -166,12 +166,9 @@ EpochResult RunEpoch(const std::string& root, const std::vector<std::string>& re
 // loader's dataset scan does before the first epoch.
 void WalkTree(const std::string& root) {
   std::error_code ec;
-  size_t n = 0;
   for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    ++n;
   }
-  (void)n;
 }
 
 // With FUSE_READ_PERF_CTL=FIFO (and FUSE_READ_PERF_EPOCH=fresh|repeat|steady),
