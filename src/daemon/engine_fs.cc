@@ -85,6 +85,13 @@ Result<OpenResult> EngineFs::Open(uint64_t node, int flags) {
   return out;
 }
 
+Result<int> EngineFs::OpenBackingFile(uint64_t node, const std::string& backing_path) {
+  // Not the path itself: the object may have been evicted and admitted
+  // again (partly) since Open() named it; the store checks after opening.
+  ASSIGN_OR_RETURN(Resolved r, Resolve(node));
+  return engine_->OpenCachedFile(*r.snap, r.ino);
+}
+
 Result<size_t> EngineFs::Read(uint64_t node, uint64_t fh, uint64_t offset, std::span<char> out) {
   Result<Resolved> r = Resolve(node);
   Result<size_t> n = r.ok() ? engine_->Read(r->snap, r->ino, offset, out) : r.status();

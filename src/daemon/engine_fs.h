@@ -3,7 +3,9 @@
 // size, mtime; directories: the snapshot's creation time); reads go to
 // CacheEngine::Read. Open() offers the complete cache file for passthrough
 // when the engine has it (verifying it after a restart through
-// CachedFilePath), else userspace reads.
+// CachedFilePath), else userspace reads; OpenBackingFile() then opens it
+// through the store, which checks that the file it opened is still that
+// complete file (a path can be reused by a later, partial admission).
 //
 // Node ids: the root is always 1 and shows the current version. Every other
 // node is (version base + snapshot inode), where the first version's base is
@@ -56,6 +58,7 @@ class EngineFs : public FuseFilesystem {
   Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) override;
   Result<NodeAttr> GetAttr(uint64_t ino) override;
   Result<OpenResult> Open(uint64_t ino, int flags) override;
+  Result<int> OpenBackingFile(uint64_t ino, const std::string& backing_path) override;
   Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out) override;
   Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) override;
   Result<StatFsResult> StatFs() override;

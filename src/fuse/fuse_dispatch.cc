@@ -468,7 +468,7 @@ int32_t FuseDispatcher::AttachOpen(uint64_t ino, const std::string& backing_path
       id = n.backing_id;
     } else {
       if (n.backing_id > 0) CloseBacking(n.backing_id);
-      n.backing_id = RegisterBacking(backing_path);
+      n.backing_id = RegisterBacking(ino, backing_path);
       n.backing_path = n.backing_id > 0 ? backing_path : std::string();
       n.drop_pending = false;
       id = n.backing_id;
@@ -482,15 +482,15 @@ int32_t FuseDispatcher::AttachOpen(uint64_t ino, const std::string& backing_path
   return id;
 }
 
-int32_t FuseDispatcher::RegisterBacking(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
+int32_t FuseDispatcher::RegisterBacking(uint64_t ino, const std::string& path) {
+  Result<int> opened = fs_->OpenBackingFile(ino, path);
+  if (!opened.ok()) {
     if (backing_open_failures_.fetch_add(1) == 0) {
-      GLOG_WARN("fuse: cannot open backing file {}: {}", path, strerror(err));
+      GLOG_WARN("fuse: cannot open backing file {}: {}", path, opened.status().ToString());
     }
     return 0;
   }
+  int fd = *opened;
   fusek::BackingMap map{.fd = fd, .flags = 0, .padding = 0};
   int id = ::ioctl(passthrough_dev_fd_, fusek::kDevIocBackingOpen, &map);
   int err = errno;
@@ -559,6 +559,13 @@ void FuseDispatcher::FillStats(FuseStats* st) const {
   st->backing_open_failures = backing_open_failures_.load(std::memory_order_relaxed);
   st->uring_requests = uring_requests_.load(std::memory_order_relaxed);
   st->dirs_prefetched = dirs_prefetched_.load(std::memory_order_relaxed);
+}
+
+
+Result<int> FuseFilesystem::OpenBackingFile(uint64_t /*ino*/, const std::string& backing_path) {
+  int fd = ::open(backing_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + backing_path, errno);
+  return fd;
 }
 
 }  // namespace granary

@@ -156,7 +156,7 @@ class FuseDispatcher {
   // records the open. Called with the fs's answer.
   int32_t AttachOpen(uint64_t ino, const std::string& backing_path);
   // Registers `path` as a backing file; 0 on failure (counted, logged once).
-  int32_t RegisterBacking(const std::string& path);
+  int32_t RegisterBacking(uint64_t ino, const std::string& path);
   void CloseBacking(int32_t id);
 
   void FillAttr(const NodeAttr& a, struct fuse_attr* out) const;

@@ -55,6 +55,7 @@ struct OpenResult {
   // passthrough. Empty: serve reads through Read(). The layer opens it, turns
   // it into a backing id (kept per node until Forget() or DropBacking()) and
   // closes the fd at once: no descriptor is held per cached object.
+  // OpenBackingFile() opens it when the inode has no backing id yet.
   std::string backing_path;
   // Keep the kernel page cache across opens (userspace reads). True is right
   // for an immutable snapshot.
@@ -93,6 +94,13 @@ class FuseFilesystem {
   // at end of file (0 past it). `fh` is 0 in `cached` mode (no OPEN sent).
   virtual Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset,
                               std::span<char> out) = 0;
+
+  // Opens (O_RDONLY) the backing file that Open() named in `backing_path`,
+  // when the layer turns it into a backing id. An adapter whose files can be
+  // replaced between Open() and this call checks here that the file it opens
+  // is still the complete one (the cache store reuses paths). Returns the fd
+  // or the errno.
+  virtual Result<int> OpenBackingFile(uint64_t ino, const std::string& backing_path);
 
   // The last close of a handle returned by Open().
   virtual void Release(uint64_t ino, uint64_t fh) {}

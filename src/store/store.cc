@@ -147,6 +147,12 @@ Status Store::Impl::AppendJournal(store_format::RecordType type, std::string_vie
   return journal->Append(type, payload);
 }
 
+bool Store::Impl::CurrentLocked(const Shard& shard, const std::shared_ptr<Entry>& e,
+                                uint64_t generation) const {
+  auto it = shard.map.find(e->id);
+  return it != shard.map.end() && it->second == e && e->generation == generation;
+}
+
 void Store::Impl::DropLocked(Shard& shard, const std::shared_ptr<Entry>& e) {
   shard.map.erase(e->id);
   Status s = AppendJournal(store_format::RecordType::kRemove, store_format::EncodeRemove(e->id.hi, e->id.lo));
@@ -273,8 +279,7 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   const bool hand_over = ok && bytes != nullptr && todo.size() == 1;
   if (fd >= 0) ::close(fd);
   std::lock_guard lock(shard.mu);
-  auto it = shard.map.find(e->id);
-  if (it == shard.map.end() || it->second != e || e->generation != generation) return false;
+  if (!CurrentLocked(shard, e, generation)) return false;
   if (!ok) {
     GLOG_WARN("store: {} (dataset {}, key {}) failed verification; dropped",
               FilePath(tier, e->id), e->key.dataset, e->key.key);
@@ -306,6 +311,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::shared_ptr<Entry> e;
     uint32_t tier;
+    uint64_t generation;
     bool need_verify = false;
     {
       std::lock_guard lock(shard.mu);
@@ -316,6 +322,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
         need_verify |= !Entry::Bit(e->verified, b);
       }
       tier = e->tier;
+      generation = e->generation;
     }
     // The first read of a block after a restart checks it against its
     // checksum; a read within that one block is then served from the bytes
@@ -334,6 +341,15 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     }
     int fd = ::open(s.FilePath(tier, id).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;  // moved or evicted meanwhile: look again
+    bool current;
+    {
+      std::lock_guard lock(shard.mu);
+      current = s.CurrentLocked(shard, e, generation);
+    }
+    if (!current) {  // the open may have found a later admission's file
+      ::close(fd);
+      continue;
+    }
     bool paged = true;
     bool ok = s.options.drop_read_pages ? ReadColdDirect(fd, out.data(), len, offset, &paged)
                                         : PreadFull(fd, out.data(), len, offset);
@@ -396,35 +412,57 @@ Result<CachedObjectInfo> Store::Describe(const ObjectKey& key) const {
   };
 }
 
-Result<int> Store::OpenCompleteFile(const ObjectKey& key) {
-  // Twice: the file may move to another tier between the check and the open.
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    Result<std::string> path = CompleteFilePath(key);
-    if (!path.ok()) return path.status();
-    int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) return fd;
-  }
-  return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");
-}
-
-Result<std::string> Store::CompleteFilePath(const ObjectKey& key) {
-  Impl& s = *impl_;
+Result<std::string> Store::Impl::CompleteFile(const ObjectKey& key, std::shared_ptr<Entry>* entry,
+                                               uint64_t* generation) {
   ObjectId id = IdOf(key);
-  Shard& shard = s.ShardOf(id);
+  Shard& shard = ShardOf(id);
   std::shared_ptr<Entry> e;
   uint32_t tier = 0;
   bool complete = false;
   {
     std::lock_guard lock(shard.mu);
-    e = s.FindLocked(shard, id, key);
+    e = FindLocked(shard, id, key);
     complete = e && e->complete();
-    if (complete) tier = e->tier;
+    if (complete) {
+      tier = e->tier;
+      *generation = e->generation;
+    }
   }
-  if (!complete || !s.VerifyBlocks(e, 0, e->blocks - 1)) {
+  if (!complete || !VerifyBlocks(e, 0, e->blocks - 1)) {
     return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");
   }
-  e->last_use.store(s.NextTick(), std::memory_order_relaxed);
-  return s.FilePath(tier, id);
+  e->last_use.store(NextTick(), std::memory_order_relaxed);
+  *entry = std::move(e);
+  return FilePath(tier, id);
+}
+
+Result<int> Store::OpenCompleteFile(const ObjectKey& key) {
+  Impl& s = *impl_;
+  // Twice: the file may move to another tier, or the object be dropped and
+  // admitted again, between the check and the open.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::shared_ptr<Entry> e;
+    uint64_t generation = 0;
+    Result<std::string> path = s.CompleteFile(key, &e, &generation);
+    if (!path.ok()) return path.status();
+    int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    Shard& shard = s.ShardOf(e->id);
+    bool current;
+    {
+      std::lock_guard lock(shard.mu);
+      current = s.CurrentLocked(shard, e, generation);
+    }
+    if (current) return fd;
+    ::close(fd);
+  }
+  return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");
+}
+
+Result<std::string> Store::CompleteFilePath(const ObjectKey& key) {
+  std::shared_ptr<Entry> e;
+  uint64_t generation = 0;
+  return impl_->CompleteFile(key, &e, &generation);
 }
 
 Status Store::Remove(const ObjectKey& key) {

@@ -187,8 +187,11 @@ class Store {
   // (and its bytes correct) even if the object is evicted or demoted later.
   Result<int> OpenCompleteFile(const ObjectKey& key);
   // The same check without opening anything: the path of the complete,
-  // verified cache file (for a FUSE passthrough open, which opens it itself
-  // only when it has no backing file for the inode yet), or NotFound.
+  // verified cache file (for a FUSE passthrough OPEN, which needs a file only
+  // when it has no backing file for the inode yet), or NotFound. Paths are
+  // reused: once the object is dropped, the same path may hold a new, partial
+  // file of it, so open the file with OpenCompleteFile(), which checks the
+  // entry again after opening, never by this path.
   Result<std::string> CompleteFilePath(const ObjectKey& key);
 
   // Drops the object (file and index entry). OK whether or not it was cached.

@@ -180,6 +180,13 @@ struct Store::Impl {
   // Finds the entry for `key` (identity checked) or null. Caller holds the shard lock.
   std::shared_ptr<Entry> FindLocked(const Shard& shard, const ObjectId& id,
                                     const ObjectKey& key) const;
+  // Whether `e` is still the shard's entry for its id, in the tier it had at
+  // `generation`. Paths are reused -- a dropped object's path may hold a new,
+  // partial file of the same object moments later -- so a file opened by path
+  // is the one a lookup found only if this holds after the open. Caller holds
+  // the shard lock.
+  bool CurrentLocked(const Shard& shard, const std::shared_ptr<Entry>& e,
+                     uint64_t generation) const;
   store_format::EntryRecord ToRecord(const Entry& e) const;
   // Appends a journal record (takes journal_mu). Caller holds the entry's shard lock.
   Status AppendJournal(store_format::RecordType type, std::string_view payload);
@@ -193,6 +200,10 @@ struct Store::Impl {
   // the file again) and, with drop_read_pages, its pages are dropped.
   bool VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last,
                     std::string* bytes = nullptr);
+  // The path of `key`'s complete, verified cache file (NotFound otherwise),
+  // with the entry and its generation at the check, for CurrentLocked.
+  Result<std::string> CompleteFile(const ObjectKey& key, std::shared_ptr<Entry>* entry,
+                                   uint64_t* generation);
   // Creates `path` (O_EXCL) on `tier` holding `data`, with O_DIRECT if
   // `direct` and the tier allows it. Returns 0 or the errno.
   int WriteNewFile(int tier, const std::string& path, std::string_view data, bool direct);
