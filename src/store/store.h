@@ -31,7 +31,12 @@
 // shard (guarding the map and the entries in it); file reads and writes happen
 // outside the shard locks, except the rename/unlink that publishes or retires
 // a file, which is done under its shard lock together with the journal append.
-// The journal has its own mutex (lock order: shard -> journal). Eviction and
+// A file's path is fixed by its object and tier, so a dropped object's path
+// can hold a new, partial file of it moments later: whatever opens a cache
+// file by path checks afterwards, under the shard lock, that the entry it
+// looked up is still current (same entry, same generation) and looks again
+// if not; an fd opened that way keeps serving the right bytes however the
+// entry changes later. The journal has its own mutex (lock order: shard -> journal). Eviction and
 // checkpoints are serialized among themselves and take shard locks one at a
 // time. Tier accounting is lock-free (atomics). With background work enabled,
 // one thread runs eviction and periodic checkpoints.
