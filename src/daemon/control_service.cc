@@ -12,7 +12,7 @@ DaemonServices::DaemonServices(CacheEngine* engine, ServicesOptions options,
       fuse_stats_(std::move(fuse_stats)),
       sync_(std::move(sync)),
       loads_(engine),
-      reporter_(engine, &loads_, options_.mountpoint, fuse_stats_) {}
+      reporter_(engine, &loads_, options_.mountpoint, fuse_stats_, options_.read_mode) {}
 
 Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engine,
                                                               ServicesOptions options,

@@ -29,6 +29,9 @@ struct ServicesOptions {
   std::string mountpoint;
   // Explicit socket path; "" = ControlSocketPath(run_dir, mountpoint).
   std::string socket_path;
+  // The mount's read mode ("cached" | "passthrough"; "" = no mount), shown
+  // in status: in cached mode re-reads never reach the daemon.
+  std::string read_mode;
   // "HOST:PORT" for Prometheus metrics; "" = off. Port 0 picks a free port.
   std::string metrics_addr;
   // Start a background load of the whole dataset (`mount --load`).

@@ -242,6 +242,8 @@ Status Daemon::Open() {
   ASSIGN_OR_RETURN(services_, StartServices(engine_.get(),
                                             ServicesOptions{.run_dir = o.run_dir,
                                                             .mountpoint = o.mountpoint,
+                                                            .read_mode = std::string(
+                                                                FuseReadModeName(o.fuse.read_mode)),
                                                             .metrics_addr = o.metrics_addr,
                                                             .load_on_start = o.load_on_start,
                                                             .load_threads = o.load_threads},

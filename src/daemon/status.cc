@@ -1,6 +1,7 @@
 // StatusReporter and the status formats (see status.h).
 #include "daemon/status.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "daemon/control.h"
@@ -35,11 +36,13 @@ void Field(const nlohmann::json& j, const char* name, T& out, Status& err) {
 }  // namespace
 
 StatusReporter::StatusReporter(CacheEngine* engine, const LoadManager* loads,
-                               std::string mountpoint, std::function<FuseStats()> fuse_stats)
+                               std::string mountpoint, std::function<FuseStats()> fuse_stats,
+                               std::string read_mode)
     : engine_(engine),
       loads_(loads),
       mountpoint_(std::move(mountpoint)),
-      fuse_stats_(std::move(fuse_stats)) {}
+      fuse_stats_(std::move(fuse_stats)),
+      read_mode_(std::move(read_mode)) {}
 
 DatasetStatus StatusReporter::Compute() {
   const std::shared_ptr<const Snapshot> snap_ptr = engine_->snapshot();
@@ -75,6 +78,7 @@ DatasetStatus StatusReporter::Compute() {
   s.origin_requests = es.origin_requests;
   s.origin_bytes = es.origin_bytes;
   s.origin_errors = es.origin_errors;
+  s.read_mode = read_mode_;
   if (fuse_stats_) {
     FuseStats fs = fuse_stats_();
     s.passthrough_opens = fs.passthrough_opens;
@@ -135,6 +139,7 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                       {"passthrough_opens", s.passthrough_opens},
                       {"userspace_opens", s.userspace_opens},
                       {"page_cache_stores", s.page_cache_stores},
+                      {"read_mode", s.read_mode},
                       {"phase", s.phase},
                       {"tiers", tiers}};
   j["load"] = s.load ? LoadProgressToJson(*s.load) : nlohmann::json(nullptr);
@@ -166,6 +171,7 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   Field(j, "passthrough_opens", s.passthrough_opens, err);
   Field(j, "userspace_opens", s.userspace_opens, err);
   if (j.contains("page_cache_stores")) Field(j, "page_cache_stores", s.page_cache_stores, err);
+  if (j.contains("read_mode")) Field(j, "read_mode", s.read_mode, err);
   Field(j, "phase", s.phase, err);
   RETURN_IF_ERROR(err);
   if (auto t = j.find("tiers"); t != j.end() && t->is_array()) {
@@ -242,6 +248,12 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
+  }
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const DatasetStatus& s) { return s.read_mode == "cached"; })) {
+    out +=
+        "HIT RATIO counts the reads the daemon sees; in cached read mode the kernel serves "
+        "re-reads from the mount's page cache without it (docs/load-status.md).\n";
   }
   return out;
 }

@@ -71,6 +71,10 @@ struct DatasetStatus {
   uint64_t passthrough_opens = 0;  // opens served by the kernel from the cache file
   uint64_t userspace_opens = 0;
   uint64_t page_cache_stores = 0;  // ranges a load put into the mount's page cache
+  // "cached" | "passthrough" | "" (no mount). In cached mode the kernel serves
+  // every re-read from the mount's page cache without asking the daemon, so
+  // HIT RATIO cannot count those reads (the table says so).
+  std::string read_mode;
   std::string phase = "Ready";  // Loading | Ready | Degraded
   std::vector<TierUsage> tiers;
   std::optional<LoadProgress> load;  // the running (or last) load
@@ -82,8 +86,9 @@ class StatusReporter {
   static constexpr std::chrono::seconds kDegradedWindow{60};
 
   // Borrows engine and loads (may be null); fuse_stats may be empty (no mount).
+  // read_mode: the mount's ("cached" | "passthrough"; "" without a mount).
   StatusReporter(CacheEngine* engine, const LoadManager* loads, std::string mountpoint,
-                 std::function<FuseStats()> fuse_stats = {});
+                 std::function<FuseStats()> fuse_stats = {}, std::string read_mode = "");
 
   DatasetStatus Compute();
 
@@ -92,6 +97,7 @@ class StatusReporter {
   const LoadManager* loads_;
   std::string mountpoint_;
   std::function<FuseStats()> fuse_stats_;
+  std::string read_mode_;
   std::mutex mu_;  // guards last_errors_, degraded_until_
   uint64_t last_errors_ = 0;
   std::chrono::steady_clock::time_point degraded_until_{};
@@ -107,7 +113,9 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j);
 // "ufsTotal": ...}.
 nlohmann::json FluidSummary(const DatasetStatus& s);
 
-// The status table; `verbose` adds one indented row per tier.
+// The status table; `verbose` adds one indented row per tier. When a row's
+// mount is in cached read mode, a note under the table says what its HIT
+// RATIO cannot see.
 std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbose);
 
 // "1.20GiB", "512B": Fluid's size strings.

@@ -77,6 +77,19 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   EXPECT_NE(table.find("mem://bkt/ds"), std::string::npos);
   EXPECT_NE(table.find("100.0%"), std::string::npos);
   EXPECT_NE(table.find("SSD"), std::string::npos);
+  EXPECT_EQ(table.find("page cache"), std::string::npos);  // no mount: no note
+  EXPECT_EQ(back->read_mode, "");
+
+  // A mount in cached read mode: the table says what HIT RATIO cannot see,
+  // and the JSON carries the mode.
+  s.read_mode = "cached";
+  back = StatusFromJson(nlohmann::json::parse(StatusToJson(s).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->read_mode, "cached");
+  table = FormatStatusTable({*back}, /*verbose=*/false);
+  EXPECT_NE(table.find("HIT RATIO counts the reads the daemon sees"), std::string::npos) << table;
+  s.read_mode = "passthrough";
+  EXPECT_EQ(FormatStatusTable({s}, false).find("page cache"), std::string::npos);
 }
 
 TEST_F(StatusTest, OriginErrorsMakeItDegraded) {

@@ -121,7 +121,9 @@ TEST(StoreConcurrencyTest, ParallelAdmitReadRemoveEvictCheckpoint) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (int pass = 0;; ++pass) {
     store.RunEvictionOnce();
-    if (pass % 25 == 0) ASSERT_TRUE(store.Checkpoint().ok());
+    if (pass % 25 == 0) {
+      ASSERT_TRUE(store.Checkpoint().ok());
+    }
     bool busy_enough = served.load() > 0 &&
                        store.stats().evictions + store.stats().demotions > 0;
     if ((pass >= 300 && busy_enough) || std::chrono::steady_clock::now() > deadline) break;

@@ -188,7 +188,9 @@ TEST(StoreEnospcTest, FullDiskSkipsAdmissionNeverFailsOrCorrupts) {
     for (int i = 0; i < 60; ++i) {
       std::string buf(60'000, '\0');
       auto n = store.Read(key(i), 0, std::span(buf));
-      if (n.ok()) EXPECT_EQ(buf, MakeData(60'000, i)) << i;
+      if (n.ok()) {
+        EXPECT_EQ(buf, MakeData(60'000, i)) << i;
+      }
     }
     // The eviction pass frees room after the ENOSPC, so admissions resume.
     store.RunEvictionOnce();
