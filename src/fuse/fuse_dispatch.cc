@@ -561,7 +561,6 @@ void FuseDispatcher::FillStats(FuseStats* st) const {
   st->dirs_prefetched = dirs_prefetched_.load(std::memory_order_relaxed);
 }
 
-
 Result<int> FuseFilesystem::OpenBackingFile(uint64_t /*ino*/, const std::string& backing_path) {
   int fd = ::open(backing_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open " + backing_path, errno);

@@ -98,8 +98,9 @@ class FuseFilesystem {
   // Opens (O_RDONLY) the backing file that Open() named in `backing_path`,
   // when the layer turns it into a backing id. An adapter whose files can be
   // replaced between Open() and this call checks here that the file it opens
-  // is still the complete one (the cache store reuses paths). Returns the fd
-  // or the errno.
+  // is still the complete one (the cache store reuses paths). Returns an fd
+  // the layer closes once the backing id holds the file. The default opens
+  // the path.
   virtual Result<int> OpenBackingFile(uint64_t ino, const std::string& backing_path);
 
   // The last close of a handle returned by Open().

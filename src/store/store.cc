@@ -153,6 +153,12 @@ bool Store::Impl::CurrentLocked(const Shard& shard, const std::shared_ptr<Entry>
   return it != shard.map.end() && it->second == e && e->generation == generation;
 }
 
+bool Store::Impl::StillCurrent(const std::shared_ptr<Entry>& e, uint64_t generation) const {
+  const Shard& shard = ShardOf(e->id);
+  std::lock_guard lock(shard.mu);
+  return CurrentLocked(shard, e, generation);
+}
+
 void Store::Impl::DropLocked(Shard& shard, const std::shared_ptr<Entry>& e) {
   shard.map.erase(e->id);
   Status s = AppendJournal(store_format::RecordType::kRemove, store_format::EncodeRemove(e->id.hi, e->id.lo));
@@ -341,12 +347,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     }
     int fd = ::open(s.FilePath(tier, id).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;  // moved or evicted meanwhile: look again
-    bool current;
-    {
-      std::lock_guard lock(shard.mu);
-      current = s.CurrentLocked(shard, e, generation);
-    }
-    if (!current) {  // the open may have found a later admission's file
+    if (!s.StillCurrent(e, generation)) {  // the open may have found a later admission's file
       ::close(fd);
       continue;
     }
@@ -447,13 +448,7 @@ Result<int> Store::OpenCompleteFile(const ObjectKey& key) {
     if (!path.ok()) return path.status();
     int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
-    Shard& shard = s.ShardOf(e->id);
-    bool current;
-    {
-      std::lock_guard lock(shard.mu);
-      current = s.CurrentLocked(shard, e, generation);
-    }
-    if (current) return fd;
+    if (s.StillCurrent(e, generation)) return fd;
     ::close(fd);
   }
   return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");

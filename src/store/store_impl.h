@@ -187,6 +187,8 @@ struct Store::Impl {
   // the shard lock.
   bool CurrentLocked(const Shard& shard, const std::shared_ptr<Entry>& e,
                      uint64_t generation) const;
+  // The same, taking the shard lock: for the check right after an open.
+  bool StillCurrent(const std::shared_ptr<Entry>& e, uint64_t generation) const;
   store_format::EntryRecord ToRecord(const Entry& e) const;
   // Appends a journal record (takes journal_mu). Caller holds the entry's shard lock.
   Status AppendJournal(store_format::RecordType type, std::string_view payload);
