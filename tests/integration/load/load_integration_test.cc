@@ -210,7 +210,14 @@ TEST(LoadIntegration, LoadFillsTheMountsPageCacheInCachedMode) {
       // are in the page cache before anyone opens them.
       EXPECT_GE(stores, 1000 - 20 * 16) << m;
       EXPECT_LE(stores, 1000);
-      EXPECT_EQ(reads, 1000 - stores) << "every file not pushed is read once, no pushed one";
+      // Every file not pushed is read once, and a pushed one only if the
+      // kernel dropped its pages before the read. With another FUSE test
+      // running beside this one, about 1 run in 10 lost 2-4 files that way;
+      // most likely to the DAMON pageout scheme these VMs run, which
+      // reclaims page-cache pages it sees as cold (91 GB in a day here).
+      // At most 2 % of the files may go that way.
+      EXPECT_GE(reads, 1000 - stores) << "every file not pushed is read";
+      EXPECT_LE(reads, 1000 - stores + 20) << "pushed files are served without a READ";
       EXPECT_EQ(Sample(m, "granary_fuse_store_bytes_total") > 0, true);
     } else {
       EXPECT_EQ(stores, 0) << m;
