@@ -85,7 +85,7 @@ Result<OpenResult> EngineFs::Open(uint64_t node, int flags) {
   return out;
 }
 
-Result<int> EngineFs::OpenBackingFile(uint64_t node, const std::string& backing_path) {
+Result<int> EngineFs::OpenBackingFile(uint64_t node, const std::string& /*backing_path*/) {
   // Not the path itself: the object may have been evicted and admitted
   // again (partly) since Open() named it; the store checks after opening.
   ASSIGN_OR_RETURN(Resolved r, Resolve(node));

@@ -36,10 +36,10 @@
 // file by path checks afterwards, under the shard lock, that the entry it
 // looked up is still current (same entry, same generation) and looks again
 // if not; an fd opened that way keeps serving the right bytes however the
-// entry changes later. The journal has its own mutex (lock order: shard -> journal). Eviction and
-// checkpoints are serialized among themselves and take shard locks one at a
-// time. Tier accounting is lock-free (atomics). With background work enabled,
-// one thread runs eviction and periodic checkpoints.
+// entry changes later. The journal has its own mutex (lock order: shard ->
+// journal). Eviction and checkpoints are serialized among themselves and take
+// shard locks one at a time. Tier accounting is lock-free (atomics). With
+// background work enabled, one thread runs eviction and periodic checkpoints.
 #pragma once
 
 #include <chrono>
