@@ -65,6 +65,7 @@ class Bench:
         self.endpoint = None  # the proxy of the current delay
         self.epoch_seq = 0
         self.delete_later = []  # cache directories, deleted after the Granary rows
+        self.origin_cpus = None  # CPUs of the origin and its proxy (None: not pinned)
 
     def bin(self, name):
         tool = {"reader": "reader/granary_reader"}.get(name, f"{name}/{name}")
@@ -95,7 +96,7 @@ class Bench:
             os.makedirs(data, exist_ok=True)
             name, argv = "s3rver", ["node", "--openssl-legacy-provider", s3rver_launcher(),
                                     "-d", data, "-a", "127.0.0.1", "-p", str(port), "--silent"]
-        p = self.procs.start(name, argv, env=self.env)
+        p = self.procs.start(name, argv, env=self.env, cpus=self.origin_cpus)
         self.procs.wait_until(p, lambda: _answers(self.origin), name, timeout=60)
         self.log(f"{name} pid {p.pid} at {self.origin}")
 
@@ -104,7 +105,7 @@ class Bench:
         with open(out, "w") as f:
             p = self.procs.start(f"proxy-{delay}", [self.bin("s3_delay_proxy"), "--upstream",
                                  self.origin.removeprefix("http://"), "--port", "0",
-                                 "--delay", delay], stdout=f)
+                                 "--delay", delay], stdout=f, cpus=self.origin_cpus)
         self.procs.wait_until(p, lambda: os.path.getsize(out) > 0, "s3_delay_proxy", timeout=30)
         with open(out) as f:
             port = int(f.readline())
@@ -213,6 +214,41 @@ def _answers(url):
         return getattr(e, "code", None) is not None  # an HTTP error still means it is up
 
 
+def split_cpus(spec):
+    """--origin-cpus: (origin CPUs, everything else's CPUs), or (None, None) for no pinning.
+
+    A remote origin does not share the client's CPUs. On one machine it does,
+    and on these 2-core VMs that decides the cold rows: ufs_get alone leaves
+    the origin (s3rver is one Node.js process, plus the delay proxy) nearly
+    both cores, while any cache's epoch takes CPU for its readers, FUSE and
+    cache writes from the same cores, so the origin serves fewer GETs/s than
+    in its own ceiling run. Pinning gives the origin the same CPUs in every
+    row, and every client (ufs_get, readers, Granary, s3fs, rclone, local
+    disk) the rest.
+    """
+    allowed = sorted(os.sched_getaffinity(0))
+    if spec == "none":
+        return None, None
+    if spec == "auto":
+        if len(allowed) < 2:
+            return None, None
+        origin = set(allowed[:max(1, len(allowed) // 4)])
+    else:
+        try:
+            origin = set()
+            for part in spec.split(","):
+                lo, _, hi = part.partition("-")
+                origin.update(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise SystemExit(f"compare: --origin-cpus {spec!r}: expected auto, none or a list "
+                             "like 0 or 0-1,4") from None
+    rest = set(allowed) - origin
+    if not origin <= set(allowed) or not rest:
+        raise SystemExit(f"compare: --origin-cpus {spec}: must be a proper subset of the CPUs "
+                         f"this process may use ({','.join(map(str, allowed))})")
+    return origin, rest
+
+
 def machine():
     cpu = "?"
     try:
@@ -315,6 +351,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--peer-max-files", type=int, default=0,
                     help="cap s3fs/rclone epochs at this many files (0 = all; the demo uses it)")
+    ap.add_argument("--origin-cpus", default="auto",
+                    help="CPUs the origin and its delay proxy run on, everything else on the "
+                         "others (a remote origin does not share the client's CPUs): auto (the "
+                         "first quarter, at least one, when there are 2 or more), none, or a "
+                         "list like 0 or 0-1")
     ap.add_argument("--ceiling-seconds", type=float, default=3.0, help="ufs_get seconds per level")
     ap.add_argument("--cache-quota", default="50G", help="quota of every cache directory")
     ap.add_argument("--epoch-timeout", type=int, default=1800, help="seconds one epoch may take")
@@ -340,6 +381,9 @@ def main():
     shutil.rmtree(log_dir, ignore_errors=True)
     os.makedirs(log_dir)
     b = Bench(args, work, log_dir)
+    b.origin_cpus, client_cpus = split_cpus(args.origin_cpus)
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)  # every client process inherits it
     if not os.access(b.granary, os.X_OK):
         raise SystemExit(f"compare: {b.granary} is missing; build it first")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -347,7 +391,9 @@ def main():
     results = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
                "tools": tool_versions(args.origin), "config": {"files": args.files, "threads": args.threads,
                                                     "delays": delays, "seed": args.seed,
-                                                    "origin": args.origin},
+                                                    "origin": args.origin,
+                                                    "origin_cpus": sorted(b.origin_cpus or []),
+                                                    "client_cpus": sorted(client_cpus or [])},
                "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "delays": {}}
     try:
         b.start_origin()

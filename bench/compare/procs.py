@@ -86,12 +86,16 @@ class Procs:
         self.live = {}  # pid -> (name, Popen)
         self.mounts = {}  # mount point -> how to unmount it
 
-    def start(self, name, argv, env=None, stdout=None):
-        """Starts argv in the background, stderr (and stdout unless given) to <log_dir>/<name>.log."""
+    def start(self, name, argv, env=None, stdout=None, cpus=None):
+        """Starts argv in the background, stderr (and stdout unless given) to <log_dir>/<name>.log.
+
+        cpus: the set of CPUs it may run on (default: this process's own).
+        """
         log_path = os.path.join(self.log_dir, name + ".log")
         log = open(log_path, "ab")
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         p = subprocess.Popen(argv, stdout=stdout or log, stderr=log, env=env,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=pin)
         log.close()
         self.live[p.pid] = (name, p)
         p.log_path = log_path

@@ -106,6 +106,10 @@ def targets_table(tg):
     return "\n".join(lines)
 
 
+def _cpus(cpus):
+    return ",".join(str(x) for x in cpus)
+
+
 def markdown(results):
     m, c = results["machine"], results["config"]
     out = [f"# Granary comparison, {results['started']}", "",
@@ -114,7 +118,9 @@ def markdown(results):
            f"Data set: {c['files']:,} ImageNet-like JPEGs, "
            f"{c.get('total_bytes', 0) / 1e6:,.0f} MB; reader: {c['threads']} threads, whole "
            f"files, shuffled.  ",
-           f"Origin: {c.get('origin', 'moto')} behind bench/s3_delay_proxy.  ",
+           f"Origin: {c.get('origin', 'moto')} behind bench/s3_delay_proxy"
+           + (f", on CPU {_cpus(c['origin_cpus'])}; every client on CPU {_cpus(c['client_cpus'])}"
+              if c.get("origin_cpus") else ", sharing the CPUs with the clients") + ".  ",
            "Tools: " + ", ".join(f"{k} {v}" for k, v in results["tools"].items() if v) + ".  ",
            f"Command: `{results['command']}` ({results.get('seconds', '?')} s).", ""]
     for delay, d in results["delays"].items():
