@@ -20,7 +20,7 @@ namespace {
 struct LoadFlags {
   std::string target;
   std::string list;
-  int threads = 64;
+  int threads = 128;
   bool check = false;
   bool quiet = false;
   bool background = false;

@@ -39,7 +39,7 @@ struct MountFlags {
   std::optional<uint32_t> gid;
   std::string metrics_addr;
   bool load = false;
-  int load_threads = 64;
+  int load_threads = 128;
 };
 
 // "DIR" or "DIR:QUOTA" (QUOTA a size such as 200G). quota 0 = auto.

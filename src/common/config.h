@@ -29,7 +29,7 @@
 //     cache:
 //       policy: training                          # lru | training
 //       blockSize: 4MiB
-//       ufsConcurrency: 64
+//       ufsConcurrency: 128
 //
 // Thread safety: values.
 #pragma once
@@ -79,7 +79,7 @@ struct Config {
   std::vector<TierLevel> tiers;   // runtime.tieredstore.levels, fastest first
   std::string policy = "lru";     // runtime.cache.policy: lru | training
   uint64_t block_size = 4ull << 20;  // runtime.cache.blockSize
-  int ufs_concurrency = 64;       // runtime.cache.ufsConcurrency
+  int ufs_concurrency = 128;      // runtime.cache.ufsConcurrency
 
   // Checks ranges and combinations; errors name the field and the value.
   Status Validate() const;

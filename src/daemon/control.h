@@ -7,7 +7,7 @@
 // itself chmod 0600: only the owner may connect. Protocol (docs/load-status.md):
 // newline-delimited JSON, one request per line, version 1:
 //   {"v":1,"op":"status"}                      -> {"v":1,"ok":true,"status":{...}}
-//   {"v":1,"op":"load","path":"train","list_file":"/abs/list.txt","threads":64,
+//   {"v":1,"op":"load","path":"train","list_file":"/abs/list.txt","threads":128,
 //    "check":false,"background":false}          -> {"v":1,"ok":true,"progress":{...}} lines,
 //                                                  then
 //                                                  {"v":1,"ok":true,"done":true,"result":{...}}

@@ -37,7 +37,7 @@ struct ServicesOptions {
   // Start a background load of the whole dataset (`mount --load`).
   bool load_on_start = false;
   // Fetch threads of that background load.
-  int load_threads = 64;
+  int load_threads = 128;
 };
 
 class DaemonServices : public ControlHandler {

@@ -97,7 +97,7 @@ struct DaemonOptions {
   // Start a background load of the whole dataset once the mount serves (`--load`).
   bool load_on_start = false;
   // Concurrent fetches of that load.
-  int load_threads = 64;
+  int load_threads = 128;
   // In the `cached` read mode, put bytes fetched ahead of their reader
   // (warm-up, readahead) into the mount's page cache at once
   // (FUSE_NOTIFY_STORE) for files the kernel already knows, and write their

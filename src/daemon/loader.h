@@ -43,7 +43,7 @@ struct LoadRequest {
   // non-empty, `path` only serves to resolve lines relative to it.
   std::vector<std::string> list_lines;
   // Concurrent fetches (>= 1).
-  int threads = 64;
+  int threads = 128;
   // Only report what is cached; fetch nothing.
   bool check_only = false;
 };

@@ -137,7 +137,7 @@ TEST_F(AwsCredentialsTest, S3OptionsDefaultsAndOverrides) {
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->endpoint, "https://s3.us-east-1.amazonaws.com");
   EXPECT_TRUE(o->anonymous);
-  EXPECT_EQ(o->max_concurrency, 64);
+  EXPECT_EQ(o->max_concurrency, 128);
 
   o = ResolveS3Options(UfsOptions{.options = {{"endpoint", "http://127.0.0.1:9000/"},
                                               {"region", "eu-west-1"},

@@ -18,7 +18,7 @@
 //
 // Options (UfsOptions::options; unknown keys are rejected):
 //   caBundle        PEM file of CAs for https:// (default: the system store)
-//   maxConcurrency  requests in flight at once (default 64)
+//   maxConcurrency  requests in flight at once (default 128)
 //   connectTimeout  e.g. "5s" (default 5s)
 //   requestTimeout  one whole request, e.g. "120s"; "0" = no limit (default 120s)
 //   maxAttempts     tries per request, first included (default 4)

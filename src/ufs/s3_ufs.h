@@ -49,7 +49,7 @@ struct S3Options {
   S3Addressing addressing = S3Addressing::kAuto;
   bool anonymous = false;            // send unsigned requests (public buckets)
   std::string ca_bundle;             // PEM CA file for https endpoints; "" = system store
-  int max_concurrency = 64;          // requests in flight at once
+  int max_concurrency = 128;         // requests in flight at once
   std::chrono::milliseconds connect_timeout{5000};   // TCP/TLS connect
   std::chrono::milliseconds request_timeout{120000}; // one whole request (0 = no limit)
   RetryPolicy retry;                 // attempts and backoff for transient failures
