@@ -125,7 +125,9 @@ while read -r key; do
   "${G[@]}" cat "s3://${BUCKET}/${key}" | cmp -s - "${SRC}/${key#imagenet/}" ||
     die "granary cat s3://${BUCKET}/${key} differs from the source file"
   checked=$((checked + 1))
-done < <(awk -v n="$(wc -l <"${WORK}/want.txt")" 'NR % int(n / 50 + 1) == 0' "${WORK}/want.txt")
+done < <(awk -v n="$(wc -l <"${WORK}/want.txt")" \
+  'BEGIN { step = int(n / 50); if (step < 1) step = 1 } NR % step == 0 && picked < 50 { picked++; print }' \
+  "${WORK}/want.txt")
 echo "${checked} objects byte-exact"
 
 # ---------------------------------------------------------------------------
