@@ -11,6 +11,10 @@ shuffled, N threads):
   rclone mount --vfs-cache-mode full | Granary read-through | Granary mount
   --load | Granary after `granary load` | Granary fresh remount
 
+The origin and its proxy run on CPUs of their own (--origin-cpus, default:
+the first quarter, at least one), every client on the others, as a remote
+origin would not share the client's CPUs.
+
 Writes results.md (tables + targets), results.json and chart.png to --out and
 prints the tables; logs of every process go to --out/logs. Every process it starts, it stops; every mount it makes, it
 unmounts, also on Ctrl-C.
