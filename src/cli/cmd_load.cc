@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "common/origin_defaults.h"
 #include "common/units.h"
 #include "daemon/control.h"
 
@@ -20,7 +21,7 @@ namespace {
 struct LoadFlags {
   std::string target;
   std::string list;
-  int threads = 128;
+  int threads = kDefaultOriginConcurrency;
   bool check = false;
   bool quiet = false;
   bool background = false;

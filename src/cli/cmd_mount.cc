@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "common/origin_defaults.h"
 #include "common/units.h"
 #include "daemon/daemon.h"
 
@@ -39,7 +40,7 @@ struct MountFlags {
   std::optional<uint32_t> gid;
   std::string metrics_addr;
   bool load = false;
-  int load_threads = 128;
+  int load_threads = kDefaultOriginConcurrency;
 };
 
 // "DIR" or "DIR:QUOTA" (QUOTA a size such as 200G). quota 0 = auto.

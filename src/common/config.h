@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/origin_defaults.h"
 #include "granary/status.h"
 
 namespace granary {
@@ -79,7 +80,7 @@ struct Config {
   std::vector<TierLevel> tiers;   // runtime.tieredstore.levels, fastest first
   std::string policy = "lru";     // runtime.cache.policy: lru | training
   uint64_t block_size = 4ull << 20;  // runtime.cache.blockSize
-  int ufs_concurrency = 128;      // runtime.cache.ufsConcurrency
+  int ufs_concurrency = kDefaultOriginConcurrency;  // runtime.cache.ufsConcurrency
 
   // Checks ranges and combinations; errors name the field and the value.
   Status Validate() const;

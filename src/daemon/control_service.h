@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cache/engine.h"
+#include "common/origin_defaults.h"
 #include "daemon/control.h"
 #include "daemon/loader.h"
 #include "daemon/metrics.h"
@@ -37,7 +38,7 @@ struct ServicesOptions {
   // Start a background load of the whole dataset (`mount --load`).
   bool load_on_start = false;
   // Fetch threads of that background load.
-  int load_threads = 128;
+  int load_threads = kDefaultOriginConcurrency;
 };
 
 class DaemonServices : public ControlHandler {

@@ -46,6 +46,7 @@
 
 #include "cache/engine.h"
 #include "common/config.h"
+#include "common/origin_defaults.h"
 #include "common/uri.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
@@ -97,7 +98,7 @@ struct DaemonOptions {
   // Start a background load of the whole dataset once the mount serves (`--load`).
   bool load_on_start = false;
   // Concurrent fetches of that load.
-  int load_threads = 128;
+  int load_threads = kDefaultOriginConcurrency;
   // In the `cached` read mode, put bytes fetched ahead of their reader
   // (warm-up, readahead) into the mount's page cache at once
   // (FUSE_NOTIFY_STORE) for files the kernel already knows, and write their

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cache/engine.h"
+#include "common/origin_defaults.h"
 #include "granary/status.h"
 #include "meta/snapshot.h"
 
@@ -43,7 +44,7 @@ struct LoadRequest {
   // non-empty, `path` only serves to resolve lines relative to it.
   std::vector<std::string> list_lines;
   // Concurrent fetches (>= 1).
-  int threads = 128;
+  int threads = kDefaultOriginConcurrency;
   // Only report what is cached; fetch nothing.
   bool check_only = false;
 };

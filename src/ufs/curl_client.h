@@ -35,12 +35,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/origin_defaults.h"
 #include "granary/status.h"
 
 namespace granary {
 
 struct CurlClientOptions {
-  int max_in_flight = 128;                                    // requests running at once (>= 1)
+  int max_in_flight = kDefaultOriginConcurrency;  // requests running at once (>= 1)
   std::chrono::milliseconds connect_timeout{5000};            // TCP (+TLS) connect
   std::chrono::milliseconds request_timeout{0};               // whole request; 0 = no limit
   int64_t low_speed_bytes = 1;                                // abort below this many bytes/s...

@@ -25,6 +25,7 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/origin_defaults.h"
 #include "common/retry.h"
 #include "common/uri.h"
 #include "granary/status.h"
@@ -49,7 +50,7 @@ struct S3Options {
   S3Addressing addressing = S3Addressing::kAuto;
   bool anonymous = false;            // send unsigned requests (public buckets)
   std::string ca_bundle;             // PEM CA file for https endpoints; "" = system store
-  int max_concurrency = 128;         // requests in flight at once
+  int max_concurrency = kDefaultOriginConcurrency;  // requests in flight at once
   std::chrono::milliseconds connect_timeout{5000};   // TCP/TLS connect
   std::chrono::milliseconds request_timeout{120000}; // one whole request (0 = no limit)
   RetryPolicy retry;                 // attempts and backoff for transient failures
