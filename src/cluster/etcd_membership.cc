@@ -109,7 +109,9 @@ Status EtcdMembership::Register() {
     lease_.store(lease);
   }
   need_put_.store(true);
-  RETURN_IF_ERROR(client_->Put(member_key(), EncodeMemberValue(options_.self), lease_.load()));
+  Status put = client_->Put(member_key(), EncodeMemberValue(options_.self), lease_.load());
+  if (put.code() == Code::kNotFound) lease_.store(0);  // the lease expired meanwhile: grant anew
+  RETURN_IF_ERROR(put);
   need_put_.store(false);
   return Status::Ok();
 }

@@ -26,11 +26,22 @@ bool Better(const Scored& a, const Scored& b) {
 
 uint64_t NodeSeed(std::string_view node_id) { return XXH3_64bits(node_id.data(), node_id.size()); }
 
-double HrwScore(uint64_t node_seed, double weight, std::string_view placement_key) {
+// U in (0, 1) for a member and a key: 53 hash bits mapped to the open
+// interval, never 0 or 1, so ln(U) < 0.
+static double HrwUniform(uint64_t node_seed, std::string_view placement_key) {
   const uint64_t h = XXH3_64bits_withSeed(placement_key.data(), placement_key.size(), node_seed);
-  // 53 random bits mapped to the open interval (0, 1): never 0 or 1, so ln(u) < 0.
-  const double u = (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;
-  return -weight / std::log(u);
+  return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;
+}
+
+double HrwScore(uint64_t node_seed, double weight, std::string_view placement_key) {
+  return -weight / std::log(HrwUniform(node_seed, placement_key));
+}
+
+double Placement::Score(size_t i, std::string_view placement_key) const {
+  // With one weight for all, -w / ln(U) orders members exactly as U does:
+  // skip the logarithm (most of the cost of a lookup).
+  if (equal_weights_) return HrwUniform(seeds_[i], placement_key);
+  return HrwScore(seeds_[i], static_cast<double>(members_[i].capacity), placement_key);
 }
 
 Placement::Placement(std::vector<Member> members, uint64_t generation)
@@ -41,9 +52,13 @@ Placement::Placement(std::vector<Member> members, uint64_t generation)
                              [](const Member& a, const Member& b) { return a.node_id == b.node_id; }),
                  members_.end());
   seeds_.reserve(members_.size());
+  uint64_t weight = 0;  // the one positive weight seen so far
   for (const Member& m : members_) {
     seeds_.push_back(NodeSeed(m.node_id));
     total_capacity_ += m.capacity;
+    if (m.capacity == 0) continue;
+    if (weight != 0 && m.capacity != weight) equal_weights_ = false;
+    weight = m.capacity;
   }
 }
 
@@ -58,8 +73,7 @@ std::vector<const Member*> Placement::Rank(std::string_view placement_key, size_
   scored.reserve(members_.size());
   for (size_t i = 0; i < members_.size(); ++i) {
     if (members_[i].capacity == 0) continue;
-    scored.push_back({HrwScore(seeds_[i], static_cast<double>(members_[i].capacity), placement_key),
-                      &members_[i]});
+    scored.push_back({Score(i, placement_key), &members_[i]});
   }
   n = std::min(n, scored.size());
   std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n), scored.end(),
@@ -73,8 +87,7 @@ const Member* Placement::Owner(std::string_view placement_key) const {
   std::optional<Scored> best;
   for (size_t i = 0; i < members_.size(); ++i) {
     if (members_[i].capacity == 0) continue;
-    Scored s{HrwScore(seeds_[i], static_cast<double>(members_[i].capacity), placement_key),
-             &members_[i]};
+    Scored s{Score(i, placement_key), &members_[i]};
     if (!best || Better(s, *best)) best = s;
   }
   return best ? best->member : nullptr;

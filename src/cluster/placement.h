@@ -5,7 +5,8 @@
 //   h = XXH3_64(k, seed = XXH3_64(m.node_id)),  U = (h>>11 + 0.5) / 2^53 in (0,1),
 //   score(m, k) = -w / ln(U)            (the logarithmic method)
 // Members are ranked by score, highest first; equal scores (practically never)
-// fall back to node_id order. Each member's share of keys is w / sum(w), and
+// fall back to node_id order. (When all weights are equal, U alone is
+// compared: the same order, without the logarithm.) Each member's share of keys is w / sum(w), and
 // because a member's score depends only on its own id and the key, removing a
 // member moves only the keys it owned and adding one moves keys only to it.
 // The hash is fixed (xxh3-64, never std::hash), so every process agrees.
@@ -57,10 +58,14 @@ class Placement {
   uint64_t total_capacity() const { return total_capacity_; }
 
  private:
+  // A value ordered like member i's HRW score for the key.
+  double Score(size_t i, std::string_view placement_key) const;
+
   std::vector<Member> members_;
   std::vector<uint64_t> seeds_;  // seeds_[i] = XXH3_64(members_[i].node_id)
   uint64_t generation_ = 0;
   uint64_t total_capacity_ = 0;
+  bool equal_weights_ = true;  // every member with capacity has the same capacity
 };
 
 // The HRW score of a member (given its node-id seed and weight) for a key;

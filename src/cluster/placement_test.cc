@@ -177,6 +177,25 @@ TEST(PlacementTest, PlacementKeyWholeObjectOrPerBlock) {
   EXPECT_NE(PlacementKey("d", "k#1", 1, 0, kBlock), PlacementKey("d", "k", 2 * kBlock, 1, kBlock));
 }
 
+// Rank is the order of HrwScore, with equal weights (where the logarithm is
+// skipped) and with mixed ones.
+TEST(PlacementTest, RankIsTheOrderOfHrwScores) {
+  for (bool mixed : {false, true}) {
+    std::vector<Member> members = MakeMembers(20, 1 << 30);
+    if (mixed) members[4].capacity = 5u << 30;
+    Placement p(members);
+    for (int i = 0; i < 500; ++i) {
+      const std::string k = Key(i);
+      auto r = p.Rank(k, 20);
+      ASSERT_EQ(r.size(), 20u);
+      for (size_t j = 1; j < r.size(); ++j) {
+        EXPECT_GT(HrwScore(NodeSeed(r[j - 1]->node_id), double(r[j - 1]->capacity), k),
+                  HrwScore(NodeSeed(r[j]->node_id), double(r[j]->capacity), k));
+      }
+    }
+  }
+}
+
 TEST(PlacementTest, HrwScoreGrowsWithWeight) {
   const uint64_t seed = NodeSeed("n:1");
   EXPECT_DOUBLE_EQ(HrwScore(seed, 2.0, "k"), 2 * HrwScore(seed, 1.0, "k"));
