@@ -23,7 +23,8 @@
 //
 // Threads: Start() runs two internal threads, one for keepalives and one for
 // the poll (so a slow poll never delays a keepalive); OnChange callbacks run
-// on the poll thread. Stop() joins both, then revokes.
+// on the poll thread (for the first view, read by Start(), on the thread
+// calling Start). Stop() joins both, then revokes.
 //
 // Thread safety: all public methods are thread-safe. Callbacks must not call
 // Stop() (it joins the thread they run on).

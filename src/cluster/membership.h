@@ -10,8 +10,9 @@
 // "10.0.0.1:7070", "[fd00::1]:7070").
 //
 // Thread safety: every Membership method may be called from any thread.
-// OnChange callbacks run on an internal thread of the implementation, one at a
-// time, and must not call Stop().
+// OnChange callbacks run one at a time on an internal thread of the
+// implementation (EtcdMembership: the first view on the thread calling
+// Start), and must not call Stop().
 #pragma once
 
 #include <cstdint>
