@@ -1,0 +1,348 @@
+// PeerClient (see peer_client.h): pooled, pipelined connections to one peer.
+#include "net/peer_client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "common/log.h"
+#include "net/handshake.h"
+#include "net/messages.h"
+
+namespace granary::net {
+
+const char* PeerErrorKindName(PeerErrorKind kind) {
+  switch (kind) {
+    case PeerErrorKind::kConnect: return "connect";
+    case PeerErrorKind::kTimeout: return "timeout";
+    case PeerErrorKind::kAuth: return "auth";
+    case PeerErrorKind::kProtocol: return "protocol";
+    case PeerErrorKind::kChecksum: return "checksum";
+    case PeerErrorKind::kRemote: return "remote";
+    case PeerErrorKind::kConnectionLost: return "connection_lost";
+  }
+  return "unknown";
+}
+
+struct PeerClient::Counters {
+  std::atomic<uint64_t> requests{0}, bytes{0}, connects{0}, latency_sum_ns{0};
+  std::array<std::atomic<uint64_t>, kPeerErrorKinds> errors{};
+  std::array<std::atomic<uint64_t>, kPeerLatencyBuckets> latency{};
+};
+
+struct PeerClient::Outcome {
+  Result<Frame> frame;
+  PeerErrorKind kind = PeerErrorKind::kProtocol;  // meaningful when !frame.ok()
+};
+
+struct PeerClient::Slot {
+  std::timed_mutex mu;  // guards conn; held while opening one (bounded by the deadline)
+  std::shared_ptr<Connection> conn;
+};
+
+// One connected, authenticated socket with its reader thread. Errors it
+// returns are not yet prefixed with the peer's address.
+class PeerClient::Connection {
+ public:
+  Connection(int fd, FrameDecoder decoder, Counters* counters)
+      : fd_(fd), decoder_(std::move(decoder)), counters_(counters) {
+    reader_ = std::thread([this] { ReadLoop(); });
+  }
+  ~Connection() {
+    ShutdownSocket(fd_);
+    reader_.join();
+    ::close(fd_);
+  }
+
+  // Sends one request and waits for its reply until `deadline`.
+  Outcome Call(Op op, std::string_view payload, Deadline deadline);
+
+  bool broken() {
+    std::lock_guard lock(mu_);
+    return !broken_.ok();
+  }
+
+ private:
+  void ReadLoop();
+  // Hands a reply to its caller; false if the connection must end.
+  bool Deliver(Frame f);
+  // Marks the connection broken and fails every outstanding request.
+  void Break(const Status& s, PeerErrorKind kind);
+
+  struct Pending {
+    std::condition_variable cv;
+    std::optional<Outcome> outcome;  // set once, under mu_
+  };
+
+  const int fd_;
+  FrameDecoder decoder_;  // used only by the reader thread
+  Counters* counters_;
+  std::mutex write_mu_;  // serializes whole frames on fd_; taken before mu_ when both are held
+  std::mutex mu_;        // guards pending_, next_id_, broken_; a leaf lock
+  std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
+  uint64_t next_id_ = 1;  // 0 is the handshake's and connection-level errors'
+  Status broken_;         // why the connection is unusable; OK while it works
+  std::thread reader_;
+};
+
+PeerClient::Outcome PeerClient::Connection::Call(Op op, std::string_view payload,
+                                                 Deadline deadline) {
+  auto p = std::make_shared<Pending>();
+  uint64_t id;
+  {
+    std::lock_guard lock(mu_);
+    if (!broken_.ok()) return {.frame = broken_, .kind = PeerErrorKind::kConnectionLost};
+    id = next_id_++;
+    pending_.emplace(id, p);
+  }
+  {
+    std::lock_guard lock(write_mu_);
+    Status s = WriteFrame(fd_, op, id, payload, deadline);
+    // A frame may be half sent: nothing else can follow it on this socket.
+    if (!s.ok()) Break(Unavailable("connection lost: " + s.message()), PeerErrorKind::kConnectionLost);
+  }
+  std::unique_lock lock(mu_);
+  if (!p->cv.wait_until(lock, deadline, [&] { return p->outcome.has_value(); })) {
+    pending_.erase(id);
+    return {.frame = Unavailable("timed out"), .kind = PeerErrorKind::kTimeout};
+  }
+  return std::move(*p->outcome);
+}
+
+void PeerClient::Connection::ReadLoop() {
+  std::vector<char> buf(256 << 10);
+  for (;;) {
+    for (;;) {
+      auto f = decoder_.Next();
+      if (!f.ok()) {
+        Break(f.status(), decoder_.payload_checksum_failed() ? PeerErrorKind::kChecksum
+                                                             : PeerErrorKind::kProtocol);
+        return;
+      }
+      if (!*f) break;
+      counters_->bytes.fetch_add(kFrameHeaderSize + (*f)->payload.size());
+      if (!Deliver(std::move(**f))) return;
+    }
+    auto n = RecvSome(fd_, buf.data(), buf.size(), Deadline::max());
+    if (!n.ok() || *n == 0) {
+      Break(Unavailable("connection lost: " + (n.ok() ? "closed by the peer" : n.status().message())),
+            PeerErrorKind::kConnectionLost);
+      return;
+    }
+    decoder_.Feed(std::string_view(buf.data(), *n));
+  }
+}
+
+bool PeerClient::Connection::Deliver(Frame f) {
+  if (f.request_id == 0) {  // the server is dropping this connection, or broke the protocol
+    if (f.op != Op::kError) {
+      Break(Corruption("unexpected " + OpName(f.op) + " frame with request id 0"),
+            PeerErrorKind::kProtocol);
+      return false;
+    }
+    auto e = DecodeError(f.payload);
+    Status s = e.ok() ? Status(e->code, "closed the connection: " + e->message) : e.status();
+    Break(s, e.ok() && e->code != Code::kCorruption ? PeerErrorKind::kRemote
+                                                    : PeerErrorKind::kProtocol);
+    return false;
+  }
+  std::lock_guard lock(mu_);
+  auto it = pending_.find(f.request_id);
+  if (it == pending_.end()) return true;  // its caller timed out and left
+  it->second->outcome = Outcome{.frame = std::move(f), .kind = PeerErrorKind::kProtocol};
+  it->second->cv.notify_one();
+  pending_.erase(it);
+  return true;
+}
+
+void PeerClient::Connection::Break(const Status& s, PeerErrorKind kind) {
+  {
+    std::lock_guard lock(mu_);
+    if (!broken_.ok()) return;
+    broken_ = s;
+    for (auto& [id, p] : pending_) {
+      p->outcome = Outcome{.frame = s, .kind = kind};
+      p->cv.notify_one();
+    }
+    pending_.clear();
+  }
+  ShutdownSocket(fd_);  // wakes the reader; the fd closes with the Connection
+}
+
+PeerClient::PeerClient(std::string address, PeerClientOptions o)
+    : address_(std::move(address)), opts_(std::move(o)), counters_(std::make_unique<Counters>()) {
+  for (int i = 0; i < std::max(1, opts_.connections); ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+  }
+}
+
+PeerClient::~PeerClient() = default;
+
+PeerClientStats PeerClient::stats() const {
+  const Counters& c = *counters_;
+  PeerClientStats s{.requests = c.requests.load(),
+                    .bytes_received = c.bytes.load(),
+                    .connects = c.connects.load(),
+                    .errors = {},
+                    .latency_buckets = {},
+                    .latency_sum_s = static_cast<double>(c.latency_sum_ns.load()) / 1e9};
+  for (size_t i = 0; i < kPeerErrorKinds; ++i) s.errors[i] = c.errors[i].load();
+  for (size_t i = 0; i < kPeerLatencyBuckets; ++i) s.latency_buckets[i] = c.latency[i].load();
+  return s;
+}
+
+void PeerClient::CountError(PeerErrorKind kind) {
+  counters_->errors[static_cast<size_t>(kind)].fetch_add(1);
+}
+
+void PeerClient::RecordLatency(Deadline start) {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Now() - start).count();
+  double s = static_cast<double>(ns) / 1e9;
+  size_t b = static_cast<size_t>(
+      std::lower_bound(kPeerLatencyBounds.begin(), kPeerLatencyBounds.end(), s) -
+      kPeerLatencyBounds.begin());
+  counters_->latency[b].fetch_add(1);
+  counters_->latency_sum_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(ns, 0)));
+}
+
+Status PeerClient::OpenConnection(Slot& slot, Deadline deadline) {
+  const Deadline start = Now();
+  const Deadline until = std::min(deadline, start + opts_.connect_timeout);
+  auto budget_ms = [&] {
+    return std::to_string(
+        std::chrono::ceil<std::chrono::milliseconds>(until - start).count());
+  };
+  auto fd = ConnectTcp(address_, until);
+  if (!fd.ok()) {
+    if (fd.status().message() == "connect timed out") {
+      return Unavailable("peer " + address_ + ": connect timed out after " + budget_ms() + " ms");
+    }
+    return fd.status().WithContext("peer " + address_);
+  }
+  FrameDecoder decoder;
+  AuthConfig self{.secret = opts_.secret, .dataset = opts_.dataset, .node_id = opts_.node_id};
+  Status hs = ClientHandshake(*fd, decoder, self, address_, until);
+  if (!hs.ok()) {
+    ::close(*fd);
+    if (hs.code() == Code::kUnavailable && Now() >= until) {
+      return Unavailable("peer " + address_ + ": connect timed out after " + budget_ms() +
+                         " ms (no handshake)");
+    }
+    return hs;
+  }
+  slot.conn = std::make_shared<Connection>(*fd, std::move(decoder), counters_.get());
+  counters_->connects.fetch_add(1);
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<PeerClient::Connection>> PeerClient::Acquire(Deadline deadline,
+                                                                     bool* reused) {
+  Slot& slot = *slots_[next_slot_.fetch_add(1) % slots_.size()];
+  std::unique_lock lock(slot.mu, std::defer_lock);
+  if (!lock.try_lock_until(deadline)) {
+    return Unavailable("peer " + address_ + ": timed out waiting for a connection");
+  }
+  *reused = slot.conn && !slot.conn->broken();
+  if (*reused) return slot.conn;
+  slot.conn.reset();
+  RETURN_IF_ERROR(OpenConnection(slot, deadline));
+  return slot.conn;
+}
+
+PeerClient::Outcome PeerClient::CallOnce(Op op, const std::string& payload, Deadline deadline,
+                                         bool* reused) {
+  auto conn = Acquire(deadline, reused);
+  if (!conn.ok()) {
+    Code code = conn.status().code();
+    PeerErrorKind kind = code == Code::kPermissionDenied || code == Code::kInvalidArgument
+                             ? PeerErrorKind::kAuth
+                         : code == Code::kCorruption ? PeerErrorKind::kProtocol
+                                                     : PeerErrorKind::kConnect;
+    return {.frame = conn.status(), .kind = kind};
+  }
+  Outcome o = (*conn)->Call(op, payload, deadline);
+  if (!o.frame.ok()) {
+    Status s = o.frame.status();
+    if (o.kind == PeerErrorKind::kTimeout) {
+      s = Unavailable("request timed out after " + std::to_string(opts_.request_timeout.count()) +
+                      " ms");
+    }
+    o.frame = s.WithContext("peer " + address_);
+  }
+  return o;
+}
+
+Result<std::string> PeerClient::Call(Op op, const std::string& payload, Op expected) {
+  const Deadline start = Now();
+  const Deadline deadline = start + opts_.request_timeout;
+  counters_->requests.fetch_add(1);
+  bool reused = false;
+  Outcome o = CallOnce(op, payload, deadline, &reused);
+  if (!o.frame.ok() && o.kind == PeerErrorKind::kConnectionLost && reused && Now() < deadline) {
+    GLOG_DEBUG("peer {}: retrying {} on a new connection: {}", address_, OpName(op),
+               o.frame.status().ToString());
+    o = CallOnce(op, payload, deadline, &reused);
+  }
+  RecordLatency(start);
+  if (!o.frame.ok()) {
+    CountError(o.kind);
+    return o.frame.status();
+  }
+  Frame& f = *o.frame;
+  if (f.op == Op::kError) {
+    CountError(PeerErrorKind::kRemote);
+    auto e = DecodeError(f.payload);
+    if (!e.ok()) return e.status().WithContext("peer " + address_);
+    return Status(e->code, "peer " + address_ + ": " + e->message);
+  }
+  if (f.op != expected) {
+    CountError(PeerErrorKind::kProtocol);
+    return Corruption("peer " + address_ + ": answered " + OpName(op) + " with " + OpName(f.op));
+  }
+  return std::move(f.payload);
+}
+
+Result<std::string> PeerClient::GetBlock(const BlockRequest& r) {
+  ASSIGN_OR_RETURN(std::string bytes, Call(Op::kGetBlock, EncodeBlockRequest(r), Op::kBlock));
+  if (r.length != 0 && bytes.size() != r.length) {
+    CountError(PeerErrorKind::kProtocol);
+    return Corruption("peer " + address_ + ": returned " + std::to_string(bytes.size()) +
+                      " bytes for a block of " + std::to_string(r.length));
+  }
+  return bytes;
+}
+
+Result<bool> PeerClient::Warm(const BlockRequest& r) {
+  ASSIGN_OR_RETURN(std::string body, Call(Op::kWarm, EncodeBlockRequest(r), Op::kWarmDone));
+  auto cached = DecodeWarmDone(body);
+  if (!cached.ok()) {
+    CountError(PeerErrorKind::kProtocol);
+    return cached.status().WithContext("peer " + address_);
+  }
+  return *cached;
+}
+
+Result<std::string> PeerClient::StatusJson() {
+  ASSIGN_OR_RETURN(std::string json, Call(Op::kStatus, "", Op::kStatusReply));
+  if (Status s = DecodeStatusReply(json); !s.ok()) {
+    CountError(PeerErrorKind::kProtocol);
+    return s.WithContext("peer " + address_);
+  }
+  return json;
+}
+
+Status PeerClient::Ping() {
+  ASSIGN_OR_RETURN(std::string body, Call(Op::kPing, "", Op::kPong));
+  if (Status s = DecodeEmpty(body, Op::kPong); !s.ok()) {
+    CountError(PeerErrorKind::kProtocol);
+    return s.WithContext("peer " + address_);
+  }
+  return Status::Ok();
+}
+
+}  // namespace granary::net
