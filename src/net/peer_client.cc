@@ -41,7 +41,9 @@ struct PeerClient::Outcome {
 };
 
 struct PeerClient::Slot {
-  std::timed_mutex mu;  // guards conn; held while opening one (bounded by the deadline)
+  std::mutex mu;  // guards opening, conn; a leaf lock, never held while connecting
+  std::condition_variable cv;  // signalled when an open attempt ends
+  bool opening = false;        // a caller is connecting for this slot; others wait for it
   std::shared_ptr<Connection> conn;
 };
 
@@ -210,7 +212,7 @@ void PeerClient::RecordLatency(Deadline start) {
   counters_->latency_sum_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(ns, 0)));
 }
 
-Status PeerClient::OpenConnection(Slot& slot, Deadline deadline) {
+Result<std::shared_ptr<PeerClient::Connection>> PeerClient::OpenConnection(Deadline deadline) {
   const Deadline start = Now();
   const Deadline until = std::min(deadline, start + opts_.connect_timeout);
   auto budget_ms = [&] {
@@ -235,23 +237,33 @@ Status PeerClient::OpenConnection(Slot& slot, Deadline deadline) {
     }
     return hs;
   }
-  slot.conn = std::make_shared<Connection>(*fd, std::move(decoder), counters_.get());
   counters_->connects.fetch_add(1);
-  return Status::Ok();
+  return std::make_shared<Connection>(*fd, std::move(decoder), counters_.get());
 }
 
 Result<std::shared_ptr<PeerClient::Connection>> PeerClient::Acquire(Deadline deadline,
                                                                      bool* reused) {
   Slot& slot = *slots_[next_slot_.fetch_add(1) % slots_.size()];
-  std::unique_lock lock(slot.mu, std::defer_lock);
-  if (!lock.try_lock_until(deadline)) {
-    return Unavailable("peer " + address_ + ": timed out waiting for a connection");
+  std::shared_ptr<Connection> stale;  // a broken connection, destroyed outside the lock
+  {
+    std::unique_lock lock(slot.mu);
+    if (!slot.cv.wait_until(lock, deadline, [&] { return !slot.opening; })) {
+      return Unavailable("peer " + address_ + ": timed out waiting for a connection");
+    }
+    *reused = slot.conn && !slot.conn->broken();
+    if (*reused) return slot.conn;
+    stale = std::move(slot.conn);
+    slot.opening = true;
   }
-  *reused = slot.conn && !slot.conn->broken();
-  if (*reused) return slot.conn;
-  slot.conn.reset();
-  RETURN_IF_ERROR(OpenConnection(slot, deadline));
-  return slot.conn;
+  stale.reset();
+  auto conn = OpenConnection(deadline);
+  {
+    std::lock_guard lock(slot.mu);
+    slot.opening = false;
+    if (conn.ok()) slot.conn = *conn;
+  }
+  slot.cv.notify_all();
+  return conn;
 }
 
 PeerClient::Outcome PeerClient::CallOnce(Op op, const std::string& payload, Deadline deadline,

@@ -107,7 +107,7 @@ class PeerClient {
   Result<std::string> Call(Op op, const std::string& payload, Op expected);
   Outcome CallOnce(Op op, const std::string& payload, Deadline deadline, bool* reused);
   Result<std::shared_ptr<Connection>> Acquire(Deadline deadline, bool* reused);
-  Status OpenConnection(Slot& slot, Deadline deadline);
+  Result<std::shared_ptr<Connection>> OpenConnection(Deadline deadline);
   void CountError(PeerErrorKind kind);
   void RecordLatency(Deadline start);
 
