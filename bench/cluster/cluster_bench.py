@@ -165,7 +165,7 @@ class Bench:
         os.makedirs(self.log_dir)
         self.procs = Procs(self.log_dir)
         self.build = os.path.abspath(args.build_dir)
-        self.granary = os.path.join(self.build, "src", "cli", "granary")
+        self.granary = args.granary or os.path.join(self.build, "src", "cli", "granary")
         self.env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
                         AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
                         AWS_SHARED_CREDENTIALS_FILE="/dev/null", AWS_CONFIG_FILE="/dev/null")
@@ -474,6 +474,7 @@ def link_mb_s(rate):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default="build")
+    ap.add_argument("--granary", help="the granary binary (default: <build-dir>/src/cli/granary)")
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--delay-ms", type=int, default=10, help="origin delay per request")
