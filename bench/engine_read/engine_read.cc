@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "cache/engine.h"
+#include "dataset/dataset.h"
 #include "common/log.h"
 #include "common/uri.h"
 #include "ufs/open.h"
@@ -90,15 +91,14 @@ int Main(int argc, char** argv) {
   auto ufs = OpenUnderStorage(*uri);
   if (!ufs.ok()) return std::fprintf(stderr, "%s\n", ufs.status().ToString().c_str()), 1;
   std::shared_ptr<UnderStorage> shared_ufs = std::move(*ufs);
-  auto snap = Snapshot::Build(*shared_ufs, SnapshotOptions{.source_uri = uri->ToString(), .prefix = uri->key},
-                              dir + "/snapshot", 1);
-  if (!snap.ok()) return std::fprintf(stderr, "%s\n", snap.status().ToString().c_str()), 1;
-  std::shared_ptr<const Snapshot> snapshot = std::move(*snap);
-  auto store = Store::Open(StoreOptions{
-      .tiers = {TierLevel{.medium = Medium::kMem, .path = dir + "/cache", .quota = 64ull << 30}},
-      .background = false});
-  if (!store.ok()) return std::fprintf(stderr, "%s\n", store.status().ToString().c_str()), 1;
-  CacheEngine engine(shared_ufs, snapshot, store->get(), EngineOptions{.dataset = "bench"});
+  DatasetOptions o;
+  o.source = uri->ToString();
+  o.cache_dirs = {TierLevel{.medium = Medium::kMem, .path = dir + "/cache", .quota = 64ull << 30}};
+  o.store_background = false;
+  auto ds = Dataset::Open(std::move(o), shared_ufs);
+  if (!ds.ok()) return std::fprintf(stderr, "%s\n", ds.status().ToString().c_str()), 1;
+  CacheEngine& engine = (*ds)->engine();
+  std::shared_ptr<const Snapshot> snapshot = (*ds)->snapshot();
   std::vector<uint64_t> inos;
   snapshot->ForEachFile([&](const EntryView& e) { inos.push_back(e.ino); });
 

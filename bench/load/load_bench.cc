@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "cache/engine.h"
+#include "dataset/dataset.h"
 #include "common/log.h"
 #include "common/uri.h"
 #include "daemon/loader.h"
@@ -85,23 +86,28 @@ double Ceiling(UnderStorage& ufs, const std::vector<std::string>& keys, size_t s
 }
 
 struct Env {
-  std::shared_ptr<UnderStorage> ufs;
+  std::unique_ptr<Dataset> dataset;
   std::shared_ptr<const Snapshot> snapshot;
-  std::unique_ptr<Store> store;
-  std::unique_ptr<CacheEngine> engine;
+  CacheEngine* engine = nullptr;  // dataset's
 };
 
-Env Cold(const fs::path& dir, std::shared_ptr<UnderStorage> ufs,
-         std::shared_ptr<const Snapshot> snap) {
+// A cold cache over `ufs` (the dataset at `source`), opened through Dataset.
+Env Cold(const fs::path& dir, std::shared_ptr<UnderStorage> ufs, const std::string& source) {
   fs::remove_all(dir / "cache");
-  Env e{.ufs = ufs, .snapshot = snap};
-  e.store = std::move(*Store::Open(StoreOptions{
-      .tiers = {TierLevel{
-          .medium = Medium::kMem, .path = (dir / "cache").string(), .quota = 4ull << 30}},
-      .background = false}));
-  e.engine = std::make_unique<CacheEngine>(
-      ufs, snap, e.store.get(),
-      EngineOptions{.dataset = "bench", .origin_concurrency = g_concurrency});
+  DatasetOptions o;
+  o.source = source;
+  o.cache_dirs = {TierLevel{
+      .medium = Medium::kMem, .path = (dir / "cache").string(), .quota = 4ull << 30}};
+  o.engine.origin_concurrency = g_concurrency;
+  o.store_background = false;
+  auto ds = Dataset::Open(std::move(o), std::move(ufs));
+  if (!ds.ok()) {
+    std::fprintf(stderr, "%s\n", ds.status().ToString().c_str());
+    std::exit(1);
+  }
+  Env e{.dataset = std::move(*ds)};
+  e.snapshot = e.dataset->snapshot();
+  e.engine = &e.dataset->engine();
   return e;
 }
 
@@ -113,7 +119,7 @@ double Epoch(Env& e, bool with_load) {
   auto t0 = SteadyClock::now();
   std::unique_ptr<LoadManager> loads;
   if (with_load) {
-    loads = std::make_unique<LoadManager>(e.engine.get());
+    loads = std::make_unique<LoadManager>(e.engine);
     if (!loads->Start(LoadRequest{.threads = g_concurrency}).ok())
       std::fprintf(stderr, "load failed to start\n");
   }
@@ -173,19 +179,19 @@ int Main(int argc, char** argv) {
     };
     row("ceiling", ceiling);
     {
-      Env e = Cold(root, ufs, snap);
-      LoadManager loads(e.engine.get());
+      Env e = Cold(root, ufs, uri.ToString());
+      LoadManager loads(e.engine);
       auto t0 = SteadyClock::now();
       auto job = loads.Start(LoadRequest{.threads = g_concurrency});
       LoadResult r = (*job)->Wait();
       row("load", r.files_cached / Seconds(t0));
     }
     {
-      Env e = Cold(root, ufs, snap);
+      Env e = Cold(root, ufs, uri.ToString());
       row("epoch", Epoch(e, false));
     }
     {
-      Env e = Cold(root, ufs, snap);
+      Env e = Cold(root, ufs, uri.ToString());
       row("epoch+load", Epoch(e, true));
     }
   }

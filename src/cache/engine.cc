@@ -33,18 +33,35 @@ Status EngineOptions::Validate() const {
 
 CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<const Snapshot> snapshot,
                          Store* store, EngineOptions options)
-    : ufs_(std::move(ufs)),
-      snapshot_(std::move(snapshot)),
+    : snapshot_(std::move(snapshot)),
       store_(store),
       options_(std::move(options)),
       block_size_(store->block_size()),
-      origin_slots_(options_.origin_concurrency),
+      origin_(std::make_unique<OriginSource>(std::move(ufs), options_.origin_concurrency)),
       admission_pool_(std::make_unique<ThreadPool>(options_.admission_threads, "granary-admit")),
       readahead_pool_(std::make_unique<ThreadPool>(2, "granary-ahead")) {}
 
 CacheEngine::~CacheEngine() {
   readahead_pool_.reset();
   admission_pool_.reset();
+}
+
+void CacheEngine::SetCluster(std::shared_ptr<ClusterSource> cluster) {
+  cluster_ = std::move(cluster);
+  if (!cluster_) {
+    store_->SetOwnershipOracle(nullptr);
+    return;
+  }
+  ClusterSource* c = cluster_.get();
+  const uint64_t bs = block_size_;
+  // A large object counts as owned when this node owns any of its blocks.
+  store_->SetOwnershipOracle([c, bs](const ObjectKey& key) {
+    const uint64_t blocks = key.size <= bs ? 1 : (key.size + bs - 1) / bs;
+    for (uint64_t b = 0; b < blocks; ++b) {
+      if (c->Owns(key, b)) return true;
+    }
+    return false;
+  });
 }
 
 ObjectKey CacheEngine::KeyOf(const Snapshot& snap, const EntryView& entry) const {
@@ -55,6 +72,11 @@ ObjectKey CacheEngine::KeyOf(const Snapshot& snap, const EntryView& entry) const
 }
 
 uint64_t CacheEngine::BlockCount(uint64_t size) const { return (size + block_size_ - 1) / block_size_; }
+
+CacheEngine::FlightKey CacheEngine::FlightKeyOf(const ObjectKey& key, uint64_t block) {
+  const ObjectId id = IdOf(key);
+  return FlightKey{.hi = id.hi, .lo = id.lo, .block = block};
+}
 
 Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset,
                                  std::span<char> out, Priority priority) {
@@ -73,17 +95,18 @@ Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t
     return len;
   }
   c_.miss_reads.fetch_add(1, std::memory_order_relaxed);
+  const Want want{.priority = priority, .snap = snap.get(), .ino = ino};
   size_t done = 0;
   while (done < len) {
     const uint64_t pos = offset + done;
     const uint64_t block = pos / block_size_;
     const uint64_t in_block = pos - block * block_size_;
-    auto data = GetBlock(*snap, *entry, block, priority, /*wait_admission=*/false, nullptr);
-    if (!data.ok()) {
+    auto got = GetBlock(key, block, want);
+    if (!got.ok()) {
       c_.read_errors.fetch_add(1, std::memory_order_relaxed);
-      return data.status();
+      return got.status();
     }
-    const BlockData& bytes = *data;
+    const BlockData& bytes = got->data;
     if (in_block >= bytes->size()) break;  // cannot happen unless the origin shrank
     const size_t n = std::min<size_t>(len - done, bytes->size() - in_block);
     std::memcpy(out.data() + done, bytes->data() + in_block, n);
@@ -101,16 +124,69 @@ Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority 
   if (entry->size == 0) return true;
   const ObjectKey key = KeyOf(*snap, *entry);
   if (store_->Contains(key)) return true;
-  const uint64_t blocks = BlockCount(entry->size);
+  if (cluster_ && entry->size <= block_size_ && !cluster_->Owns(key, 0)) {
+    // Another node owns it: that node fetches and keeps it; nothing comes here.
+    auto warmed = cluster_->WarmRemote(key);
+    if (warmed.ok()) return *warmed;
+    if (warmed.status().code() != Code::kNotFound) {
+      GLOG_DEBUG("cache: remote warm-up of {} failed ({}); fetching it here", key.key,
+                 warmed.status().ToString());
+    }
+  }
+  return FetchKey(key, Want{.priority = priority,
+                            .wait_admission = true,
+                            .snap = snap.get(),
+                            .ino = ino});
+}
+
+Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {
+  const uint64_t blocks = BlockCount(key.size);
   for (uint64_t b = 0; b < blocks; ++b) {
-    const uint64_t start = b * block_size_;
-    if (store_->ContainsRange(key, start, std::min(block_size_, entry->size - start))) continue;
-    bool admitted = false;
-    auto data = GetBlock(*snap, *entry, b, priority, /*wait_admission=*/true, &admitted);
-    if (!data.ok()) return data.status();
-    if (!admitted) return false;  // no room: fetching the rest would be wasted
+    if (store_->ContainsRange(key, b * block_size_, BlockLength(key.size, b))) continue;
+    ASSIGN_OR_RETURN(Got got, GetBlock(key, b, want));
+    // A block kept by its owner elsewhere counts as loaded (cluster warm-up).
+    const bool elsewhere = cluster_ && !want.for_peer && !cluster_->Owns(key, b);
+    if (!got.admitted && !elsewhere) return false;  // no room: fetching the rest would be wasted
   }
   return true;
+}
+
+Result<ServedBlock> CacheEngine::ServePeer(const ObjectKey& key, uint64_t block) {
+  if (key.dataset != options_.dataset) {
+    c_.served_errors.fetch_add(1, std::memory_order_relaxed);
+    return InvalidArgument("block of dataset " + key.dataset + " asked of a node serving " +
+                           options_.dataset);
+  }
+  if (key.size == 0 || block >= BlockCount(key.size)) {
+    c_.served_errors.fetch_add(1, std::memory_order_relaxed);
+    return InvalidArgument(key.key + ": block " + std::to_string(block) + " out of range");
+  }
+  const uint64_t offset = block * block_size_;
+  const uint64_t length = BlockLength(key.size, block);
+  if (key.size <= block_size_) {
+    if (auto fd = store_->OpenCompleteFile(key); fd.ok()) {
+      c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
+      c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
+      return ServedBlock{.fd = *fd, .file_offset = 0, .length = length};
+    }
+  }
+  auto got = GetBlock(key, block, Want{.priority = Priority::kHigh, .for_peer = true});
+  if (!got.ok()) {
+    c_.served_errors.fetch_add(1, std::memory_order_relaxed);
+    return got.status();
+  }
+  c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
+  c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
+  return ServedBlock{.bytes = got->data, .file_offset = offset, .length = length};
+}
+
+Result<bool> CacheEngine::WarmForPeer(const ObjectKey& key) {
+  if (key.dataset != options_.dataset) {
+    return InvalidArgument("warm-up of dataset " + key.dataset + " asked of a node serving " +
+                           options_.dataset);
+  }
+  if (key.size == 0 || store_->Contains(key)) return true;
+  return FetchKey(key, Want{.priority = Priority::kLow, .wait_admission = true, .for_peer = true});
 }
 
 bool CacheEngine::IsCached(const Snapshot& snap, uint64_t ino) const {
@@ -131,10 +207,9 @@ Result<std::string> CacheEngine::CachedFilePath(const Snapshot& snap, uint64_t i
   return store_->CompleteFilePath(KeyOf(snap, *entry));
 }
 
-Result<CacheEngine::BlockData> CacheEngine::GetBlock(const Snapshot& snap, const EntryView& e,
-                                                     uint64_t block, Priority p,
-                                                     bool wait_admission, bool* admitted) {
-  const FlightKey fk{VersionedIno(snap, e.ino), block};
+Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t block,
+                                               const Want& want) {
+  const FlightKey fk = FlightKeyOf(key, block);
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
@@ -145,21 +220,12 @@ Result<CacheEngine::BlockData> CacheEngine::GetBlock(const Snapshot& snap, const
     leader = inserted;
   }
   if (leader) {
-    const ObjectKey key = KeyOf(snap, e);
-    bool from_store = false;
-    // The block may have been admitted between the caller's miss and now.
     const uint64_t start = block * block_size_;
-    const uint64_t len = std::min(block_size_, e.size - start);
-    Result<BlockData> data = Status(Code::kInternal, "unset");
-    if (store_->ContainsRange(key, start, len)) {
-      std::string buf(len, '\0');
-      auto r = store_->Read(key, start, std::span<char>(buf.data(), buf.size()));
-      if (r.ok() && *r == len) {
-        data = BlockData(std::make_shared<const std::string>(std::move(buf)));
-        from_store = true;
-      }
-    }
-    if (!from_store) data = FetchBlock(e, key, block, p);
+    const BlockRef ref{.key = key, .block = block, .offset = start,
+                       .length = BlockLength(key.size, block)};
+    AdmitKind kind = AdmitKind::kOwned;
+    bool from_store = false;
+    Result<BlockData> data = FetchFromSources(ref, want, &kind, &from_store);
     {
       std::lock_guard lock(flight->mu);
       flight->data_ready = true;
@@ -180,13 +246,15 @@ Result<CacheEngine::BlockData> CacheEngine::GetBlock(const Snapshot& snap, const
       // A demand read hands these bytes to its reader right away; warm-up and
       // readahead (low priority) fetch them for a reader still to come,
       // unless the hook hands them over now.
-      bool served = p == Priority::kHigh;
-      if (!served && fetched_hook_) served = fetched_hook_(snap, e.ino, start, **data);
-      if (wait_admission) {
-        Admit(flight, key, block, *data, fk, served);
+      bool served = want.priority == Priority::kHigh;
+      if (!served && fetched_hook_ && want.snap) {
+        served = fetched_hook_(*want.snap, want.ino, start, **data);
+      }
+      if (want.wait_admission) {
+        Admit(flight, key, block, *data, fk, served, kind);
       } else {
-        admission_pool_->Submit([this, flight, key, block, d = *data, fk, served] {
-          Admit(flight, key, block, d, fk, served);
+        admission_pool_->Submit([this, flight, key, block, d = *data, fk, served, kind] {
+          Admit(flight, key, block, d, fk, served, kind);
         });
       }
     }
@@ -196,52 +264,53 @@ Result<CacheEngine::BlockData> CacheEngine::GetBlock(const Snapshot& snap, const
   std::unique_lock lock(flight->mu);
   flight->cv.wait(lock, [&] { return flight->data_ready; });
   if (!flight->status.ok()) return flight->status;
-  if (wait_admission) {
+  Got got{.data = flight->data};
+  if (want.wait_admission) {
     flight->cv.wait(lock, [&] { return flight->admit_done; });
-    *admitted = flight->admitted;
+    got.admitted = flight->admitted;
   }
-  return flight->data;
+  return got;
 }
 
-Result<CacheEngine::BlockData> CacheEngine::FetchBlock(const EntryView& e, const ObjectKey& key,
-                                                       uint64_t block, Priority p) {
-  const uint64_t start = block * block_size_;
-  const uint64_t len = std::min(block_size_, e.size - start);
-  auto buf = std::make_shared<std::string>(len, '\0');
-  Result<size_t> n = size_t{0};
-  {
-    PrioritySemaphore::Permit permit(origin_slots_, p);
-    c_.origin_requests.fetch_add(1, std::memory_order_relaxed);
-    auto t0 = std::chrono::steady_clock::now();
-    n = ufs_->Read(key.key, start, std::span<char>(buf->data(), buf->size()), key.etag);
-    RecordOriginLatency(std::chrono::steady_clock::now() - t0);
+Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want& want,
+                                                AdmitKind* kind, bool* from_store) {
+  // The local store: the block may have been admitted since the caller missed.
+  if (store_->ContainsRange(ref.key, ref.offset, ref.length)) {
+    std::string buf(ref.length, '\0');
+    auto r = store_->Read(ref.key, ref.offset, std::span<char>(buf.data(), buf.size()));
+    if (r.ok() && *r == ref.length) {
+      *from_store = true;
+      return BlockData(std::make_shared<const std::string>(std::move(buf)));
+    }
   }
-  if (!n.ok()) {
-    c_.origin_errors.fetch_add(1, std::memory_order_relaxed);
-    size_t code = static_cast<size_t>(n.status().code());
-    c_.origin_errors_by_code[code < kStatusCodes ? code : kStatusCodes - 1].fetch_add(
-        1, std::memory_order_relaxed);
-    return n.status();
+  // The owner peer; a block this node does not own is kept only as a near copy.
+  if (cluster_ && !want.for_peer && !cluster_->Owns(ref.key, ref.block)) {
+    *kind = AdmitKind::kNear;
+    auto r = cluster_->ReadBlock(ref, want.priority);
+    if (r.ok() && (*r)->size() == ref.length) {
+      c_.peer_blocks.fetch_add(1, std::memory_order_relaxed);
+      c_.peer_bytes.fetch_add(ref.length, std::memory_order_relaxed);
+      return r;
+    }
+    c_.peer_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (!r.ok() && r.status().code() != Code::kNotFound) {
+      GLOG_DEBUG("cache: {} block {} from the cluster: {}; reading the origin", ref.key.key,
+                 ref.block, r.status().ToString());
+    }
   }
-  c_.origin_bytes.fetch_add(*n, std::memory_order_relaxed);
-  if (*n != len) {
-    c_.origin_errors.fetch_add(1, std::memory_order_relaxed);
-    return Stale(ufs_->Root() + "/" + key.key + ": object changed at the origin (expected " +
-                       std::to_string(len) + " bytes at offset " + std::to_string(start) + ", got " +
-                       std::to_string(*n) + "); run `granary sync`");
-  }
-  return BlockData(std::move(buf));
+  return origin_->ReadBlock(ref, want.priority);
 }
 
 void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
-                        BlockData data, FlightKey fk, bool served) {
-  auto r = store_->AdmitBlock(key, block, *data, served);
+                        BlockData data, const FlightKey& fk, bool served, AdmitKind kind) {
+  auto r = store_->AdmitBlock(key, block, *data, served, kind);
   bool ok = r.ok() && *r;
   if (!r.ok()) {
     c_.admit_errors.fetch_add(1, std::memory_order_relaxed);
     GLOG_WARN("cache: admitting {} block {} failed: {}", key.key, block, r.status().ToString());
   } else if (*r) {
     c_.admitted.fetch_add(1, std::memory_order_relaxed);
+    if (kind == AdmitKind::kNear) c_.near_admitted.fetch_add(1, std::memory_order_relaxed);
   } else {
     c_.not_admitted.fetch_add(1, std::memory_order_relaxed);
   }
@@ -277,15 +346,14 @@ void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, ui
   const uint64_t first = (end + block_size_ - 1) / block_size_;
   const uint64_t last = std::min(BlockCount(e.size), first + options_.readahead_blocks);
   for (uint64_t b = first; b < last; ++b) {
-    const uint64_t start = b * block_size_;
-    if (store_->ContainsRange(key, start, std::min(block_size_, e.size - start))) continue;
+    if (store_->ContainsRange(key, b * block_size_, BlockLength(e.size, b))) continue;
     {
       std::lock_guard lock(flights_mu_);
-      if (flights_.count(FlightKey{vino, b})) continue;
+      if (flights_.count(FlightKeyOf(key, b))) continue;
     }
-    // The task holds `snap`: e's strings point into its mapping.
-    readahead_pool_->Submit([this, snap, e, b] {
-      auto r = GetBlock(*snap, e, b, Priority::kLow, /*wait_admission=*/false, nullptr);
+    // The task holds `snap`: the hook's inode refers to it.
+    readahead_pool_->Submit([this, snap, key, ino = e.ino, b] {
+      auto r = GetBlock(key, b, Want{.priority = Priority::kLow, .snap = snap.get(), .ino = ino});
       if (!r.ok()) GLOG_DEBUG("cache: readahead of block {} failed: {}", b, r.status().ToString());
     });
   }
@@ -294,7 +362,8 @@ void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, ui
 EngineStats CacheEngine::stats() const {
   auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   const SnapshotPtr snap = snapshot();
-  EngineStats s{
+  const OriginStats o = origin_->stats();
+  return EngineStats{
       .ufs_files = snap->file_count(),
       .ufs_bytes = snap->total_bytes(),
       .reads = ld(c_.reads),
@@ -303,28 +372,24 @@ EngineStats CacheEngine::stats() const {
       .hit_bytes = ld(c_.hit_bytes),
       .miss_bytes = ld(c_.miss_bytes),
       .read_errors = ld(c_.read_errors),
-      .origin_requests = ld(c_.origin_requests),
-      .origin_bytes = ld(c_.origin_bytes),
-      .origin_errors = ld(c_.origin_errors),
+      .origin_requests = o.requests,
+      .origin_bytes = o.bytes,
+      .origin_errors = o.errors,
       .flight_joins = ld(c_.flight_joins),
       .admitted = ld(c_.admitted),
       .not_admitted = ld(c_.not_admitted),
       .admit_errors = ld(c_.admit_errors),
+      .near_admitted = ld(c_.near_admitted),
+      .peer_blocks = ld(c_.peer_blocks),
+      .peer_bytes = ld(c_.peer_bytes),
+      .peer_fallbacks = ld(c_.peer_fallbacks),
+      .served_blocks = ld(c_.served_blocks),
+      .served_bytes = ld(c_.served_bytes),
+      .served_errors = ld(c_.served_errors),
+      .origin_latency_buckets = o.latency_buckets,
+      .origin_latency_sum_s = o.latency_sum_s,
+      .origin_errors_by_code = o.errors_by_code,
   };
-  for (size_t i = 0; i < kOriginLatencyBuckets; ++i) {
-    s.origin_latency_buckets[i] = ld(c_.origin_latency_buckets[i]);
-  }
-  for (size_t i = 0; i < kStatusCodes; ++i) s.origin_errors_by_code[i] = ld(c_.origin_errors_by_code[i]);
-  s.origin_latency_sum_s = static_cast<double>(ld(c_.origin_latency_sum_ns)) / 1e9;
-  return s;
-}
-
-void CacheEngine::RecordOriginLatency(std::chrono::nanoseconds d) {
-  double secs = std::chrono::duration<double>(d).count();
-  size_t b = 0;
-  while (b < kOriginLatencyBounds.size() && secs > kOriginLatencyBounds[b]) ++b;
-  c_.origin_latency_buckets[b].fetch_add(1, std::memory_order_relaxed);
-  c_.origin_latency_sum_ns.fetch_add(static_cast<uint64_t>(d.count()), std::memory_order_relaxed);
 }
 
 }  // namespace granary

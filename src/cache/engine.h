@@ -2,17 +2,24 @@
 //
 //   Read(ino, offset, out): snapshot lookup (inode -> key, size, etag)
 //     -> store hit: serve from the cache file
-//     -> miss: single-flight fetch per (object, block) from the origin, so N
-//        concurrent readers of one cold block cause one origin request; the
-//        bytes go to every waiting reader first and are admitted to the store
-//        concurrently (on the admission pool).
+//     -> miss: single-flight fetch per block, keyed by the object's identity
+//        (dataset, key, etag, block), so concurrent readers of one cold block,
+//        a warm-up and a peer's request for it cause one fetch; the bytes go
+//        to every waiter first and are admitted to the store concurrently (on
+//        the admission pool).
 //   Fetch(ino): makes the whole object cached (warm-up, readahead); joins any
 //     in-flight fetch of the same block instead of fetching twice.
+//   ServePeer / WarmForPeer: the same for another cluster node's request.
 //
-// All origin I/O passes one PrioritySemaphore (options.origin_concurrency
-// permits): demand reads (Priority::kHigh) always go before warm-up and
-// readahead (Priority::kLow). Origin errors (after the connector's retries)
-// fail only the read that needed them.
+// Block sources, asked in order (block_source.h): the local store, the
+// cluster (the block's owner peer, when SetCluster installed one), the origin
+// (OriginSource: its PrioritySemaphore of options.origin_concurrency permits
+// puts demand reads (Priority::kHigh) before warm-up and readahead). A block
+// that came from a peer, or that this node fetched for an object another node
+// owns, is admitted as a near copy (AdmitKind::kNear: free space only).
+// Requests from peers never go to the cluster source again (no loops), and
+// what they fetch is admitted as owned. Origin errors fail only the read that
+// needed them; peer errors never fail a read.
 //
 // Large objects (size > block_size) are fetched and cached block by block; a
 // sequential reader triggers readahead of the next readahead_blocks blocks.
@@ -20,15 +27,15 @@
 // Snapshot versions: the engine serves the current snapshot (ino-only calls)
 // and, for callers that hold an older version (`granary sync` replaced it
 // while the kernel or a load still used its inodes), any version passed
-// explicitly. A block's flight is keyed by (snapshot version, inode, block);
-// every origin read carries the listed etag, so a changed object fails with
-// Stale instead of mixing versions.
+// explicitly. Every origin read carries the listed etag, so a changed object
+// fails with Stale instead of mixing versions.
 //
 // Concurrency model: every public method is thread-safe; FUSE threads call
-// Read and block on the single-flight result (bounded by the origin's
-// timeouts). flights_mu_ guards flights_; each Flight's mu guards its fields;
-// seq_mu_ guards last_end_. Lock order: flights_mu_ -> Flight::mu (never the
-// other way). The store and snapshot have their own thread-safety contracts.
+// Read and block on the single-flight result (bounded by the origin's and the
+// peers' timeouts). flights_mu_ guards flights_; each Flight's mu guards its
+// fields; seq_mu_ guards last_end_. Lock order: flights_mu_ -> Flight::mu
+// (never the other way). The store and snapshot have their own
+// thread-safety contracts.
 #pragma once
 
 #include <array>
@@ -44,6 +51,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "cache/block_source.h"
+#include "cache/origin_source.h"
 #include "common/priority_semaphore.h"
 #include "common/thread_pool.h"
 #include "granary/status.h"
@@ -66,13 +75,6 @@ struct EngineOptions {
   Status Validate() const;
 };
 
-// Upper bounds (seconds) of the origin request latency histogram; one more
-// bucket (+Inf) follows the last.
-inline constexpr std::array<double, 12> kOriginLatencyBounds = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0};
-inline constexpr size_t kOriginLatencyBuckets = kOriginLatencyBounds.size() + 1;
-inline constexpr size_t kStatusCodes = 12;  // Code values 0..11
-
 // Engine counters (monotonic since start) plus the dataset's totals.
 struct EngineStats {
   uint64_t ufs_files = 0;        // files in the snapshot
@@ -90,12 +92,28 @@ struct EngineStats {
   uint64_t admitted = 0;         // blocks the store accepted
   uint64_t not_admitted = 0;     // blocks the store refused (policy / space)
   uint64_t admit_errors = 0;     // admissions that failed with an error
+  uint64_t near_admitted = 0;    // of `admitted`: near copies of blocks other nodes own
+  uint64_t peer_blocks = 0;      // blocks received from owner peers (remote hits)
+  uint64_t peer_bytes = 0;       // their bytes
+  uint64_t peer_fallbacks = 0;   // blocks the cluster could not supply (-> origin)
+  uint64_t served_blocks = 0;    // blocks served to peers
+  uint64_t served_bytes = 0;     // their bytes
+  uint64_t served_errors = 0;    // peer requests that failed here
   // Origin GET latency (the UFS call, not the wait for a slot): count per
   // bucket of kOriginLatencyBounds (not cumulative; last = +Inf) and the sum.
   std::array<uint64_t, kOriginLatencyBuckets> origin_latency_buckets{};
   double origin_latency_sum_s = 0;
   // origin_errors by Code (index = static_cast<int>(code)).
   std::array<uint64_t, kStatusCodes> origin_errors_by_code{};
+};
+
+// What ServePeer hands the peer server: a region of an open cache file (sent
+// from the file) or the bytes.
+struct ServedBlock {
+  BlockData bytes;           // set when fd < 0
+  int fd = -1;               // owned by the receiver, who closes it
+  uint64_t file_offset = 0;  // region of fd holding the block
+  uint64_t length = 0;
 };
 
 class CacheEngine {
@@ -110,6 +128,11 @@ class CacheEngine {
   CacheEngine(const CacheEngine&) = delete;
   CacheEngine& operator=(const CacheEngine&) = delete;
 
+  // Installs the cluster block source, between the local store and the
+  // origin, and the store's ownership oracle. Call before the engine serves.
+  void SetCluster(std::shared_ptr<ClusterSource> cluster);
+  ClusterSource* cluster() const { return cluster_.get(); }
+
   // Reads up to out.size() bytes of file `ino` at `offset`; short only at the
   // end of the file. InvalidArgument for a directory, NotFound for an unknown
   // inode, the origin's error if a needed block could not be fetched.
@@ -123,10 +146,20 @@ class CacheEngine {
 
   // Makes file `ino` fully cached. true: cached (or already was); false: the
   // store refused part of it (policy or no space). Errors: origin errors.
+  // In a cluster, the blocks this node does not own are cached by their
+  // owners (cluster-wide warm-up): true then means cached there.
   Result<bool> Fetch(uint64_t ino, Priority priority = Priority::kLow) {
     return Fetch(snapshot(), ino, priority);
   }
   Result<bool> Fetch(const SnapshotPtr& snap, uint64_t ino, Priority priority = Priority::kLow);
+
+  // A peer's request for block `block` of `key`: from the store (a complete
+  // cache file is handed out as an fd region), else fetched once from the
+  // origin (joining any flight) and admitted as owned. Never asks peers.
+  Result<ServedBlock> ServePeer(const ObjectKey& key, uint64_t block);
+  // A peer's warm-up request: makes the whole object cached here (origin
+  // only). true: cached; false: the store refused it.
+  Result<bool> WarmForPeer(const ObjectKey& key);
 
   // True if file `ino` is completely cached.
   bool IsCached(uint64_t ino) const { return IsCached(*snapshot(), ino); }
@@ -149,7 +182,9 @@ class CacheEngine {
   // holding the old pointer, keep using the old version.
   void SetSnapshot(SnapshotPtr next) { snapshot_.store(std::move(next)); }
   Store& store() { return *store_; }
-  UnderStorage& ufs() { return *ufs_; }
+  UnderStorage& ufs() { return origin_->ufs(); }
+  const std::string& dataset() const { return options_.dataset; }
+  uint64_t block_size() const { return block_size_; }
   EngineStats stats() const;
 
   // Called with the bytes of each block fetched from the origin for a reader
@@ -165,35 +200,54 @@ class CacheEngine {
 
  private:
   struct Flight;
-  using FlightKey = std::pair<uint64_t, uint64_t>;  // (VersionedIno, block index)
-  struct FlightKeyHash {
-    size_t operator()(const FlightKey& k) const { return k.first * 0x9E3779B97F4A7C15ull ^ k.second; }
+  // A block's identity: the object's IdOf (dataset, key, etag) and the block index.
+  struct FlightKey {
+    uint64_t hi = 0, lo = 0, block = 0;
+    bool operator==(const FlightKey&) const = default;
   };
-  using BlockData = std::shared_ptr<const std::string>;
+  struct FlightKeyHash {
+    size_t operator()(const FlightKey& k) const { return k.lo ^ (k.block * 0x9E3779B97F4A7C15ull); }
+  };
+  // Who wants a block, which decides where it may come from and how it is kept.
+  struct Want {
+    Priority priority = Priority::kHigh;
+    bool wait_admission = false;      // also wait for the store's answer
+    bool for_peer = false;            // a peer asked: origin only, admitted as owned
+    const Snapshot* snap = nullptr;   // the reader's snapshot and inode, for the
+    uint64_t ino = 0;                 // fetched hook (absent for peers)
+  };
+  struct Got {
+    BlockData data;
+    bool admitted = false;  // with wait_admission: the store holds the block
+  };
 
-  // The bytes of one block: joins or leads a flight. If `wait_admission`, also
-  // waits for the store's answer and returns it in *admitted.
-  Result<BlockData> GetBlock(const Snapshot& snap, const EntryView& e, uint64_t block, Priority p,
-                             bool wait_admission, bool* admitted);
-  Result<BlockData> FetchBlock(const EntryView& e, const ObjectKey& key, uint64_t block, Priority p);
+  static FlightKey FlightKeyOf(const ObjectKey& key, uint64_t block);
+  // The bytes of one block: joins or leads a flight.
+  Result<Got> GetBlock(const ObjectKey& key, uint64_t block, const Want& want);
+  // Leader: asks the sources in order. *kind: how to admit what came back.
+  Result<BlockData> FetchFromSources(const BlockRef& ref, const Want& want, AdmitKind* kind,
+                                     bool* from_store);
   // `served`: the bytes already went to the reader that asked (see
   // Store::AdmitBlock).
   void Admit(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block, BlockData data,
-             FlightKey fk, bool served);
+             const FlightKey& fk, bool served, AdmitKind kind);
+  Result<bool> FetchKey(const ObjectKey& key, const Want& want);
   void MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset, uint64_t end);
   // (snapshot version, inode) in one number: inodes are < 2^32.
   static uint64_t VersionedIno(const Snapshot& snap, uint64_t ino) {
     return snap.version() << 32 | ino;
   }
   uint64_t BlockCount(uint64_t size) const;
-  void RecordOriginLatency(std::chrono::nanoseconds d);
+  uint64_t BlockLength(uint64_t size, uint64_t block) const {
+    return std::min(block_size_, size - block * block_size_);
+  }
 
-  std::shared_ptr<UnderStorage> ufs_;
   std::atomic<SnapshotPtr> snapshot_;
   Store* store_;
   EngineOptions options_;
   uint64_t block_size_;
-  PrioritySemaphore origin_slots_;
+  std::unique_ptr<OriginSource> origin_;
+  std::shared_ptr<ClusterSource> cluster_;  // null on a single node
   FetchedHook fetched_hook_;
 
   std::mutex flights_mu_;  // guards flights_
@@ -204,10 +258,9 @@ class CacheEngine {
 
   struct Counters {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
-        read_errors{0}, origin_requests{0}, origin_bytes{0}, origin_errors{0}, flight_joins{0},
-        admitted{0}, not_admitted{0}, admit_errors{0}, origin_latency_sum_ns{0};
-    std::array<std::atomic<uint64_t>, kOriginLatencyBuckets> origin_latency_buckets{};
-    std::array<std::atomic<uint64_t>, kStatusCodes> origin_errors_by_code{};
+        read_errors{0}, flight_joins{0}, admitted{0}, not_admitted{0}, admit_errors{0},
+        near_admitted{0}, peer_blocks{0}, peer_bytes{0}, peer_fallbacks{0}, served_blocks{0},
+        served_bytes{0}, served_errors{0};
   };
   mutable Counters c_;
 

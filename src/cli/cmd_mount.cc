@@ -1,11 +1,14 @@
 // `granary mount SOURCE MOUNTPOINT [flags]`: mounts a dataset read-only through
-// the cache (docs/mount.md). Flags become DaemonOptions; --config lends the
+// the cache (docs/mount.md). `granary worker SOURCE [flags]`: the same daemon
+// without a mount, in the foreground: a cluster node that caches its share of
+// the dataset for its peers (docs/cluster.md). Flags become DaemonOptions; --config lends the
 // source's connector options plus tiers, policy and block size where the
 // flags do not say otherwise. Without --foreground the command returns once
 // the mount is ready (exit 0) or prints "granary: mount <mp>: <reason>" and
 // exits 1; bad flag values exit 2.
 #include <optional>
 
+#include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "common/origin_defaults.h"
 #include "common/units.h"
@@ -41,6 +44,7 @@ struct MountFlags {
   std::string metrics_addr;
   bool load = false;
   int load_threads = kDefaultOriginConcurrency;
+  ClusterFlags cluster;
 };
 
 // "DIR" or "DIR:QUOTA" (QUOTA a size such as 200G). quota 0 = auto.
@@ -60,49 +64,49 @@ Result<TierLevel> ParseCacheDir(const std::string& text) {
 // Flags (and --config) -> DaemonOptions. Errors are usage errors.
 Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globals) {
   DaemonOptions o;
-  o.source = f.source;
+  o.dataset.source = f.source;
   o.mountpoint = f.mountpoint;
   ASSIGN_OR_RETURN(Uri uri, ParseUri(f.source));
-  ASSIGN_OR_RETURN(o.ufs, ResolveUfsOptions(uri, globals));
+  ASSIGN_OR_RETURN(o.dataset.ufs, ResolveUfsOptions(uri, globals));
   std::optional<Config> config;
   if (!globals.config_path.empty()) {
     ASSIGN_OR_RETURN(Config c, LoadConfigFile(globals.config_path));
     config = std::move(c);
   }
   if (!f.cache_size.empty()) {
-    ASSIGN_OR_RETURN(o.default_cache_size, ParseSize(f.cache_size));
-    if (o.default_cache_size == 0) return InvalidArgument("--cache-size: must be > 0");
+    ASSIGN_OR_RETURN(o.dataset.default_cache_size, ParseSize(f.cache_size));
+    if (o.dataset.default_cache_size == 0) return InvalidArgument("--cache-size: must be > 0");
   }
   if (!f.cache_dirs.empty()) {
-    o.cache_dirs.clear();
+    o.dataset.cache_dirs.clear();
     for (const std::string& text : f.cache_dirs) {
       ASSIGN_OR_RETURN(TierLevel t, ParseCacheDir(text));
-      o.cache_dirs.push_back(t);
+      o.dataset.cache_dirs.push_back(t);
     }
   } else if (config && !config->tiers.empty()) {
-    o.cache_dirs.clear();
+    o.dataset.cache_dirs.clear();
     for (const TierLevel& t : config->tiers) {
       if (t.medium == Medium::kMem) {
-        o.mem_cache = t.quota;  // a MEM level becomes the memory tier
+        o.dataset.mem_cache = t.quota;  // a MEM level becomes the memory tier
       } else {
-        o.cache_dirs.push_back(t);
+        o.dataset.cache_dirs.push_back(t);
       }
     }
-    if (o.cache_dirs.empty()) o.cache_dirs.push_back(TierLevel{.path = "/var/lib/granary/cache"});
+    if (o.dataset.cache_dirs.empty()) o.dataset.cache_dirs.push_back(TierLevel{.path = "/var/lib/granary/cache"});
   }
   if (f.mem_cache != "0") {
-    ASSIGN_OR_RETURN(o.mem_cache, ParseSize(f.mem_cache));
+    ASSIGN_OR_RETURN(o.dataset.mem_cache, ParseSize(f.mem_cache));
   }
-  o.policy = !f.policy.empty() ? f.policy : config ? config->policy : "lru";
-  if (o.policy != "lru" && o.policy != "training") {
-    return InvalidArgument("--policy: '" + o.policy + "' is not lru or training");
+  o.dataset.policy = !f.policy.empty() ? f.policy : config ? config->policy : "lru";
+  if (o.dataset.policy != "lru" && o.dataset.policy != "training") {
+    return InvalidArgument("--policy: '" + o.dataset.policy + "' is not lru or training");
   }
   if (!f.block_size.empty()) {
-    ASSIGN_OR_RETURN(o.block_size, ParseSize(f.block_size));
+    ASSIGN_OR_RETURN(o.dataset.block_size, ParseSize(f.block_size));
   } else if (config) {
-    o.block_size = config->block_size;
+    o.dataset.block_size = config->block_size;
   }
-  if (config) o.engine.origin_concurrency = config->ufs_concurrency;
+  if (config) o.dataset.engine.origin_concurrency = config->ufs_concurrency;
   if (!f.auto_cached_max.empty()) {
     ASSIGN_OR_RETURN(o.auto_cached_max_bytes, ParseSize(f.auto_cached_max));
   }
@@ -128,6 +132,8 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   o.metrics_addr = f.metrics_addr;
   o.load_on_start = f.load;
   o.load_threads = f.load_threads;
+  ASSIGN_OR_RETURN(o.dataset.cluster,
+                   BuildClusterOptions(f.cluster, config ? &config->cluster : nullptr));
   return o;
 }
 
@@ -142,13 +148,8 @@ int RunMount(const MountFlags& flags, const GlobalFlags& globals) {
   return kExitOk;
 }
 
-}  // namespace
-
-void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
-  auto f = std::make_shared<MountFlags>();
-  CLI::App* cmd = app.add_subcommand("mount", "Mount a dataset read-only through the cache");
-  cmd->add_option("SOURCE", f->source, "s3://bucket/prefix, file:///path or a path")->required();
-  cmd->add_option("MOUNTPOINT", f->mountpoint, "Existing empty directory")->required();
+// The dataset's flags, shared by mount and worker.
+void AddDatasetFlags(CLI::App* cmd, MountFlags* f) {
   cmd->add_option("--cache-dir", f->cache_dirs,
                   "Cache directory, optionally with a quota (DIR or DIR:200G); repeatable, "
                   "fastest first (default /var/lib/granary/cache)")
@@ -159,6 +160,37 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--mem-cache", f->mem_cache, "Memory tier under /dev/shm (0 = none)")
       ->option_text("SIZE");
   cmd->add_option("--policy", f->policy, "lru or training (default lru)")->option_text("POLICY");
+  cmd->add_option("--block-size", f->block_size, "Cache block size (default 4MiB)")
+      ->option_text("SIZE");
+  cmd->add_option("--metrics-addr", f->metrics_addr, "Serve Prometheus metrics on HOST:PORT (/metrics)");
+  cmd->add_option("--run-dir", f->run_dir, "Directory of pid and stats files")
+      ->capture_default_str();
+  AddClusterFlags(cmd, &f->cluster);
+}
+
+int RunWorker(MountFlags flags, const GlobalFlags& globals) {
+  flags.foreground = true;
+  Result<DaemonOptions> options = BuildOptions(flags, globals);
+  if (!options.ok()) return ReportError("worker", options.status());
+  if (!options->dataset.cluster.enabled()) {
+    return ReportError("worker", InvalidArgument("a worker needs --cluster-listen HOST:PORT"));
+  }
+  Status s = LaunchDaemon(std::move(*options));
+  if (!s.ok()) {
+    ReportError("worker", s);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
+  auto f = std::make_shared<MountFlags>();
+  CLI::App* cmd = app.add_subcommand("mount", "Mount a dataset read-only through the cache");
+  cmd->add_option("SOURCE", f->source, "s3://bucket/prefix, file:///path or a path")->required();
+  cmd->add_option("MOUNTPOINT", f->mountpoint, "Existing empty directory")->required();
+  AddDatasetFlags(cmd, f.get());
   cmd->add_option("--read-mode", f->read_mode,
                   "auto, passthrough or cached (auto: cached when the dataset fits in half "
                   "of the memory, else passthrough)")
@@ -168,8 +200,6 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
                   "the memory)");
   cmd->add_option("--fuse-transport", f->transport, "auto, dev or uring")->capture_default_str();
   cmd->add_option("--passthrough", f->passthrough, "auto, on or off")->capture_default_str();
-  cmd->add_option("--block-size", f->block_size, "Cache block size (default 4MiB)")
-      ->option_text("SIZE");
   cmd->add_flag("--foreground", f->foreground, "Stay in the foreground, log to stderr");
   cmd->add_option("--log-file", f->log_file,
                   "Log of the background daemon (default RUN_DIR/mount-<id>.log)")
@@ -184,13 +214,21 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
                 "cached read mode: do not put loaded files into the mount's page cache as they arrive");
   cmd->add_option("--uid", f->uid, "Owner shown for every file (default: the mounting user)");
   cmd->add_option("--gid", f->gid, "Group shown for every file (default: the mounting group)");
-  cmd->add_option("--metrics-addr", f->metrics_addr, "Serve Prometheus metrics on HOST:PORT (/metrics)");
   cmd->add_flag("--load", f->load, "Load the whole dataset into the cache in the background once mounted");
   cmd->add_option("--load-threads", f->load_threads, "Concurrent fetches of --load")->check(CLI::Range(1, 4096));
-  cmd->add_option("--run-dir", f->run_dir, "Directory of pid and stats files")
-      ->capture_default_str();
   cmd->callback([&ctx, f] {
     ctx.action = [&ctx, f] { return RunMount(*f, ctx.flags); };
+  });
+}
+
+void RegisterWorkerCommand(CLI::App& app, CliContext& ctx) {
+  auto f = std::make_shared<MountFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "worker", "Serve a dataset's cache to its cluster without a mount (foreground)");
+  cmd->add_option("SOURCE", f->source, "s3://bucket/prefix, file:///path or a path")->required();
+  AddDatasetFlags(cmd, f.get());
+  cmd->callback([&ctx, f] {
+    ctx.action = [&ctx, f] { return RunWorker(*f, ctx.flags); };
   });
 }
 

@@ -1,10 +1,14 @@
-// `granary status [MOUNTPOINT] [--json] [--format fluid] [-v]`: dataset status
-// from the running daemon(s) through the control socket. Without a mount
-// point: one row per granary mount on this machine.
+// `granary status [MOUNTPOINT] [--json] [--format fluid] [-v] [--cluster]`:
+// dataset status from the running daemon(s) through the control socket.
+// Without a mount point: one row per granary mount on this machine.
+// `--worker SOURCE` asks the worker of that dataset instead of a mount.
+// `--cluster`: the cluster's totals and one row per member, as the named
+// node sees them (docs/cluster.md).
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "daemon/control.h"
+#include "daemon/daemon.h"
 #include "daemon/status.h"
 
 namespace granary::cli {
@@ -16,7 +20,82 @@ struct StatusFlags {
   std::string format = "table";
   bool verbose = false;
   std::string run_dir = "/run/granary";
+  std::string worker;  // SOURCE of a worker to ask instead of a mount
+  bool cluster = false;
 };
+
+std::string Percent(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", ratio * 100);
+  return buf;
+}
+
+// The cluster table: totals, then one row per member.
+std::string FormatClusterTable(const nlohmann::json& c) {
+  const nlohmann::json& t = c["totals"];
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-22s %-8s %-12s %-12s %-12s %-9s %-9s %s\n", "CLUSTER",
+                "MEMBERS", "UFS TOTAL", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "ORIGIN GETS");
+  out += line;
+  std::snprintf(line, sizeof line, "%-22s %-8s %-12s %-12s %-12s %-9s %-9s %llu\n",
+                c.value("self", "").c_str(),
+                (std::to_string(t.value("members_up", 0)) + "/" +
+                 std::to_string(t.value("members", 0)))
+                    .c_str(),
+                FluidSize(t.value("ufs_total_bytes", uint64_t{0})).c_str(),
+                FluidSize(t.value("cached_bytes", uint64_t{0})).c_str(),
+                FluidSize(t.value("capacity", uint64_t{0})).c_str(),
+                Percent(t.value("cached_ratio", 0.0)).c_str(),
+                Percent(t.value("hit_ratio_reads", 0.0)).c_str(),
+                static_cast<unsigned long long>(t.value("origin_requests", uint64_t{0})));
+  out += line;
+  std::snprintf(line, sizeof line, "\n%-22s %-6s %-12s %-12s %-9s %-9s %s\n", "NODE", "STATE",
+                "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "ORIGIN GETS");
+  out += line;
+  for (const nlohmann::json& m : c["members"]) {
+    const std::string node = m.value("address", "") + (m.value("self", false) ? " *" : "");
+    auto st = m.value("state", "") == "up" ? StatusFromJson(m["status"])
+                                           : Result<DatasetStatus>(NotFound("down"));
+    if (!st.ok()) {
+      std::snprintf(line, sizeof line, "%-22s %-6s %s\n", node.c_str(), "down",
+                    m.value("error", st.status().message()).c_str());
+    } else {
+      std::snprintf(line, sizeof line, "%-22s %-6s %-12s %-12s %-9s %-9s %llu\n", node.c_str(),
+                    "up", FluidSize(st->cached_bytes).c_str(), FluidSize(st->capacity).c_str(),
+                    Percent(st->cached_ratio).c_str(), Percent(st->hit_ratio_reads).c_str(),
+                    static_cast<unsigned long long>(st->origin_requests));
+    }
+    out += line;
+  }
+  return out;
+}
+
+// The control socket of the daemon the flags name (a mount or a worker).
+Result<std::string> TargetSocket(const StatusFlags& flags) {
+  if (!flags.worker.empty()) {
+    ASSIGN_OR_RETURN(Uri uri, ParseUri(flags.worker));
+    return ControlSocketPath(flags.run_dir, WorkerRunName(DatasetId(uri.ToString())));
+  }
+  if (flags.mountpoint.empty()) {
+    return InvalidArgument("--cluster: name a mount point or --worker SOURCE");
+  }
+  ASSIGN_OR_RETURN(auto loc, FindGranaryMount(flags.mountpoint));
+  return ControlSocketPath(flags.run_dir, loc.mountpoint);
+}
+
+int RunClusterStatus(const StatusFlags& flags) {
+  auto socket = TargetSocket(flags);
+  if (!socket.ok()) return ReportError("status", socket.status());
+  auto reply = ControlCall(*socket, {{"v", kControlProtocolVersion}, {"op", "cluster_status"}});
+  if (!reply.ok()) return ReportError("status --cluster", reply.status());
+  if (flags.json || flags.format == "json") {
+    std::printf("%s\n", (*reply)["cluster"].dump(2).c_str());
+  } else {
+    std::fputs(FormatClusterTable((*reply)["cluster"]).c_str(), stdout);
+  }
+  return kExitOk;
+}
 
 Result<DatasetStatus> Query(const std::string& run_dir, const std::string& mountpoint) {
   ASSIGN_OR_RETURN(nlohmann::json reply,
@@ -30,7 +109,22 @@ int RunStatus(const StatusFlags& flags) {
     return ReportError(
         "--format", InvalidArgument("expected table, json or fluid, not '" + flags.format + "'"));
   }
+  if (flags.cluster) return RunClusterStatus(flags);
   std::vector<std::string> mounts;
+  if (!flags.worker.empty()) {
+    auto socket = TargetSocket(flags);
+    if (!socket.ok()) return ReportError("status", socket.status());
+    auto reply = ControlCall(*socket, {{"v", kControlProtocolVersion}, {"op", "status"}});
+    if (!reply.ok()) return ReportError("status --worker", reply.status());
+    auto st = StatusFromJson((*reply)["status"]);
+    if (!st.ok()) return ReportError("status --worker", st.status());
+    if (flags.json || flags.format == "json") {
+      std::printf("%s\n", StatusToJson(*st).dump(2).c_str());
+    } else {
+      std::fputs(FormatStatusTable({*st}, flags.verbose).c_str(), stdout);
+    }
+    return kExitOk;
+  }
   if (!flags.mountpoint.empty()) {
     auto loc = FindGranaryMount(flags.mountpoint);
     if (!loc.ok()) return ReportError(flags.mountpoint, loc.status());
@@ -79,6 +173,8 @@ void RegisterStatusCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--format", flags->format, "table | json | fluid (Fluid CacheRuntime summary)");
   cmd->add_flag("-v,--verbose", flags->verbose, "Add per-tier rows");
   cmd->add_option("--run-dir", flags->run_dir, "Run directory of the daemons' control sockets");
+  cmd->add_option("--worker", flags->worker, "Ask the worker of this dataset (SOURCE) instead of a mount");
+  cmd->add_flag("--cluster", flags->cluster, "Cluster totals and one row per member");
   cmd->callback([&ctx, flags] { ctx.action = [flags] { return RunStatus(*flags); }; });
 }
 

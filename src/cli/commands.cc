@@ -10,6 +10,7 @@ std::span<const RegisterVerbFn> AllVerbs() {
       RegisterStatCommand,
       RegisterMountCommand,
       RegisterUmountCommand,
+      RegisterWorkerCommand,
       RegisterLoadCommand,
       RegisterStatusCommand,
       RegisterSyncCommand,

@@ -22,6 +22,7 @@ void RegisterSyncCommand(CLI::App& app, CliContext& ctx);     // cmd_sync.cc
 void RegisterVersionCommand(CLI::App& app, CliContext& ctx);  // cmd_version.cc
 void RegisterMountCommand(CLI::App& app, CliContext& ctx);    // cmd_mount.cc
 void RegisterUmountCommand(CLI::App& app, CliContext& ctx);   // cmd_umount.cc
+void RegisterWorkerCommand(CLI::App& app, CliContext& ctx);   // cmd_mount.cc
 
 // Every verb, in the order `granary --help` lists them.
 std::span<const RegisterVerbFn> AllVerbs();

@@ -117,6 +117,43 @@ Status ParseMount(std::string_view source, const std::string& field, const YAML:
   return Status::Ok();
 }
 
+// A scalar, or a list of scalars joined with commas.
+std::string ScalarOrList(const YAML::Node& n) {
+  if (!n.IsSequence()) return Scalar(n);
+  std::string out;
+  for (size_t i = 0; i < n.size(); ++i) out += (i ? "," : "") + Scalar(n[i]);
+  return out;
+}
+
+Status ParseCluster(std::string_view source, const YAML::Node& c, ClusterConfig* out) {
+  if (!c.IsMap()) return FieldError(source, "runtime.cluster", "", "expected a mapping");
+  out->listen = Scalar(Get(c, "listen"));
+  out->advertise = Scalar(Get(c, "advertise"));
+  out->peers = ScalarOrList(Get(c, "peers"));
+  out->etcd = ScalarOrList(Get(c, "etcd"));
+  out->name = Scalar(Get(c, "name"));
+  out->secret_file = Scalar(Get(c, "secretFile"));
+  out->peer_timeout = Scalar(Get(c, "peerTimeout"));
+  if (const auto& ins = Get(c, "insecure"); ins) {
+    const std::string v = Scalar(ins);
+    if (v != "true" && v != "false") {
+      return FieldError(source, "runtime.cluster.insecure", v, "expected true or false");
+    }
+    out->insecure = v == "true";
+  }
+  if (Get(c, "replicas")) {
+    ASSIGN_OR_RETURN(out->replicas,
+                     ParseInt(source, "runtime.cluster.replicas", Get(c, "replicas"), 1, 8));
+  }
+  if (!out->peer_timeout.empty()) {
+    if (auto d = ParseDuration(out->peer_timeout); !d.ok()) {
+      return FieldError(source, "runtime.cluster.peerTimeout", out->peer_timeout,
+                        d.status().message());
+    }
+  }
+  return Status::Ok();
+}
+
 Status ParseLevel(std::string_view source, const std::string& field, const YAML::Node& node,
                   std::vector<TierLevel>* out) {
   if (!node.IsMap()) return FieldError(source, field, "", "expected a mapping");
@@ -258,6 +295,9 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
           ASSIGN_OR_RETURN(cfg.ufs_concurrency, ParseInt(source, "runtime.cache.ufsConcurrency",
                                                          Get(cache, "ufsConcurrency"), 1, 4096));
         }
+      }
+      if (const auto& cluster = Get(runtime, "cluster"); cluster) {
+        RETURN_IF_ERROR(ParseCluster(source, cluster, &cfg.cluster));
       }
     }
   } catch (const YAML::Exception& e) {

@@ -30,6 +30,15 @@
 //       policy: training                          # lru | training
 //       blockSize: 4MiB
 //       ufsConcurrency: 128
+//     cluster:                                    # docs/cluster.md
+//       listen: 10.0.0.1:7070
+//       advertise: 10.0.0.1:7070                  # default: listen
+//       peers: [10.0.0.1:7070, 10.0.0.2:7070]     # static members, or:
+//       etcd: [http://10.0.0.9:2379]              # etcd membership
+//       name: imagenet                            # default: the dataset id
+//       secretFile: /etc/granary/cluster-secret   # or insecure: true
+//       replicas: 1
+//       peerTimeout: 5s
 //
 // Thread safety: values.
 #pragma once
@@ -72,6 +81,20 @@ struct MountSpec {
   std::map<std::string, std::string> secrets;
 };
 
+// runtime.cluster: how the node joins its dataset's cluster (the CLI turns
+// it into ClusterOptions; --cluster-* flags win).
+struct ClusterConfig {
+  std::string listen;       // HOST:PORT of the peer server ("" = no cluster)
+  std::string advertise;    // HOST:PORT peers use ("" = listen)
+  std::string peers;        // static members, comma-separated HOST:PORT
+  std::string etcd;         // etcd endpoints, comma-separated http://HOST:PORT
+  std::string name;         // cluster name ("" = the dataset id)
+  std::string secret_file;  // shared secret of peer authentication
+  bool insecure = false;    // no peer authentication
+  int replicas = 1;         // owners per object
+  std::string peer_timeout; // duration text such as "5s" ("" = default)
+};
+
 struct Config {
   std::string dataset_name;       // dataset.name
   std::vector<MountSpec> mounts;  // dataset.mounts
@@ -81,6 +104,7 @@ struct Config {
   std::string policy = "lru";     // runtime.cache.policy: lru | training
   uint64_t block_size = 4ull << 20;  // runtime.cache.blockSize
   int ufs_concurrency = kDefaultOriginConcurrency;  // runtime.cache.ufsConcurrency
+  ClusterConfig cluster;          // runtime.cluster
 
   // Checks ranges and combinations; errors name the field and the value.
   Status Validate() const;

@@ -245,13 +245,25 @@ bool ControlServer::HandleLine(Connection* conn, std::string_view line) {
                                           (v == req.end() ? std::string("(none)") : v->dump()) +
                                           "; this daemon speaks version 1"));
   }
-  std::string op = req.value("op", std::string());
+  std::string op;
   try {
+    auto op_field = req.find("op");
+    if (op_field == req.end() || !op_field->is_string()) {
+      return WriteLine(conn->fd, ErrorReply("malformed request: \"op\" must be a string"));
+    }
+    op = op_field->get<std::string>();
     if (op == "status") {
       auto st = handler_->GetStatus();
       if (!st.ok()) return WriteLine(conn->fd, ErrorReply(st.status().ToString()));
       json reply = OkReply();
       reply["status"] = std::move(*st);
+      return WriteLine(conn->fd, reply);
+    }
+    if (op == "cluster_status") {
+      auto st = handler_->GetClusterStatus();
+      if (!st.ok()) return WriteLine(conn->fd, ErrorReply(st.status().ToString()));
+      json reply = OkReply();
+      reply["cluster"] = std::move(*st);
       return WriteLine(conn->fd, reply);
     }
     if (op == "load") return HandleLoad(conn, req);
@@ -270,7 +282,7 @@ bool ControlServer::HandleLine(Connection* conn, std::string_view line) {
     return WriteLine(conn->fd, ErrorReply(std::string("bad request fields: ") + e.what()));
   }
   return WriteLine(conn->fd,
-                   ErrorReply("unknown op '" + op + "' (expected status, load, cancel or sync)"));
+                   ErrorReply("unknown op '" + op + "' (expected status, cluster_status, load, cancel or sync)"));
 }
 
 bool ControlServer::HandleLoad(Connection* conn, const json& req) {

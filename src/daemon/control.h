@@ -67,6 +67,11 @@ class ControlHandler {
   // Re-lists the origin and switches to the new snapshot version (`granary
   // sync`); returns what changed (SyncResult as JSON).
   virtual Result<nlohmann::json> Sync() = 0;
+  // Every cluster member's status and the cluster's totals (`granary status
+  // --cluster`). Unimplemented on a single node.
+  virtual Result<nlohmann::json> GetClusterStatus() {
+    return Unimplemented("this daemon is not part of a cluster (no --cluster-listen)");
+  }
 };
 
 class ControlServer {

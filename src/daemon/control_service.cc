@@ -2,6 +2,7 @@
 #include "daemon/control_service.h"
 
 #include "common/log.h"
+#include "dataset/cluster_node.h"
 
 namespace granary {
 
@@ -32,8 +33,15 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
                                        .store = self->engine_->store().stats()};
                        if (self->fuse_stats_) in.fuse = self->fuse_stats_();
                        if (auto job = self->loads_.current()) in.load = job->progress();
+                       if (self->options_.cluster) in.cluster = self->options_.cluster->stats();
                        return RenderMetrics(in);
                      }));
+  }
+  if (o.cluster) {
+    // Peers asking this node's status (status --cluster) get what `granary
+    // status --json` shows here.
+    DaemonServices* self = s.get();
+    o.cluster->SetStatusProvider([self] { return self->GetStatus(); });
   }
   std::string path =
       o.socket_path.empty() ? ControlSocketPath(o.run_dir, o.mountpoint) : o.socket_path;
@@ -47,6 +55,7 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
 }
 
 DaemonServices::~DaemonServices() {
+  if (options_.cluster) options_.cluster->SetStatusProvider(nullptr);
   control_.reset();
   if (auto job = loads_.current()) job->Cancel();
   metrics_.reset();
@@ -63,6 +72,39 @@ Status DaemonServices::CancelLoad() { return loads_.Cancel(); }
 Result<nlohmann::json> DaemonServices::Sync() {
   if (!sync_) return Unimplemented("sync is not available in this daemon");
   return sync_();
+}
+
+Result<nlohmann::json> DaemonServices::GetClusterStatus() {
+  if (!options_.cluster) return ControlHandler::GetClusterStatus();
+  nlohmann::json j = options_.cluster->MemberStatuses();
+  // Totals over the members that answered: the cluster's cache.
+  uint64_t cached = 0, files = 0, capacity = 0, up = 0, hits = 0, reads = 0, origin = 0;
+  for (const nlohmann::json& m : j["members"]) {
+    if (m.value("state", "") != "up") continue;
+    auto st = StatusFromJson(m["status"]);
+    if (!st.ok()) continue;
+    ++up;
+    cached += st->cached_bytes;
+    files += st->cached_files;
+    capacity += st->capacity;
+    hits += st->hit_reads + st->passthrough_opens + st->page_cache_stores;
+    reads += st->reads + st->passthrough_opens + st->page_cache_stores;
+    origin += st->origin_requests;
+  }
+  const DatasetStatus self = reporter_.Compute();
+  j["totals"] = {{"members", j["members"].size()},
+                 {"members_up", up},
+                 {"ufs_total_bytes", self.ufs_total_bytes},
+                 {"ufs_files", self.ufs_files},
+                 {"cached_bytes", cached},
+                 {"cached_files", files},
+                 {"capacity", capacity},
+                 {"cached_ratio", self.ufs_total_bytes ? static_cast<double>(cached) /
+                                                             static_cast<double>(self.ufs_total_bytes)
+                                                       : 1.0},
+                 {"hit_ratio_reads", reads ? static_cast<double>(hits) / static_cast<double>(reads) : 0.0},
+                 {"origin_requests", origin}};
+  return j;
 }
 
 std::string DaemonServices::metrics_addr() const {

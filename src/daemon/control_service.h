@@ -23,6 +23,8 @@
 
 namespace granary {
 
+class ClusterNode;
+
 struct ServicesOptions {
   // Run directory of the control socket (ControlSocketPath(run_dir, mountpoint)).
   std::string run_dir = "/run/granary";
@@ -39,6 +41,9 @@ struct ServicesOptions {
   bool load_on_start = false;
   // Fetch threads of that background load.
   int load_threads = kDefaultOriginConcurrency;
+  // The dataset's cluster membership and peers (null on a single node):
+  // `status --cluster`, cluster metrics, peers' status requests.
+  ClusterNode* cluster = nullptr;
 };
 
 class DaemonServices : public ControlHandler {
@@ -55,6 +60,7 @@ class DaemonServices : public ControlHandler {
   Result<std::shared_ptr<LoadJob>> StartLoad(const LoadRequest& request) override;
   Status CancelLoad() override;
   Result<nlohmann::json> Sync() override;
+  Result<nlohmann::json> GetClusterStatus() override;
 
   LoadManager& loads() { return loads_; }
   StatusReporter& status() { return reporter_; }

@@ -1,6 +1,6 @@
 // Test fixture shared by the control/load/status/metrics tests: a dataset in
-// MemUfs, its snapshot, a store in a temp dir and a CacheEngine, in-process
-// (no FUSE). Test-only.
+// MemUfs opened through Dataset (snapshot, store in a temp dir, engine),
+// in-process (no FUSE). Test-only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cache/engine.h"
+#include "dataset/dataset.h"
 #include "meta/snapshot.h"
 #include "store/store.h"
 #include "testing/mem_ufs.h"
@@ -29,8 +30,9 @@ class DatasetFixture : public ::testing::Test {
     ufs_ = std::make_shared<testing::MemUfs>("mem://bkt");
   }
   void TearDown() override {
-    engine_.reset();
-    store_.reset();
+    engine_ = nullptr;
+    store_ = nullptr;
+    dataset_.reset();
     std::filesystem::remove_all(dir_);
   }
 
@@ -42,28 +44,28 @@ class DatasetFixture : public ::testing::Test {
   }
 
   void Open(uint64_t quota = 1ull << 30, std::string policy = "lru") {
-    auto snap =
-        Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
-                        (dir_ / "snapshot").string(), 1);
-    ASSERT_TRUE(snap.ok()) << snap.status().ToString();
-    snapshot_ = std::move(*snap);
-    auto store = Store::Open(StoreOptions{
-        .tiers = {TierLevel{
-            .medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
-        .policy = policy,
-        .block_size = 64 << 10,
-        .background = false});
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
-    engine_ = std::make_unique<CacheEngine>(
-        ufs_, snapshot_, store_.get(), EngineOptions{.dataset = "ds", .origin_concurrency = 8});
+    DatasetOptions o;
+    o.source = "s3://bkt/ds";
+    o.cache_dirs = {TierLevel{.medium = Medium::kSsd, .path = (dir_ / "cache").string(),
+                              .quota = quota}};
+    o.policy = std::move(policy);
+    o.block_size = 64 << 10;
+    o.engine.origin_concurrency = 8;
+    o.store_background = false;
+    auto ds = Dataset::Open(std::move(o), ufs_);
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    dataset_ = std::move(*ds);
+    snapshot_ = dataset_->snapshot();
+    store_ = &dataset_->store();
+    engine_ = &dataset_->engine();
   }
 
   std::filesystem::path dir_;
   std::shared_ptr<testing::MemUfs> ufs_;
   std::shared_ptr<const Snapshot> snapshot_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<CacheEngine> engine_;
+  std::unique_ptr<Dataset> dataset_;
+  Store* store_ = nullptr;        // dataset_'s
+  CacheEngine* engine_ = nullptr;  // dataset_'s
   std::map<std::string, size_t> sizes_;
   uint64_t total_bytes_ = 0;
 };

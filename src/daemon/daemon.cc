@@ -14,10 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/engine_stats_json.h"
 #include "common/log.h"
 #include "common/uri.h"
 #include "daemon/control_service.h"
 #include "daemon/engine_fs.h"
+#include "dataset/cluster_stats_json.h"
+#include "fuse/fuse_stats_json.h"
+#include "store/store_stats_json.h"
 
 namespace granary {
 namespace {
@@ -60,42 +64,6 @@ Status CheckMountpoint(const std::string& mp, bool allow_non_empty) {
   return Status::Ok();
 }
 
-// Creates `dir` (and parents) and proves it is writable.
-Status PrepareWritableDir(const std::string& dir, std::string_view what) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return PermissionDenied(std::string(what) + " " + dir + " cannot be created: " + ec.message());
-  std::string probe = dir + "/.granary-write-test";
-  int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return PermissionDenied(std::string(what) + " " + dir + " is not writable: " + std::strerror(errno));
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return Status::Ok();
-}
-
-// min(fallback, 90% of the free space of the filesystem holding `dir`).
-uint64_t AutoQuota(const std::string& dir, uint64_t fallback) {
-  struct statvfs vfs {};
-  if (::statvfs(dir.c_str(), &vfs) != 0) return fallback;
-  uint64_t free = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  return std::min(fallback, free / 10 * 9);
-}
-
-// A List of the dataset prefix: fails early on a missing bucket or refused
-// credentials. An empty listing under a non-empty prefix is an error too
-// (almost always a typo).
-Status ProbeSource(UnderStorage& ufs, const Uri& uri) {
-  std::string prefix = uri.key;
-  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
-  ASSIGN_OR_RETURN(ListPage page, ufs.List(ListRequest{.prefix = prefix, .max_keys = 1}));
-  if (page.objects.empty() && page.common_prefixes.empty() && !uri.key.empty()) {
-    return NotFound("no objects under " + uri.ToString());
-  }
-  return Status::Ok();
-}
-
 Status WriteFileAtomically(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   {
@@ -110,18 +78,16 @@ Status WriteFileAtomically(const std::string& path, const std::string& text) {
 }  // namespace
 
 Status DaemonOptions::Validate() const {
-  if (source.empty()) return InvalidArgument("source: required");
-  if (mountpoint.empty()) return InvalidArgument("mountpoint: required");
-  if (cache_dirs.empty()) return InvalidArgument("cache_dirs: at least one cache directory is required");
-  for (const TierLevel& t : cache_dirs) {
-    if (t.path.empty()) return InvalidArgument("cache_dirs: empty path");
-  }
-  if (default_cache_size == 0) return InvalidArgument("default_cache_size: must be > 0");
-  if (policy != "lru" && policy != "training") {
-    return InvalidArgument("policy: '" + policy + "' is not lru or training");
-  }
+  RETURN_IF_ERROR(dataset.Validate());
   if (run_dir.empty()) return InvalidArgument("run_dir: required");
+  if (mountpoint.empty() && !dataset.cluster.enabled()) {
+    return InvalidArgument("a worker (no mount point) needs a cluster: --cluster-listen");
+  }
   return Status::Ok();
+}
+
+std::string WorkerRunName(std::string_view dataset_id) {
+  return "@worker-" + std::string(dataset_id);
 }
 
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
@@ -142,44 +108,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   return d;
 }
 
-// Tier directories, snapshot and store (see the cache layout in daemon.h).
-Status Daemon::OpenCache(const Uri& uri) {
-  const DaemonOptions& o = options_;
-  std::vector<TierLevel> tiers;
-  if (o.mem_cache > 0) {
-    std::string dir = "/dev/shm/granary-" + dataset_id_;
-    RETURN_IF_ERROR(PrepareWritableDir(dir, "memory cache dir"));
-    tiers.push_back(TierLevel{.medium = Medium::kMem, .path = dir, .quota = o.mem_cache});
-  }
-  for (const TierLevel& t : o.cache_dirs) {
-    TierLevel tier = t;
-    tier.path = (fs::path(t.path) / dataset_id_).string();
-    RETURN_IF_ERROR(PrepareWritableDir(tier.path, "cache dir"));
-    if (tier.quota == 0) tier.quota = AutoQuota(tier.path, o.default_cache_size);
-    tiers.push_back(tier);
-  }
-  dataset_dir_ = (fs::path(o.cache_dirs.front().path) / dataset_id_).string();
-
-  SnapshotOptions snap_opts{.source_uri = o.source, .prefix = uri.key};
-  ASSIGN_OR_RETURN(std::unique_ptr<Snapshot> snap,
-                   Snapshot::LoadOrBuild(*ufs_, snap_opts, dataset_dir_ + "/snapshot"));
-  snapshot_ = std::move(snap);
-  GLOG_INFO("snapshot v{} of {}: {} files, {} bytes", snapshot_->version(), o.source,
-            snapshot_->file_count(), snapshot_->total_bytes());
-
-  if (o.read_mode_auto) ResolveAutoReadMode();
-
-  StoreOptions store_opts{.tiers = tiers,
-                          .policy = o.policy,
-                          .block_size = o.block_size,
-                          .index_dir = dataset_dir_ + "/index",
-                          // cached read mode: the mount's page cache keeps the copy
-                          .drop_read_pages = o.fuse.read_mode == FuseReadMode::kCached};
-  ASSIGN_OR_RETURN(store_, Store::Open(store_opts));
-  return Status::Ok();
-}
-
-void Daemon::ResolveAutoReadMode() {
+void Daemon::ResolveAutoReadMode(const Snapshot& snap) {
   DaemonOptions& o = options_;
   uint64_t limit = o.auto_cached_max_bytes;
   if (limit == 0) {
@@ -187,7 +116,7 @@ void Daemon::ResolveAutoReadMode() {
     long page = ::sysconf(_SC_PAGE_SIZE);
     limit = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page / 2 : 0;
   }
-  const uint64_t total = snapshot_->total_bytes();
+  const uint64_t total = snap.total_bytes();
   const bool cached = o.fuse.passthrough != FusePassthrough::kOn && total <= limit;
   o.fuse.read_mode = cached ? FuseReadMode::kCached : FuseReadMode::kPassthrough;
   GLOG_INFO("read mode auto: {} ({} bytes of data, {} than {} bytes{})",
@@ -197,71 +126,90 @@ void Daemon::ResolveAutoReadMode() {
 
 Status Daemon::Open() {
   DaemonOptions& o = options_;
-  o.mountpoint = CanonicalMountpoint(o.mountpoint);
-  ASSIGN_OR_RETURN(Uri uri, ParseUri(o.source));
-  o.source = uri.ToString();
-  dataset_id_ = DatasetId(o.source);
-  RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.fuse.allow_non_empty));
-  if (auto pid = ReadPidFile(o.run_dir, o.mountpoint); pid.ok() && ::kill(pid->pid, 0) == 0) {
-    return InvalidArgument("mount point " + o.mountpoint + " is already served by granary (pid " +
-                           std::to_string(pid->pid) + ")");
+  ASSIGN_OR_RETURN(Uri uri, ParseUri(o.dataset.source));
+  o.dataset.source = uri.ToString();
+  if (!is_worker()) {
+    o.mountpoint = CanonicalMountpoint(o.mountpoint);
+    RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.fuse.allow_non_empty));
+  }
+  run_name_ = is_worker() ? WorkerRunName(DatasetId(o.dataset.source)) : o.mountpoint;
+  if (auto pid = ReadPidFile(o.run_dir, run_name_); pid.ok() && ::kill(pid->pid, 0) == 0) {
+    return InvalidArgument((is_worker() ? "dataset " + o.dataset.source + " already has a worker"
+                                        : "mount point " + o.mountpoint) +
+                           " served by granary (pid " + std::to_string(pid->pid) + ")");
   }
   RETURN_IF_ERROR(PrepareWritableDir(o.run_dir, "run directory"));
 
-  ASSIGN_OR_RETURN(std::unique_ptr<UnderStorage> ufs, OpenUnderStorage(uri, o.ufs));
-  ufs_ = std::move(ufs);
-  RETURN_IF_ERROR(ProbeSource(*ufs_, uri));
+  DatasetOptions dataset_opts = o.dataset;
+  if (!is_worker()) {
+    // The read mode depends on the dataset's size; the store needs it.
+    dataset_opts.drop_read_pages = [this](const Snapshot& snap) {
+      if (options_.read_mode_auto) ResolveAutoReadMode(snap);
+      // cached read mode: the mount's page cache keeps the copy
+      return options_.fuse.read_mode == FuseReadMode::kCached;
+    };
+  }
+  ASSIGN_OR_RETURN(dataset_, Dataset::Open(std::move(dataset_opts)));
+  if (!is_worker()) RETURN_IF_ERROR(StartMount());
 
-  RETURN_IF_ERROR(OpenCache(uri));
+  std::string pid_text = std::to_string(::getpid()) + "\n" + run_name_ + "\n" + source() + "\n";
+  RETURN_IF_ERROR(WriteFileAtomically(pid_path(), pid_text));
+  std::function<FuseStats()> fuse_stats;
+  if (!is_worker()) fuse_stats = [this] { return fuse_->stats(); };
+  ASSIGN_OR_RETURN(
+      services_,
+      StartServices(&dataset_->engine(),
+                    ServicesOptions{.run_dir = o.run_dir,
+                                    .mountpoint = run_name_,
+                                    .read_mode = is_worker() ? std::string()
+                                                             : std::string(FuseReadModeName(
+                                                                   o.fuse.read_mode)),
+                                    .metrics_addr = o.metrics_addr,
+                                    .load_on_start = o.load_on_start,
+                                    .load_threads = o.load_threads,
+                                    .cluster = dataset_->cluster()},
+                    std::move(fuse_stats), [this]() -> Result<nlohmann::json> {
+                      ASSIGN_OR_RETURN(SyncResult r, Sync());
+                      return SyncResultToJson(r);
+                    }));
+  if (!is_worker()) {
+    unmount_watcher_ = std::thread([this] {
+      fuse_->Wait();
+      RequestStop();
+    });
+  }
+  if (o.handle_signals) signal_thread_ = std::thread([this] { SignalLoop(); });
+  serving_ = true;
+  if (is_worker()) {
+    GLOG_INFO("worker for {} (dataset {}) serving peers", source(), dataset_id());
+  } else {
+    GLOG_INFO("mounted {} on {} (dataset {}, transport {}, passthrough {})", source(),
+              o.mountpoint, dataset_id(), FuseTransportName(fuse_->session().transport),
+              fuse_->session().passthrough ? "on" : "off");
+  }
+  return Status::Ok();
+}
 
-  EngineOptions engine_opts = o.engine;
-  engine_opts.dataset = dataset_id_;
-  RETURN_IF_ERROR(engine_opts.Validate());
-  engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), engine_opts);
+Status Daemon::StartMount() {
+  DaemonOptions& o = options_;
+  CacheEngine& engine = dataset_->engine();
   const bool offer = o.fuse.read_mode == FuseReadMode::kPassthrough &&
                      o.fuse.passthrough != FusePassthrough::kOff;
-  fs_ = std::make_unique<EngineFs>(engine_.get(), EngineFsOptions{.offer_backing = offer});
+  fs_ = std::make_unique<EngineFs>(&engine, EngineFsOptions{.offer_backing = offer});
   if (o.fuse.read_mode == FuseReadMode::kCached && o.push_fetched) {
     // The mount keeps file pages across opens: bytes fetched ahead of their
     // reader (warm-up, readahead) go straight into its page cache, so that
     // reader needs no READ, and the cache file needs no page-cache copy.
-    engine_->SetFetchedHook(
+    engine.SetFetchedHook(
         [this](const Snapshot& snap, uint64_t ino, uint64_t offset, std::string_view bytes) {
           return PushFetched(snap, ino, offset, bytes);
         });
   }
-
   FuseOptions fuse_opts = o.fuse;
   fuse_opts.mountpoint = o.mountpoint;
   fuse_opts.fsname = "granary";
   fuse_ = std::make_unique<FuseServer>(fs_.get(), fuse_opts);
-  RETURN_IF_ERROR(fuse_->Start());
-
-  std::string pid_text = std::to_string(::getpid()) + "\n" + o.mountpoint + "\n" + o.source + "\n";
-  RETURN_IF_ERROR(WriteFileAtomically(pid_path(), pid_text));
-  ASSIGN_OR_RETURN(services_, StartServices(engine_.get(),
-                                            ServicesOptions{.run_dir = o.run_dir,
-                                                            .mountpoint = o.mountpoint,
-                                                            .read_mode = std::string(
-                                                                FuseReadModeName(o.fuse.read_mode)),
-                                                            .metrics_addr = o.metrics_addr,
-                                                            .load_on_start = o.load_on_start,
-                                                            .load_threads = o.load_threads},
-                                            [this] { return fuse_->stats(); },
-                                            [this]() -> Result<nlohmann::json> {
-                                              ASSIGN_OR_RETURN(SyncResult r, Sync());
-                                              return SyncResultToJson(r);
-                                            }));
-  unmount_watcher_ = std::thread([this] {
-    fuse_->Wait();
-    RequestStop();
-  });
-  if (o.handle_signals) signal_thread_ = std::thread([this] { SignalLoop(); });
-  serving_ = true;
-  GLOG_INFO("mounted {} on {} (dataset {}, transport {}, passthrough {})", o.source, o.mountpoint,
-            dataset_id_, FuseTransportName(fuse_->session().transport),
-            fuse_->session().passthrough ? "on" : "off");
-  return Status::Ok();
+  return fuse_->Start();
 }
 
 bool Daemon::PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset,
@@ -276,7 +224,7 @@ bool Daemon::PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset,
   // this is a fetching thread, not a FUSE one) introduces every file in it,
   // this one included. One thread lists a directory, once; the others
   // fetching files of it wait for that listing, then try again.
-  if (&snap != engine_->snapshot().get()) return false;  // the root shows the current version
+  if (&snap != dataset_->snapshot().get()) return false;  // the root shows the current version
   std::string path = snap.Path(ino);
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash);
@@ -300,73 +248,18 @@ bool Daemon::PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset,
 }
 
 Result<SyncResult> Daemon::Sync() {
-  std::lock_guard lock(sync_mu_);
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::shared_ptr<const Snapshot> old = engine_->snapshot();
-  ASSIGN_OR_RETURN(std::unique_ptr<Snapshot> built,
-                   Snapshot::Rebuild(*ufs_, *old, dataset_dir_ + "/snapshot"));
-  const std::shared_ptr<const Snapshot> next = std::move(built);
-  SyncResult r{.old_version = old->version(),
-               .new_version = next->version(),
-               .files = next->file_count(),
-               .bytes = next->total_bytes()};
-  std::vector<ObjectKey> stale;  // cache keys of removed or changed objects
-  old->ForEachFile([&](const EntryView& e) {
-    std::optional<uint64_t> ino = next->FindPath(old->Path(e.ino));
-    std::optional<EntryView> now = ino ? next->Get(*ino) : std::nullopt;
-    if (!now || now->is_dir) {
-      ++r.removed;
-    } else if (now->etag != e.etag || now->size != e.size) {
-      ++r.changed;
-    } else {
-      ++r.unchanged;
-      return;
+  return dataset_->Sync([this](const std::shared_ptr<const Snapshot>& next, SyncResult& r) {
+    if (!fs_) return;  // a worker: no kernel names to invalidate
+    std::vector<std::string> names = fs_->AddVersion(next);
+    for (const std::string& name : names) {
+      if (Status s = fuse_->InvalidateEntry(kRootIno, name); !s.ok()) {
+        GLOG_WARN("sync: {}", s.ToString());
+      } else {
+        ++r.invalidated_names;
+      }
     }
-    stale.push_back(engine_->KeyOf(*old, e));
+    if (Status s = fuse_->InvalidateNode(kRootIno); !s.ok()) GLOG_WARN("sync: {}", s.ToString());
   });
-  r.added = r.files - r.changed - r.unchanged;
-  // Switch first: from here on new lookups and loads use the new version.
-  engine_->SetSnapshot(next);
-  snapshot_ = next;
-  std::vector<std::string> names = fs_->AddVersion(next);
-  for (const std::string& name : names) {
-    if (Status s = fuse_->InvalidateEntry(kRootIno, name); !s.ok()) {
-      GLOG_WARN("sync: {}", s.ToString());
-    } else {
-      ++r.invalidated_names;
-    }
-  }
-  if (Status s = fuse_->InvalidateNode(kRootIno); !s.ok()) GLOG_WARN("sync: {}", s.ToString());
-  for (const ObjectKey& key : stale) {
-    if (!store_->Contains(key)) continue;
-    if (Status s = store_->Remove(key); !s.ok()) {
-      GLOG_WARN("sync: dropping the cache file of {}: {}", key.key, s.ToString());
-      continue;
-    }
-    ++r.cache_files_dropped;
-    r.cache_bytes_dropped += key.size;
-  }
-  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  GLOG_INFO("sync: snapshot v{} -> v{}: {} files ({} added, {} removed, {} changed), {} cache "
-            "files dropped, {:.2f} s",
-            r.old_version, r.new_version, r.files, r.added, r.removed, r.changed,
-            r.cache_files_dropped, r.elapsed_s);
-  return r;
-}
-
-nlohmann::json SyncResultToJson(const SyncResult& r) {
-  return {{"old_version", r.old_version},
-          {"new_version", r.new_version},
-          {"files", r.files},
-          {"bytes", r.bytes},
-          {"added", r.added},
-          {"removed", r.removed},
-          {"changed", r.changed},
-          {"unchanged", r.unchanged},
-          {"cache_files_dropped", r.cache_files_dropped},
-          {"cache_bytes_dropped", r.cache_bytes_dropped},
-          {"invalidated_names", r.invalidated_names},
-          {"elapsed_s", r.elapsed_s}};
 }
 
 void Daemon::SignalLoop() {
@@ -415,15 +308,14 @@ Status Daemon::Shutdown() {
   if (unmount_watcher_.joinable()) unmount_watcher_.join();
   if (signal_thread_.joinable()) signal_thread_.join();
   DaemonStats last = stats();
-  // The engine first: it waits for queued admissions and readahead, whose
-  // fetched-bytes hook (PushFetched) uses fs_ and fuse_.
-  engine_.reset();
-  fs_.reset();
+  // The dataset first: its engine waits for queued admissions and readahead,
+  // whose fetched-bytes hook (PushFetched) uses fs_ and fuse_.
   Status result;
-  if (store_) {
-    result = store_->Checkpoint();
-    last.store = store_->stats();
+  if (dataset_) {
+    result = dataset_->Close();
+    last.store = dataset_->store().stats();
   }
+  fs_.reset();
   {
     std::lock_guard lock(final_mu_);
     final_stats_ = last;
@@ -432,7 +324,7 @@ Status Daemon::Shutdown() {
   if (serving_) {
     if (Status s = WriteStatsFile(); !s.ok()) GLOG_WARN("stats file: {}", s.ToString());
     ::unlink(pid_path().c_str());
-    GLOG_INFO("unmounted {}", options_.mountpoint);
+    GLOG_INFO("{} {}", is_worker() ? "stopped" : "unmounted", run_name_);
   }
   return result;
 }
@@ -449,69 +341,48 @@ DaemonStats Daemon::stats() const {
     out.fuse = fuse_->stats();
     out.session = fuse_->session();
   }
-  if (engine_) out.engine = engine_->stats();
-  if (store_) out.store = store_->stats();
-  if (ufs_) out.ufs = ufs_->stats();
+  if (dataset_) {
+    out.engine = dataset_->engine().stats();
+    out.store = dataset_->store().stats();
+    out.ufs = dataset_->ufs().stats();
+  }
   return out;
 }
 
 std::string Daemon::StatsJson() const {
   DaemonStats s = stats();
   nlohmann::json j;
-  j["source"] = options_.source;
+  j["source"] = source();
   j["mountpoint"] = options_.mountpoint;
-  j["dataset_id"] = dataset_id_;
+  j["dataset_id"] = dataset_ ? dataset_->id() : std::string();
   j["pid"] = ::getpid();
-  j["fuse"] = {{"requests", s.fuse.requests},
-               {"errors", s.fuse.errors},
-               {"passthrough_opens", s.fuse.passthrough_opens},
-               {"userspace_opens", s.fuse.userspace_opens},
-               {"userspace_reads", s.fuse.userspace_reads},
-               {"userspace_read_bytes", s.fuse.userspace_read_bytes},
-               {"backing_ids_open", s.fuse.backing_ids_open},
-               {"backing_open_failures", s.fuse.backing_open_failures},
-               {"uring_requests", s.fuse.uring_requests},
-               {"dirs_prefetched", s.fuse.dirs_prefetched},
-               {"stores", s.fuse.stores},
-               {"store_bytes", s.fuse.store_bytes},
-               {"read_mode", FuseReadModeName(options_.fuse.read_mode)},
-               {"transport", FuseTransportName(s.session.transport)},
-               {"passthrough", s.session.passthrough},
-               {"passthrough_note", s.session.passthrough_note},
-               {"threads", s.session.threads}};
-  const EngineStats& e = s.engine;
-  j["engine"] = {{"files", e.ufs_files},           {"bytes", e.ufs_bytes},
-                 {"reads", e.reads},               {"hit_reads", e.hit_reads},
-                 {"miss_reads", e.miss_reads},     {"hit_bytes", e.hit_bytes},
-                 {"miss_bytes", e.miss_bytes},     {"read_errors", e.read_errors},
-                 {"origin_requests", e.origin_requests}, {"origin_bytes", e.origin_bytes},
-                 {"origin_errors", e.origin_errors}, {"admitted", e.admitted},
-                 {"not_admitted", e.not_admitted}};
-  nlohmann::json tiers = nlohmann::json::array();
-  for (const TierStats& t : s.store.tiers) {
-    tiers.push_back({{"medium", MediumName(t.medium)}, {"path", t.path}, {"quota", t.quota},
-                     {"used_bytes", t.used_bytes}, {"files", t.files}});
-  }
-  j["store"] = {{"tiers", tiers},
-                {"read_hits", s.store.read_hits},
-                {"read_misses", s.store.read_misses},
-                {"evictions", s.store.evictions},
-                {"checksum_failures", s.store.checksum_failures},
-                {"recovered_objects", s.store.recovered_objects}};
+  j["fuse"] = ToJson(s.fuse);
+  // The session beside the counters (not part of FuseStats).
+  j["fuse"]["read_mode"] = FuseReadModeName(options_.fuse.read_mode);
+  j["fuse"]["transport"] = FuseTransportName(s.session.transport);
+  j["fuse"]["passthrough"] = s.session.passthrough;
+  j["fuse"]["passthrough_note"] = s.session.passthrough_note;
+  j["fuse"]["threads"] = s.session.threads;
+  j["engine"] = ToJson(s.engine);
+  j["store"] = ToJson(s.store);
   j["ufs"] = {{"list_requests", s.ufs.list_requests}, {"stat_requests", s.ufs.stat_requests},
               {"read_requests", s.ufs.read_requests}, {"read_bytes", s.ufs.read_bytes},
               {"errors", s.ufs.errors}};
+  // Only while the node is in its cluster (the dataset leaves it on close).
+  if (ClusterNode* cluster = dataset_ ? dataset_->cluster() : nullptr) {
+    j["cluster"] = ToJson(cluster->stats());
+  }
   return j.dump(2) + "\n";
 }
 
 Status Daemon::WriteStatsFile() const { return WriteFileAtomically(stats_path(), StatsJson()); }
 
 std::string Daemon::stats_path() const {
-  return RunFilePath(options_.run_dir, options_.mountpoint, "stats.json");
+  return RunFilePath(options_.run_dir, run_name_, "stats.json");
 }
 
 std::string Daemon::pid_path() const {
-  return RunFilePath(options_.run_dir, options_.mountpoint, "pid");
+  return RunFilePath(options_.run_dir, run_name_, "pid");
 }
 
 }  // namespace granary

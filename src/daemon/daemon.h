@@ -1,26 +1,23 @@
-// Daemon: one mounted dataset (`granary mount`). Wires the pieces together:
+// Daemon: one dataset served on this node -- a Dataset (src/dataset: ufs,
+// snapshot, store, engine, cluster) plus what the node needs of it:
 //
-//   UnderStorage (source URI) -> Snapshot (listing, cached on disk)
-//     -> Store (tiered cache dirs) -> CacheEngine -> EngineFs -> FuseServer
+//   `granary mount`:  Dataset -> EngineFs -> FuseServer, control socket, metrics
+//   `granary worker`: Dataset (with its peer server), control socket, metrics;
+//                     no mount (mountpoint empty)
 //
 // Start() fails before anything is mounted when the source is unusable
 // (bucket missing, credentials refused: a List of the prefix is tried first),
-// the mount point is missing, not empty or already mounted, or a cache dir
-// is not writable. Run() serves until SIGTERM/SIGINT, RequestStop() or an
-// external unmount, then stops cleanly: unmount, engine drained, store
-// checkpointed, pid file removed, stats file written.
-//
-// Cache layout (docs/mount.md): for each cache dir D, the tier directory is
-// D/<dataset-id>/ (dataset id = DatasetId(source)); the snapshot lives at
-// <first cache dir>/<dataset-id>/snapshot and the store index in
-// <first cache dir>/<dataset-id>/index. --mem-cache adds a MEM tier
-// /dev/shm/granary-<dataset-id> in front.
+// the mount point is missing, not empty or already mounted, a cache dir is
+// not writable, or the cluster cannot start. Run() serves until
+// SIGTERM/SIGINT, RequestStop() or an external unmount, then stops cleanly:
+// unmount, cluster left, engine drained, store checkpointed, pid file
+// removed, stats file written.
 //
 // Run directory (default /run/granary): mount-<hash of the mount point>.pid
 // holds "pid\nmountpoint\nsource\n" while the daemon runs (granary umount finds
 // the daemon through it); mount-<hash>.stats.json holds DaemonStats as JSON,
-// rewritten on SIGUSR1 and at exit (a simple counter surface until the control
-// socket's `granary status --json` supersedes it).
+// rewritten on SIGUSR1 and at exit. A worker's files are named after
+// WorkerRunName(dataset id) instead of a mount point.
 //
 // Thread safety: Start/Run from one controlling thread. RequestStop(),
 // stats(), StatsJson(), WriteStatsFile() and the accessors may be called from
@@ -45,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/engine.h"
+#include "dataset/dataset.h"
 #include "common/config.h"
 #include "common/origin_defaults.h"
 #include "common/uri.h"
@@ -61,27 +59,13 @@ class EngineFs;
 class DaemonServices;
 
 struct DaemonOptions {
-  // Where the dataset lives: any URI ParseUri takes (s3://bucket/prefix, a path). Required.
-  std::string source;
-  // Connector settings and secrets for `source` (endpoint, region, keys).
-  UfsOptions ufs;
-  // Existing empty directory to mount on. Required. Also copied into fuse.mountpoint.
+  // The dataset: source, connector settings, cache dirs, policy, engine,
+  // cluster. dataset.source is required.
+  DatasetOptions dataset;
+  // Existing empty directory to mount on; "" = a worker (no mount: the
+  // dataset serves its peers and the control socket only). Also copied into
+  // fuse.mountpoint.
   std::string mountpoint;
-  // Cache directories, fastest first (medium, path, quota, watermarks). At
-  // least one. quota 0 = auto: min(default_cache_size, 90% of the free space
-  // of the filesystem holding the directory).
-  std::vector<TierLevel> cache_dirs = {TierLevel{.path = "/var/lib/granary/cache"}};
-  // Quota used for cache dirs given without one (see cache_dirs).
-  uint64_t default_cache_size = 100ull << 30;
-  // Bytes of a MEM tier under /dev/shm/granary-<dataset-id>, in front of the
-  // cache dirs. 0 = none.
-  uint64_t mem_cache = 0;
-  // Store admission/eviction policy: "lru" | "training".
-  std::string policy = "lru";
-  // Store block size (objects larger than this are cached block by block).
-  uint64_t block_size = 4ull << 20;
-  // Engine knobs (dataset name is set to the dataset id by the daemon).
-  EngineOptions engine;
   // FUSE knobs; mountpoint and fsname are filled in by the daemon.
   FuseOptions fuse;
   // Directory of pid and stats files.
@@ -117,24 +101,6 @@ struct DaemonOptions {
   Status Validate() const;
 };
 
-// What `granary sync` did: the origin listed again into a new snapshot
-// version, which the mount now shows.
-struct SyncResult {
-  uint64_t old_version = 0;
-  uint64_t new_version = 0;
-  uint64_t files = 0;      // files in the new version
-  uint64_t bytes = 0;      // their bytes
-  uint64_t added = 0;      // paths new in this version
-  uint64_t removed = 0;    // paths gone (or now a directory)
-  uint64_t changed = 0;    // same path, other etag or size
-  uint64_t unchanged = 0;  // same path, etag and size: their cache files stay valid
-  uint64_t cache_files_dropped = 0;  // cache files of removed/changed objects deleted
-  uint64_t cache_bytes_dropped = 0;  // their object bytes
-  uint64_t invalidated_names = 0;    // kernel entries under the root invalidated
-  double elapsed_s = 0;
-};
-nlohmann::json SyncResultToJson(const SyncResult& r);
-
 // All counters of a running daemon.
 struct DaemonStats {
   FuseStats fuse;
@@ -143,6 +109,11 @@ struct DaemonStats {
   StoreStats store;
   UfsStats ufs;
 };
+
+// The name a worker's run files and control socket use in place of a mount
+// point: "@worker-<dataset id>" (RunFilePath takes a name starting with '@'
+// as it is, not as a path).
+std::string WorkerRunName(std::string_view dataset_id);
 
 class Daemon {
  public:
@@ -176,37 +147,37 @@ class Daemon {
   // Writes StatsJson() atomically to stats_path().
   Status WriteStatsFile() const;
 
-  CacheEngine& engine() { return *engine_; }
-  Store& store() { return *store_; }
+  Dataset& dataset() { return *dataset_; }
+  CacheEngine& engine() { return dataset_->engine(); }
+  Store& store() { return dataset_->store(); }
   // The snapshot version the mount shows now (changes with Sync()).
-  std::shared_ptr<const Snapshot> snapshot() const {
-    return engine_ ? engine_->snapshot() : snapshot_;
-  }
+  std::shared_ptr<const Snapshot> snapshot() const { return dataset_->snapshot(); }
+  bool is_worker() const { return options_.mountpoint.empty(); }
 
-  // `granary sync`: lists the origin again, writes the next snapshot version,
-  // switches the engine and the mount to it (the kernel's cached names under
-  // the root are invalidated, so paths resolve in the new version; files
-  // already open keep reading the version they were opened in) and deletes
-  // the cache files of objects removed or changed at the origin. One sync at a
-  // time (others wait). Errors: the listing's (nothing changes then).
+  // `granary sync`: Dataset::Sync, and the mount switches to the new version
+  // (the kernel's cached names under the root are invalidated, so paths
+  // resolve in the new version; files already open keep reading the version
+  // they were opened in).
   Result<SyncResult> Sync();
-  UnderStorage& ufs() { return *ufs_; }
+  UnderStorage& ufs() { return dataset_->ufs(); }
   FuseServer& fuse() { return *fuse_; }
   const DaemonOptions& options() const { return options_; }
   const std::string& mountpoint() const { return options_.mountpoint; }
-  const std::string& source() const { return options_.source; }
-  const std::string& dataset_id() const { return dataset_id_; }
+  // The mount point, or WorkerRunName() for a worker: what run files are named after.
+  const std::string& run_name() const { return run_name_; }
+  const std::string& source() const { return options_.dataset.source; }
+  const std::string& dataset_id() const { return dataset_->id(); }
   // Directory holding the snapshot and index: <first cache dir>/<dataset-id>.
-  const std::string& dataset_dir() const { return dataset_dir_; }
+  const std::string& dataset_dir() const { return dataset_->dir(); }
   std::string stats_path() const;
   std::string pid_path() const;
 
  private:
   explicit Daemon(DaemonOptions options);
   Status Open();
-  Status OpenCache(const Uri& uri);
+  Status StartMount();
   // --read-mode auto: picks cached or passthrough from the snapshot size.
-  void ResolveAutoReadMode();
+  void ResolveAutoReadMode(const Snapshot& snap);
   Status Shutdown();
   void SignalLoop();
   // push_fetched: puts fetched bytes into the mount's page cache. When the
@@ -215,12 +186,8 @@ class Daemon {
   bool PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset, std::string_view bytes);
 
   DaemonOptions options_;
-  std::string dataset_id_;
-  std::string dataset_dir_;
-  std::shared_ptr<UnderStorage> ufs_;
-  std::shared_ptr<const Snapshot> snapshot_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<CacheEngine> engine_;
+  std::string run_name_;
+  std::unique_ptr<Dataset> dataset_;
   std::unique_ptr<EngineFs> fs_;
   std::unique_ptr<FuseServer> fuse_;
   std::unique_ptr<DaemonServices> services_;  // control socket, loads, metrics (control_service.h)
@@ -231,7 +198,6 @@ class Daemon {
   std::condition_variable stop_cv_;
   bool stop_requested_ = false;
   std::vector<std::function<void()>> stop_hooks_;
-  std::mutex sync_mu_;  // one Sync() at a time
   std::atomic<bool> shut_down_{false};  // Shutdown() began (signal thread exits)
   bool serving_ = false;  // Open() finished: mounted, pid file written (controlling thread)
 
@@ -244,10 +210,6 @@ class Daemon {
   // "version:directory" PushFetched listed (true) or is listing (false).
   std::unordered_map<std::string, bool> push_listed_;
 };
-
-// Short stable id of a dataset source: 12 hex digits of xxh3-64 over the
-// canonical URI (ParseUri(source).ToString()).
-std::string DatasetId(std::string_view source);
 
 // Canonical absolute form of a mount point (realpath when it exists, else as given
 // with trailing slashes stripped).

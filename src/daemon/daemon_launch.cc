@@ -94,11 +94,6 @@ void WriteAllFd(int fd, std::string_view text) {
 
 }  // namespace
 
-std::string DatasetId(std::string_view source) {
-  auto uri = ParseUri(source);
-  return Hex12(uri.ok() ? uri->ToString() : std::string(source));
-}
-
 std::string CanonicalMountpoint(std::string_view mountpoint) {
   std::string path(mountpoint);
   if (char* real = ::realpath(path.c_str(), nullptr); real != nullptr) {
@@ -116,8 +111,10 @@ std::string CanonicalMountpoint(std::string_view mountpoint) {
 
 std::string RunFilePath(std::string_view run_dir, std::string_view mountpoint,
                         std::string_view ext) {
-  return std::string(run_dir) + "/mount-" + Hex12(CanonicalMountpoint(mountpoint)) + "." +
-         std::string(ext);
+  // A worker's run name ("@worker-<id>") is not a path.
+  const std::string name = mountpoint.starts_with('@') ? std::string(mountpoint)
+                                                       : CanonicalMountpoint(mountpoint);
+  return std::string(run_dir) + "/mount-" + Hex12(name) + "." + std::string(ext);
 }
 
 Result<DaemonPidInfo> ReadPidFile(std::string_view run_dir, std::string_view mountpoint) {

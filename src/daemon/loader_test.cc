@@ -21,7 +21,7 @@ class LoaderTest : public DatasetFixture {
   }
 
   LoadResult Load(LoadRequest req) {
-    LoadManager mgr(engine_.get());
+    LoadManager mgr(engine_);
     auto job = mgr.Start(req);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     if (!job.ok()) return {};
@@ -50,7 +50,7 @@ TEST_F(LoaderTest, LoadsEverythingThenReadsNeedNoOrigin) {
   EXPECT_EQ(engine_->stats().origin_requests, origin_before);
 
   // A second run resumes: everything is skipped, nothing fetched.
-  LoadManager mgr(engine_.get());
+  LoadManager mgr(engine_);
   auto job = mgr.Start({.threads = 4});
   ASSERT_TRUE(job.ok());
   LoadResult again = (*job)->Wait();
@@ -96,7 +96,7 @@ TEST_F(LoaderTest, SubdirectoryOnly) {
   EXPECT_TRUE(r.complete());
   EXPECT_EQ(r.files_requested, 5u);
   EXPECT_FALSE(engine_->IsCached(*snapshot_->FindPath("train/n1/0.JPEG")));
-  LoadManager mgr(engine_.get());
+  LoadManager mgr(engine_);
   auto bad = mgr.Start({.path = "train/nope"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("train/nope"), std::string::npos);
@@ -139,7 +139,7 @@ TEST_F(LoaderTest, SecondConcurrentLoadIsRefusedAndCancelStops) {
     released.wait();
     return Status::Ok();
   });
-  LoadManager mgr(engine_.get());
+  LoadManager mgr(engine_);
   auto first = mgr.Start({.threads = 2});
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(mgr.loading());

@@ -64,6 +64,21 @@ class Writer {
   std::string out_;
 };
 
+// A histogram from per-bucket counts (not cumulative; one more than `bounds`: +Inf).
+template <typename Bounds, typename Buckets>
+void Histogram(Writer& w, const std::string& name, std::string_view help, const Bounds& bounds,
+               const Buckets& buckets, double sum) {
+  w.Family(name, "histogram", help);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < std::size(buckets); ++i) {
+    cum += buckets[i];
+    std::string le = i < std::size(bounds) ? Num(bounds[i]) : "+Inf";
+    w.Sample(name + "_bucket", cum, "le=\"" + le + "\"");
+  }
+  w.Sample(name + "_sum", sum);
+  w.Sample(name + "_count", cum);
+}
+
 void RenderEngine(Writer& w, const EngineStats& e) {
   w.One("granary_dataset_files", "gauge", "Files in the dataset snapshot.", e.ufs_files);
   w.One("granary_dataset_bytes", "gauge", "Bytes in the dataset snapshot.", e.ufs_bytes);
@@ -83,16 +98,9 @@ void RenderEngine(Writer& w, const EngineStats& e) {
     w.Sample("granary_origin_errors_total", e.origin_errors_by_code[i],
              "kind=\"" + std::string(CodeName(static_cast<Code>(i))) + "\"");
   }
-  w.Family("granary_origin_request_duration_seconds", "histogram",
-           "Latency of origin GETs (the connector call, retries included).");
-  uint64_t cum = 0;
-  for (size_t i = 0; i < kOriginLatencyBuckets; ++i) {
-    cum += e.origin_latency_buckets[i];
-    std::string le = i < kOriginLatencyBounds.size() ? Num(kOriginLatencyBounds[i]) : "+Inf";
-    w.Sample("granary_origin_request_duration_seconds_bucket", cum, "le=\"" + le + "\"");
-  }
-  w.Sample("granary_origin_request_duration_seconds_sum", e.origin_latency_sum_s);
-  w.Sample("granary_origin_request_duration_seconds_count", cum);
+  Histogram(w, "granary_origin_request_duration_seconds",
+            "Latency of origin GETs (the connector call, retries included).", kOriginLatencyBounds,
+            e.origin_latency_buckets, e.origin_latency_sum_s);
   w.One("granary_flight_joins_total", "counter", "Reads that waited on another reader's fetch.",
         e.flight_joins);
 }
@@ -158,6 +166,35 @@ void RenderLoad(Writer& w, const LoadProgress& p) {
         p.bytes_done);
 }
 
+void RenderCluster(Writer& w, const EngineStats& e, const ClusterStats& c) {
+  w.One("granary_cluster_members", "gauge", "Live members of the dataset's cluster, this node included.",
+        c.members);
+  w.One("granary_cluster_remote_hits_total", "counter", "Blocks read from their owner peers.",
+        c.remote_hits);
+  w.One("granary_cluster_remote_bytes_total", "counter", "Bytes read from owner peers.",
+        c.remote_bytes);
+  w.One("granary_cluster_fallbacks_total", "counter",
+        "Blocks no peer could supply, read from the origin instead.", c.fallbacks);
+  w.One("granary_cluster_near_admitted_total", "counter",
+        "Blocks other nodes own kept here as near copies.", e.near_admitted);
+  w.Family("granary_cluster_peer_errors_total", "counter", "Failed peer requests, by kind.");
+  for (const auto& [kind, n] : c.peer_errors) {
+    w.Sample("granary_cluster_peer_errors_total", n, "kind=\"" + EscapeLabel(kind) + "\"");
+  }
+  Histogram(w, "granary_cluster_peer_request_duration_seconds",
+            "Latency of requests to peers (blocks, warm-ups, status).", net::kPeerLatencyBounds,
+            c.peer_latency_buckets, c.peer_latency_sum_s);
+  w.One("granary_cluster_served_blocks_total", "counter", "Blocks served to peers.",
+        e.served_blocks);
+  w.One("granary_cluster_served_bytes_total", "counter", "Bytes served to peers.", e.served_bytes);
+  w.One("granary_cluster_served_errors_total", "counter", "Peer requests that failed here.",
+        e.served_errors);
+  w.One("granary_cluster_auth_failures_total", "counter",
+        "Peer connections refused at the handshake (secret, mode, dataset).", c.server.auth_failures);
+  w.One("granary_cluster_protocol_errors_total", "counter",
+        "Peer connections dropped for malformed frames.", c.server.protocol_errors);
+}
+
 }  // namespace
 
 std::string RenderMetrics(const MetricsInput& in) {
@@ -166,6 +203,7 @@ std::string RenderMetrics(const MetricsInput& in) {
   RenderStore(w, in.store);
   if (in.fuse) RenderFuse(w, *in.fuse);
   RenderLoad(w, in.load.value_or(LoadProgress{}));
+  if (in.cluster) RenderCluster(w, in.engine, *in.cluster);
   return w.Take();
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cache/engine.h"
+#include "dataset/cluster_node.h"
 #include "daemon/loader.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
@@ -30,6 +31,7 @@ struct MetricsInput {
   StoreStats store;
   std::optional<FuseStats> fuse;     // absent without a mount
   std::optional<LoadProgress> load;  // the running or last load
+  std::optional<ClusterStats> cluster;  // absent on a single node
 };
 
 // The text exposition of `in`.

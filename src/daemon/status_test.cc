@@ -13,11 +13,11 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
     Put("d" + std::to_string(i % 3) + "/f" + std::to_string(i), 1000 + 37 * i);
   Put("big.bin", 300'000);
   Open(/*quota=*/64 << 20);
-  LoadManager loads(engine_.get());
-  StatusReporter reporter(engine_.get(), &loads, "/mnt/x");
+  LoadManager loads(engine_);
+  StatusReporter reporter(engine_, &loads, "/mnt/x");
 
   DatasetStatus s = reporter.Compute();
-  EXPECT_EQ(s.name, "mem://bkt/ds");
+  EXPECT_EQ(s.name, "s3://bkt/ds");
   EXPECT_EQ(s.ufs_files, sizes_.size());
   EXPECT_EQ(s.ufs_total_bytes, total_bytes_);
   EXPECT_EQ(s.cached_bytes, 0u);
@@ -74,7 +74,7 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   std::string table = FormatStatusTable({s}, /*verbose=*/true);
   EXPECT_NE(table.find("NAME"), std::string::npos);
   EXPECT_NE(table.find("PHASE"), std::string::npos);
-  EXPECT_NE(table.find("mem://bkt/ds"), std::string::npos);
+  EXPECT_NE(table.find("s3://bkt/ds"), std::string::npos);
   EXPECT_NE(table.find("100.0%"), std::string::npos);
   EXPECT_NE(table.find("SSD"), std::string::npos);
   EXPECT_EQ(table.find("page cache"), std::string::npos);  // no mount: no note
@@ -95,7 +95,7 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
 TEST_F(StatusTest, OriginErrorsMakeItDegraded) {
   Put("a", 10);
   Open();
-  StatusReporter reporter(engine_.get(), nullptr, "");
+  StatusReporter reporter(engine_, nullptr, "");
   EXPECT_EQ(reporter.Compute().phase, "Ready");
   ufs_->SetReadHook([](std::string_view, uint64_t) { return Unavailable("injected"); });
   EXPECT_FALSE(engine_->Fetch(*snapshot_->FindPath("a")).ok());

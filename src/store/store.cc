@@ -488,6 +488,8 @@ StoreStats Store::stats() const {
       .recovered_objects = get(c.recovered_objects),
       .recovery_dropped = get(c.recovery_dropped),
       .orphans_removed = get(c.orphans_removed),
+      .near_refused = get(c.near_refused),
+      .near_evictions = get(c.near_evictions),
   };
   for (const auto& t : s.tiers) {
     out.tiers.push_back(TierStats{.medium = t->level.medium,
@@ -497,6 +499,12 @@ StoreStats Store::stats() const {
                                   .files = get(t->files)});
   }
   return out;
+}
+
+void Store::SetOwnershipOracle(OwnershipOracle oracle) {
+  // Eviction passes hold maintenance_mu: once this returns, none uses the old oracle.
+  std::lock_guard lock(impl_->maintenance_mu);
+  impl_->ownership.store(std::make_shared<const OwnershipOracle>(std::move(oracle)));
 }
 
 void Store::RunEvictionOnce() {

@@ -44,6 +44,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -63,6 +64,17 @@ struct ObjectKey {
   std::string etag;     // version token from the origin
   uint64_t size = 0;    // object size in bytes
 };
+
+// 128-bit object id: XXH3-128 of (dataset, key, etag). Names the cache file
+// and keys the engine's single-flight.
+struct ObjectId {
+  uint64_t hi = 0, lo = 0;
+  bool operator==(const ObjectId&) const = default;
+};
+struct ObjectIdHash {
+  size_t operator()(const ObjectId& id) const { return static_cast<size_t>(id.lo ^ id.hi); }
+};
+ObjectId IdOf(const ObjectKey& key);
 
 struct StoreOptions {
   // Tier directories, fastest first (MEM, SSD, HDD). At least one; each with a
@@ -134,7 +146,20 @@ struct StoreStats {
   uint64_t recovered_objects = 0;  // index entries that survived the last Open's recovery
   uint64_t recovery_dropped = 0;   // entries dropped at Open (file missing or wrong size)
   uint64_t orphans_removed = 0;    // tmp/unindexed files deleted at Open
+  uint64_t near_refused = 0;       // near copies refused: they would have needed eviction
+  uint64_t near_evictions = 0;     // evicted objects this node does not own (cluster near copies)
 };
+
+// Why a block is admitted (cluster placement, DESIGN §3.6).
+enum class AdmitKind {
+  kOwned,  // this node is responsible for the object (always so without a cluster)
+  kNear,   // a copy of an object another node owns: admitted only while the
+           // store is below its watermarks, so it never evicts anything
+};
+
+// Whether this node owns an object (cluster placement); eviction takes
+// objects it does not own first. Must be thread-safe and cheap.
+using OwnershipOracle = std::function<bool(const ObjectKey& key)>;
 
 // What the store holds of one object.
 struct CachedObjectInfo {
@@ -184,8 +209,18 @@ class Store {
   // `served`: the bytes were just handed to the reader that asked for them
   // (a demand read), so no reader needs them from this file soon (see
   // StoreOptions::direct_writes).
+  // `kind`: a kNear block is refused (false, counted in near_refused) when
+  // admitting it would take the store past its capacity (sum of high ×
+  // quota), so near copies only ever use free space.
   Result<bool> AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data,
-                          bool served = false);
+                          bool served = false, AdmitKind kind = AdmitKind::kOwned);
+
+  // Installs the ownership test eviction uses: objects for which it answers
+  // false (near copies) are evicted before any owned object, each group in
+  // the policy's order. Without one every object counts as owned. Thread-safe;
+  // may be replaced at any time; once it returns, no eviction pass calls the
+  // previous oracle (so its captures may be destroyed).
+  void SetOwnershipOracle(OwnershipOracle oracle);
 
   // For FUSE passthrough: an O_RDONLY fd of the complete, verified cache file,
   // or NotFound. The caller owns the fd and must close it. The fd stays valid

@@ -332,7 +332,7 @@ Result<bool> Store::AdmitObject(const ObjectKey& key, std::string_view data) {
 }
 
 Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data,
-                               bool served) {
+                               bool served, AdmitKind kind) {
   uint64_t bs = impl_->options.block_size;
   uint64_t blocks = impl_->BlockCount(key.size);
   if (block_index >= blocks) {
@@ -345,6 +345,11 @@ Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::
     return InvalidArgument("store: admit " + key.dataset + "/" + key.key + " block " +
                            std::to_string(block_index) + ": got " + std::to_string(data.size()) +
                            " bytes, expected " + std::to_string(want));
+  }
+  if (kind == AdmitKind::kNear &&
+      impl_->UsedAll() + RoundUpAlloc(data.size()) > impl_->Capacity() && !Contains(key)) {
+    impl_->counters.near_refused.fetch_add(1, std::memory_order_relaxed);
+    return false;
   }
   if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data, served);
   return impl_->AdmitLargeBlock(key, IdOf(key), block_index, data);

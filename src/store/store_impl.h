@@ -24,16 +24,6 @@
 
 namespace granary {
 
-// 128-bit object id: XXH3-128 of (dataset, key, etag).
-struct ObjectId {
-  uint64_t hi = 0, lo = 0;
-  bool operator==(const ObjectId&) const = default;
-};
-struct ObjectIdHash {
-  size_t operator()(const ObjectId& id) const { return static_cast<size_t>(id.lo ^ id.hi); }
-};
-
-ObjectId IdOf(const ObjectKey& key);
 std::string HexName(const ObjectId& id);
 
 // A fixed-size array of u64 that keeps one element inline: a small object's
@@ -143,6 +133,7 @@ struct Counters {
   std::atomic<uint64_t> admissions{0}, refusals{0}, no_space{0}, evictions{0}, demotions{0};
   std::atomic<uint64_t> checksum_failures{0}, recovered_objects{0}, recovery_dropped{0};
   std::atomic<uint64_t> orphans_removed{0};
+  std::atomic<uint64_t> near_refused{0}, near_evictions{0};
 };
 
 struct Store::Impl {
@@ -162,6 +153,9 @@ struct Store::Impl {
   std::unique_ptr<store_format::Journal> journal;
 
   std::mutex maintenance_mu;  // serializes RunEvictionOnce and Checkpoint
+
+  // Store::SetOwnershipOracle's test (null: everything owned).
+  std::atomic<std::shared_ptr<const OwnershipOracle>> ownership;
 
   std::mutex bg_mu;  // guards bg_stop
   std::condition_variable bg_cv;

@@ -43,6 +43,14 @@ void Store::Impl::EvictTier(uint32_t t, uint64_t target) {
     }
   }
   policy->RankVictims(candidates);
+  // Near copies (objects another cluster node owns) go first; the key is
+  // immutable, so the oracle runs without the shard lock.
+  std::vector<char> owned(entries.size(), 1);
+  if (std::shared_ptr<const OwnershipOracle> oracle = ownership.load(); oracle && *oracle) {
+    for (size_t i = 0; i < entries.size(); ++i) owned[i] = (*oracle)(entries[i]->key);
+    std::stable_partition(candidates.begin(), candidates.end(),
+                          [&](const EvictionCandidate& c) { return !owned[c.handle]; });
+  }
   TierState& tier = *tiers[t];
   for (const EvictionCandidate& c : candidates) {
     if (tier.used.load(std::memory_order_relaxed) <= target) break;
@@ -57,6 +65,7 @@ void Store::Impl::EvictTier(uint32_t t, uint64_t target) {
     if (it == shard.map.end() || it->second != e || e->tier != t) continue;
     DropLocked(shard, e);
     counters.evictions.fetch_add(1, std::memory_order_relaxed);
+    if (!owned[c.handle]) counters.near_evictions.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -1,0 +1,61 @@
+// BlockSource: where the bytes of a block come from (DESIGN §3.4).
+//
+// The engine asks its sources in order -- the local store, the owner peer
+// (cluster), the origin -- and takes the first answer. A source that has
+// nothing to say about a block (it is not cached there, this node owns it,
+// every peer failed) answers NotFound and the engine asks the next one; only
+// the last source's error fails a read. So a dead cache node never fails a
+// read: its blocks come from the origin instead.
+//
+// Thread safety: implementations are called concurrently from reader,
+// warm-up and peer-server threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/priority_semaphore.h"
+#include "granary/status.h"
+#include "store/store.h"
+
+namespace granary {
+
+// The bytes of one block, shared by every reader that waited for them.
+using BlockData = std::shared_ptr<const std::string>;
+
+// One block of one object version.
+struct BlockRef {
+  const ObjectKey& key;  // dataset, key, etag, size: the object's identity
+  uint64_t block = 0;    // block index
+  uint64_t offset = 0;   // block × block size
+  uint64_t length = 0;   // bytes in this block (the last one may be short)
+};
+
+class BlockSource {
+ public:
+  virtual ~BlockSource() = default;
+  // Short name for logs and metrics ("peer", "origin").
+  virtual std::string_view name() const = 0;
+  // Exactly ref.length bytes of the block. NotFound: ask the next source.
+  // Stale: the object changed (etag differs). Other errors: this source
+  // failed; the engine asks the next one unless this is the last.
+  virtual Result<BlockData> ReadBlock(const BlockRef& ref, Priority priority) = 0;
+};
+
+// The cluster's part of the read path (implemented over src/cluster and
+// src/net; absent on a single node).
+class ClusterSource : public BlockSource {
+ public:
+  // True if this node is one of the block's owners: it fetches the block from
+  // the origin itself and keeps it as owned data. False: the block comes from
+  // its owner and is kept here only as a near copy (AdmitKind::kNear).
+  virtual bool Owns(const ObjectKey& key, uint64_t block) const = 0;
+  // Asks the owner of a whole object (one that fits one block) to cache it
+  // without sending the bytes here (cluster-wide warm-up). true: cached there.
+  // NotFound: no live remote owner (the caller fetches it itself).
+  virtual Result<bool> WarmRemote(const ObjectKey& key) = 0;
+};
+
+}  // namespace granary

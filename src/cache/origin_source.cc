@@ -1,0 +1,56 @@
+#include "cache/origin_source.h"
+
+namespace granary {
+
+OriginSource::OriginSource(std::shared_ptr<UnderStorage> ufs, int concurrency)
+    : ufs_(std::move(ufs)), slots_(concurrency) {}
+
+Result<BlockData> OriginSource::ReadBlock(const BlockRef& ref, Priority priority) {
+  auto buf = std::make_shared<std::string>(ref.length, '\0');
+  Result<size_t> n = size_t{0};
+  {
+    PrioritySemaphore::Permit permit(slots_, priority);
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    auto t0 = std::chrono::steady_clock::now();
+    n = ufs_->Read(ref.key.key, ref.offset, std::span<char>(buf->data(), buf->size()),
+                   ref.key.etag);
+    RecordLatency(std::chrono::steady_clock::now() - t0);
+  }
+  if (!n.ok()) {
+    RecordError(n.status().code());
+    return n.status();
+  }
+  bytes_.fetch_add(*n, std::memory_order_relaxed);
+  if (*n != ref.length) {
+    RecordError(Code::kStale);
+    return Stale(ufs_->Root() + "/" + ref.key.key + ": object changed at the origin (expected " +
+                 std::to_string(ref.length) + " bytes at offset " + std::to_string(ref.offset) +
+                 ", got " + std::to_string(*n) + "); run `granary sync`");
+  }
+  return BlockData(std::move(buf));
+}
+
+void OriginSource::RecordError(Code code) {
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  size_t i = static_cast<size_t>(code);
+  errors_by_code_[i < kStatusCodes ? i : kStatusCodes - 1].fetch_add(1, std::memory_order_relaxed);
+}
+
+void OriginSource::RecordLatency(std::chrono::nanoseconds d) {
+  double secs = std::chrono::duration<double>(d).count();
+  size_t b = 0;
+  while (b < kOriginLatencyBounds.size() && secs > kOriginLatencyBounds[b]) ++b;
+  latency_buckets_[b].fetch_add(1, std::memory_order_relaxed);
+  latency_sum_ns_.fetch_add(static_cast<uint64_t>(d.count()), std::memory_order_relaxed);
+}
+
+OriginStats OriginSource::stats() const {
+  auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  OriginStats s{.requests = ld(requests_), .bytes = ld(bytes_), .errors = ld(errors_)};
+  for (size_t i = 0; i < kOriginLatencyBuckets; ++i) s.latency_buckets[i] = ld(latency_buckets_[i]);
+  for (size_t i = 0; i < kStatusCodes; ++i) s.errors_by_code[i] = ld(errors_by_code_[i]);
+  s.latency_sum_s = static_cast<double>(ld(latency_sum_ns_)) / 1e9;
+  return s;
+}
+
+}  // namespace granary

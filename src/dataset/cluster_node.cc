@@ -1,0 +1,353 @@
+// ClusterNode: membership, placement, peer server and clients (see cluster_node.h).
+#include "dataset/cluster_node.h"
+
+#include <chrono>
+#include <future>
+
+#include "cluster/etcd_membership.h"
+#include "cluster/static_membership.h"
+#include "common/log.h"
+#include "dataset/dataset.h"
+#include "net/auth.h"
+
+namespace granary {
+namespace {
+
+using cluster::Member;
+using cluster::Placement;
+
+// "a,b , c" -> {"a", "b", "c"}.
+std::vector<std::string> SplitCsv(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+uint64_t StoreCapacity(Store& store) {
+  uint64_t total = 0;
+  for (const TierStats& t : store.stats().tiers) total += t.quota;
+  return total;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Status ClusterOptions::Validate() const {
+  if (!enabled()) {
+    if (!peers.empty() || !etcd.empty()) {
+      return InvalidArgument("--cluster-peers/--cluster-etcd need --cluster-listen HOST:PORT");
+    }
+    return Status::Ok();
+  }
+  if (auto hp = cluster::ParseHostPort(listen); !hp.ok()) {
+    return InvalidArgument("--cluster-listen: " + hp.status().message());
+  }
+  if (!advertise.empty()) {
+    if (auto hp = cluster::ParseHostPort(advertise); !hp.ok()) {
+      return InvalidArgument("--cluster-advertise: " + hp.status().message());
+    }
+  } else if (listen.starts_with("0.0.0.0:") || listen.starts_with("[::]:")) {
+    return InvalidArgument("--cluster-listen " + listen +
+                           " is a wildcard address: give --cluster-advertise HOST:PORT");
+  }
+  if (!peers.empty() && !etcd.empty()) {
+    return InvalidArgument("give either --cluster-peers or --cluster-etcd, not both");
+  }
+  if (!peers.empty()) RETURN_IF_ERROR(cluster::ParsePeerList(peers, 1).status());
+  if (replicas < 1 || replicas > 8) {
+    return InvalidArgument("--cluster-replicas " + std::to_string(replicas) +
+                           ": must be 1..8");
+  }
+  if (secret_file.empty() && !insecure) {
+    return InvalidArgument(
+        "a cluster needs --cluster-secret-file FILE (shared by every node), or --cluster-insecure "
+        "to run without peer authentication");
+  }
+  if (peer_timeout.count() <= 0 || connect_timeout.count() <= 0) {
+    return InvalidArgument("--cluster-peer-timeout: must be > 0");
+  }
+  return Status::Ok();
+}
+
+ClusterNode::ClusterNode(const ClusterOptions& options, Dataset* dataset)
+    : options_(options),
+      dataset_(dataset),
+      self_id_(options.advertise.empty() ? options.listen : options.advertise) {}
+
+Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& options,
+                                                        Dataset* dataset) {
+  RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<ClusterNode> node(new ClusterNode(options, dataset));
+  if (Status s = node->StartAll(); !s.ok()) {
+    node->Stop();
+    return s;
+  }
+  return node;
+}
+
+Status ClusterNode::StartAll() {
+  if (!options_.secret_file.empty()) {
+    ASSIGN_OR_RETURN(secret_, net::ReadSecretFile(options_.secret_file));
+  }
+  ASSIGN_OR_RETURN(server_, net::PeerServer::Start(
+                                net::PeerServerOptions{.listen = options_.listen,
+                                                       .secret = secret_,
+                                                       .dataset = dataset_->id(),
+                                                       .node_id = self_id_},
+                                this));
+  const Member self{.node_id = self_id_,
+                    .address = self_id_,
+                    .capacity = options_.client_only ? 0 : StoreCapacity(dataset_->store()),
+                    .started_unix_ms = NowUnixMs()};
+  if (!options_.etcd.empty()) {
+    membership_ = std::make_unique<cluster::EtcdMembership>(cluster::EtcdMembershipOptions{
+        .endpoints = SplitCsv(options_.etcd),
+        .cluster = options_.name.empty() ? dataset_->id() : options_.name,
+        .dataset = dataset_->id(),
+        .self = self,
+        .ttl = options_.etcd_ttl});
+  } else {
+    // Static peers: equal weights (every node's capacity is its own business;
+    // the list says nothing of it).
+    ASSIGN_OR_RETURN(std::vector<Member> peers, cluster::ParsePeerList(options_.peers, 1));
+    Member me = self;
+    me.capacity = options_.client_only ? 0 : 1;
+    membership_ = std::make_unique<cluster::StaticMembership>(std::move(peers), me);
+  }
+  membership_->OnChange([this](std::shared_ptr<const Placement> next) { OnMembership(next); });
+  RETURN_IF_ERROR(membership_->Start());
+  placement_.store(membership_->placement());
+  dataset_->engine().SetCluster(std::shared_ptr<ClusterSource>(this, [](ClusterSource*) {}));
+  GLOG_INFO("cluster: node {} serving peers on {} ({}; {} members, {} replica{})", self_id_,
+            server_->address(), membership_->Describe(), placement()->members().size(),
+            options_.replicas, options_.replicas == 1 ? "" : "s");
+  return Status::Ok();
+}
+
+void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
+  std::shared_ptr<const Placement> prev = placement_.exchange(next);
+  GLOG_INFO("cluster: membership changed: {} -> {} members", prev ? prev->members().size() : 0,
+            next->members().size());
+  std::lock_guard lock(clients_mu_);
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    bool live = false;
+    for (const Member& m : next->members()) live = live || m.address == it->first;
+    if (live) {
+      ++it;
+    } else {
+      health_.Forget(it->first);
+      retired_.push_back(std::move(it->second));
+      it = clients_.erase(it);
+    }
+  }
+}
+
+void ClusterNode::Stop() {
+  if (stopped_.exchange(true)) return;
+  if (membership_) membership_->Stop();
+  server_.reset();
+}
+
+ClusterNode::~ClusterNode() { Stop(); }
+
+std::string ClusterNode::listen_address() const { return server_ ? server_->address() : ""; }
+
+std::vector<const Member*> ClusterNode::Candidates(const Placement& p, const ObjectKey& key,
+                                                   uint64_t block, size_t n) const {
+  const std::string pk =
+      cluster::PlacementKey(key.dataset, key.key, key.size, block, dataset_->engine().block_size());
+  return p.Rank(pk, n);
+}
+
+bool ClusterNode::Owns(const ObjectKey& key, uint64_t block) const {
+  std::shared_ptr<const Placement> p = placement_.load();
+  if (!p) return true;
+  for (const Member* m : Candidates(*p, key, block, options_.replicas)) {
+    if (m->node_id == self_id_) return true;
+  }
+  // A placement without any member of capacity (all clients): nobody owns it
+  // but the node reading it.
+  return p->total_capacity() == 0;
+}
+
+std::shared_ptr<net::PeerClient> ClusterNode::ClientFor(const Member& m) {
+  std::lock_guard lock(clients_mu_);
+  auto& client = clients_[m.address];
+  if (!client) {
+    client = std::make_shared<net::PeerClient>(
+        m.address, net::PeerClientOptions{.secret = secret_,
+                                          .dataset = dataset_->id(),
+                                          .node_id = self_id_,
+                                          .connect_timeout = options_.connect_timeout,
+                                          .request_timeout = options_.peer_timeout});
+  }
+  return client;
+}
+
+net::BlockRequest ClusterNode::RequestOf(const ObjectKey& key, uint64_t block) const {
+  const uint64_t bs = dataset_->engine().block_size();
+  const uint64_t offset = block * bs;
+  return net::BlockRequest{.dataset = key.dataset,
+                           .key = key.key,
+                           .etag = key.etag,
+                           .size = key.size,
+                           .block = block,
+                           .offset = offset,
+                           .length = std::min(bs, key.size - std::min(key.size, offset))};
+}
+
+Result<BlockData> ClusterNode::ReadBlock(const BlockRef& ref, Priority priority) {
+  std::shared_ptr<const Placement> p = placement_.load();
+  if (!p || stopped_.load()) return NotFound("no cluster");
+  // The owners, then one more member: it takes over a dead owner's share.
+  const size_t n = static_cast<size_t>(options_.replicas) + 1;
+  const net::BlockRequest req = RequestOf(ref.key, ref.block);
+  Status last = NotFound("no live owner");
+  for (const Member* m : Candidates(*p, ref.key, ref.block, n)) {
+    if (m->node_id == self_id_) break;  // this node is next in line: it reads the origin
+    if (!health_.Usable(m->node_id)) continue;
+    auto got = ClientFor(*m)->GetBlock(req);
+    if (got.ok() && got->size() == ref.length) {
+      health_.RecordSuccess(m->node_id);
+      remote_hits_.fetch_add(1, std::memory_order_relaxed);
+      remote_bytes_.fetch_add(ref.length, std::memory_order_relaxed);
+      return BlockData(std::make_shared<const std::string>(std::move(*got)));
+    }
+    last = got.ok() ? Corruption("peer " + m->address + " sent " + std::to_string(got->size()) +
+                                 " bytes, expected " + std::to_string(ref.length))
+                    : got.status();
+    // A peer that answered (an error of its own, e.g. its origin failed) is
+    // alive; one that could not be reached, timed out or sent garbage is not.
+    const Code c = last.code();
+    if (c == Code::kUnavailable || c == Code::kCorruption || c == Code::kPermissionDenied ||
+        c == Code::kIoError) {
+      health_.RecordFailure(m->node_id);
+    }
+    GLOG_DEBUG("cluster: {} block {} from {}: {}", ref.key.key, ref.block, m->address,
+               last.ToString());
+  }
+  fallbacks_.fetch_add(1, std::memory_order_relaxed);
+  return NotFound(last.message());
+}
+
+Result<bool> ClusterNode::WarmRemote(const ObjectKey& key) {
+  std::shared_ptr<const Placement> p = placement_.load();
+  if (!p || stopped_.load()) return NotFound("no cluster");
+  const net::BlockRequest req = RequestOf(key, 0);
+  for (const Member* m : Candidates(*p, key, 0, static_cast<size_t>(options_.replicas) + 1)) {
+    if (m->node_id == self_id_) break;
+    if (!health_.Usable(m->node_id)) continue;
+    auto warmed = ClientFor(*m)->Warm(req);
+    if (warmed.ok()) {
+      health_.RecordSuccess(m->node_id);
+      return *warmed;
+    }
+    if (warmed.status().code() == Code::kUnavailable) health_.RecordFailure(m->node_id);
+  }
+  return NotFound("no live owner of " + key.key);
+}
+
+Result<net::BlockPayload> ClusterNode::GetBlock(const net::BlockRequest& r) {
+  const ObjectKey key{.dataset = r.dataset, .key = r.key, .etag = r.etag, .size = r.size};
+  ASSIGN_OR_RETURN(ServedBlock b, dataset_->engine().ServePeer(key, r.block));
+  if (b.fd >= 0) {
+    return net::BlockPayload{.fd = b.fd, .file_offset = b.file_offset, .length = b.length};
+  }
+  return net::BlockPayload{.bytes = b.bytes, .length = b.length};
+}
+
+Result<bool> ClusterNode::Warm(const net::BlockRequest& r) {
+  const ObjectKey key{.dataset = r.dataset, .key = r.key, .etag = r.etag, .size = r.size};
+  return dataset_->engine().WarmForPeer(key);
+}
+
+void ClusterNode::SetStatusProvider(std::function<Result<nlohmann::json>()> provider) {
+  std::lock_guard lock(provider_mu_);
+  status_provider_ = std::move(provider);
+}
+
+Result<std::string> ClusterNode::StatusJson() {
+  std::function<Result<nlohmann::json>()> provider;
+  {
+    std::lock_guard lock(provider_mu_);
+    provider = status_provider_;
+  }
+  if (!provider) return Unavailable("node " + self_id_ + " is starting");
+  ASSIGN_OR_RETURN(nlohmann::json j, provider());
+  return j.dump();
+}
+
+nlohmann::json ClusterNode::MemberStatuses() {
+  std::shared_ptr<const Placement> p = placement_.load();
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::future<nlohmann::json>> pending;
+  for (const Member& m : p ? p->members() : std::vector<Member>{}) {
+    pending.push_back(std::async(std::launch::async, [this, m]() -> nlohmann::json {
+      nlohmann::json row = {{"node", m.node_id}, {"address", m.address},
+                            {"capacity", m.capacity}, {"self", m.node_id == self_id_}};
+      Result<std::string> text = m.node_id == self_id_ ? StatusJson() : ClientFor(m)->StatusJson();
+      if (!text.ok()) {
+        row["state"] = "down";
+        row["error"] = text.status().ToString();
+        return row;
+      }
+      auto parsed = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_discarded()) {
+        row["state"] = "down";
+        row["error"] = "peer sent a status that is not JSON";
+        return row;
+      }
+      row["state"] = "up";
+      row["status"] = std::move(parsed);
+      return row;
+    }));
+  }
+  for (auto& f : pending) rows.push_back(f.get());
+  return {{"self", self_id_}, {"members", std::move(rows)}};
+}
+
+ClusterStats ClusterNode::stats() const {
+  ClusterStats s{.self = self_id_,
+                 .membership = membership_ ? membership_->Describe() : "",
+                 .remote_hits = remote_hits_.load(std::memory_order_relaxed),
+                 .remote_bytes = remote_bytes_.load(std::memory_order_relaxed),
+                 .fallbacks = fallbacks_.load(std::memory_order_relaxed)};
+  if (std::shared_ptr<const Placement> p = placement_.load()) {
+    s.members = p->members().size();
+    s.placement_generation = p->generation();
+  }
+  s.peer_latency_buckets.assign(net::kPeerLatencyBuckets, 0);
+  auto add = [&s](const net::PeerClient& c) {
+    const net::PeerClientStats cs = c.stats();
+    for (size_t k = 0; k < net::kPeerErrorKinds; ++k) {
+      s.peer_errors[net::PeerErrorKindName(static_cast<net::PeerErrorKind>(k))] += cs.errors[k];
+    }
+    for (size_t i = 0; i < net::kPeerLatencyBuckets; ++i) {
+      s.peer_latency_buckets[i] += cs.latency_buckets[i];
+    }
+    s.peer_latency_sum_s += cs.latency_sum_s;
+  };
+  {
+    std::lock_guard lock(clients_mu_);
+    for (const auto& [addr, c] : clients_) add(*c);
+    for (const auto& c : retired_) add(*c);
+  }
+  if (server_) s.server = server_->stats();
+  return s;
+}
+
+}  // namespace granary

@@ -1,0 +1,88 @@
+// ClusterStats <-> JSON (see cluster_stats_json.h).
+#include "dataset/cluster_stats_json.h"
+
+#include <array>
+
+#include "common/json_fields.h"
+
+namespace granary {
+namespace {
+
+template <typename Stats>
+struct Counter {
+  const char* name;
+  uint64_t Stats::*member;
+};
+
+// Every counter, once: both directions read these tables.
+constexpr std::array kClusterCounters = {
+    Counter<ClusterStats>{"members", &ClusterStats::members},
+    Counter<ClusterStats>{"placement_generation", &ClusterStats::placement_generation},
+    Counter<ClusterStats>{"remote_hits", &ClusterStats::remote_hits},
+    Counter<ClusterStats>{"remote_bytes", &ClusterStats::remote_bytes},
+    Counter<ClusterStats>{"fallbacks", &ClusterStats::fallbacks},
+};
+using net::PeerServerStats;
+constexpr std::array kServerCounters = {
+    Counter<PeerServerStats>{"connections_accepted", &PeerServerStats::connections_accepted},
+    Counter<PeerServerStats>{"connections_refused", &PeerServerStats::connections_refused},
+    Counter<PeerServerStats>{"connections_open", &PeerServerStats::connections_open},
+    Counter<PeerServerStats>{"auth_failures", &PeerServerStats::auth_failures},
+    Counter<PeerServerStats>{"protocol_errors", &PeerServerStats::protocol_errors},
+    Counter<PeerServerStats>{"busy_rejections", &PeerServerStats::busy_rejections},
+    Counter<PeerServerStats>{"service_errors", &PeerServerStats::service_errors},
+    Counter<PeerServerStats>{"bytes_sent", &PeerServerStats::bytes_sent},
+};
+
+nlohmann::json ServerToJson(const PeerServerStats& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& c : kServerCounters) j[c.name] = s.*c.member;
+  j["requests_by_op"] = s.requests_by_op;
+  return j;
+}
+
+Result<PeerServerStats> ServerFromJson(const nlohmann::json& j) {
+  PeerServerStats s;
+  JsonFields in(j, "cluster stats: server");
+  for (const auto& c : kServerCounters) in.Get(c.name, s.*c.member);
+  in.Get("requests_by_op", s.requests_by_op);
+  RETURN_IF_ERROR(in.status());
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json ToJson(const ClusterStats& s) {
+  nlohmann::json j = nlohmann::json::object();
+  j["self"] = s.self;
+  j["membership"] = s.membership;
+  for (const auto& c : kClusterCounters) j[c.name] = s.*c.member;
+  j["peer_errors"] = s.peer_errors;
+  j["peer_latency_buckets"] = s.peer_latency_buckets;
+  j["peer_latency_sum_s"] = s.peer_latency_sum_s;
+  j["server"] = ServerToJson(s.server);
+  return j;
+}
+
+Result<ClusterStats> ClusterStatsFromJson(const nlohmann::json& j) {
+  ClusterStats s;
+  JsonFields in(j, "cluster stats");
+  in.Get("self", s.self);
+  in.Get("membership", s.membership);
+  for (const auto& c : kClusterCounters) in.Get(c.name, s.*c.member);
+  in.Get("peer_errors", s.peer_errors);
+  in.Get("peer_latency_buckets", s.peer_latency_buckets);
+  in.Get("peer_latency_sum_s", s.peer_latency_sum_s);
+  RETURN_IF_ERROR(in.status());
+  if (!s.peer_latency_buckets.empty() && s.peer_latency_buckets.size() != net::kPeerLatencyBuckets) {
+    return InvalidArgument("cluster stats: field 'peer_latency_buckets' has " +
+                           std::to_string(s.peer_latency_buckets.size()) + " buckets, not " +
+                           std::to_string(net::kPeerLatencyBuckets));
+  }
+  if (const nlohmann::json* server = in.Find("server")) {
+    ASSIGN_OR_RETURN(s.server, ServerFromJson(*server));
+  }
+  return s;
+}
+
+}  // namespace granary

@@ -1,0 +1,239 @@
+// Dataset: wiring of ufs, snapshot, store, engine and cluster (see dataset.h).
+#include "dataset/dataset.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "common/log.h"
+#include "common/uri.h"
+#include "dataset/cluster_node.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+
+// min(fallback, 90% of the free space of the filesystem holding `dir`).
+uint64_t AutoQuota(const std::string& dir, uint64_t fallback) {
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return fallback;
+  uint64_t free = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  return std::min(fallback, free / 10 * 9);
+}
+
+// A List of the dataset prefix: fails early on a missing bucket or refused
+// credentials. An empty listing under a non-empty prefix is an error too
+// (almost always a typo).
+Status ProbeSource(UnderStorage& ufs, const Uri& uri) {
+  std::string prefix = uri.key;
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  ASSIGN_OR_RETURN(ListPage page, ufs.List(ListRequest{.prefix = prefix, .max_keys = 1}));
+  if (page.objects.empty() && page.common_prefixes.empty() && !uri.key.empty()) {
+    return NotFound("no objects under " + uri.ToString());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string DatasetId(std::string_view source) {
+  auto uri = ParseUri(source);
+  const std::string canonical = uri.ok() ? uri->ToString() : std::string(source);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(canonical.data(), canonical.size())));
+  return std::string(buf, 12);
+}
+
+Status PrepareWritableDir(const std::string& dir, std::string_view what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return PermissionDenied(std::string(what) + " " + dir + " cannot be created: " + ec.message());
+  std::string probe = dir + "/.granary-write-test";
+  int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return PermissionDenied(std::string(what) + " " + dir + " is not writable: " + std::strerror(errno));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::Ok();
+}
+
+Status DatasetOptions::Validate() const {
+  if (source.empty()) return InvalidArgument("source: required");
+  if (cache_dirs.empty()) return InvalidArgument("cache_dirs: at least one cache directory is required");
+  for (const TierLevel& t : cache_dirs) {
+    if (t.path.empty()) return InvalidArgument("cache_dirs: empty path");
+  }
+  if (default_cache_size == 0) return InvalidArgument("default_cache_size: must be > 0");
+  if (policy != "lru" && policy != "training") {
+    return InvalidArgument("policy: '" + policy + "' is not lru or training");
+  }
+  return cluster.Validate();
+}
+
+nlohmann::json SyncResultToJson(const SyncResult& r) {
+  return {{"old_version", r.old_version},
+          {"new_version", r.new_version},
+          {"files", r.files},
+          {"bytes", r.bytes},
+          {"added", r.added},
+          {"removed", r.removed},
+          {"changed", r.changed},
+          {"unchanged", r.unchanged},
+          {"cache_files_dropped", r.cache_files_dropped},
+          {"cache_bytes_dropped", r.cache_bytes_dropped},
+          {"invalidated_names", r.invalidated_names},
+          {"elapsed_s", r.elapsed_s}};
+}
+
+Dataset::Dataset(DatasetOptions options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<Dataset>> Dataset::Open(DatasetOptions options) {
+  return Open(std::move(options), nullptr);
+}
+
+Result<std::unique_ptr<Dataset>> Dataset::Open(DatasetOptions options,
+                                               std::shared_ptr<UnderStorage> ufs) {
+  RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<Dataset> d(new Dataset(std::move(options)));
+  if (Status s = d->OpenAll(std::move(ufs)); !s.ok()) {
+    d->Close().IgnoreError();
+    return s;
+  }
+  return d;
+}
+
+Status Dataset::OpenAll(std::shared_ptr<UnderStorage> ufs) {
+  ASSIGN_OR_RETURN(Uri uri, ParseUri(options_.source));
+  options_.source = uri.ToString();
+  id_ = DatasetId(options_.source);
+  if (ufs) {
+    ufs_ = std::move(ufs);
+  } else {
+    ASSIGN_OR_RETURN(std::unique_ptr<UnderStorage> opened, OpenUnderStorage(uri, options_.ufs));
+    ufs_ = std::move(opened);
+  }
+  RETURN_IF_ERROR(ProbeSource(*ufs_, uri));
+  RETURN_IF_ERROR(OpenCache(uri.key));
+
+  EngineOptions engine_opts = options_.engine;
+  engine_opts.dataset = id_;
+  RETURN_IF_ERROR(engine_opts.Validate());
+  engine_ = std::make_unique<CacheEngine>(ufs_, opened_snapshot_, store_.get(), engine_opts);
+  opened_snapshot_.reset();
+  if (options_.cluster.enabled()) {
+    ASSIGN_OR_RETURN(cluster_, ClusterNode::Start(options_.cluster, this));
+  }
+  return Status::Ok();
+}
+
+// Tier directories, snapshot and store (see the cache layout in dataset.h).
+Status Dataset::OpenCache(const std::string& prefix) {
+  const DatasetOptions& o = options_;
+  std::vector<TierLevel> tiers;
+  if (o.mem_cache > 0) {
+    std::string dir = "/dev/shm/granary-" + id_;
+    RETURN_IF_ERROR(PrepareWritableDir(dir, "memory cache dir"));
+    tiers.push_back(TierLevel{.medium = Medium::kMem, .path = dir, .quota = o.mem_cache});
+  }
+  for (const TierLevel& t : o.cache_dirs) {
+    TierLevel tier = t;
+    tier.path = (fs::path(t.path) / id_).string();
+    RETURN_IF_ERROR(PrepareWritableDir(tier.path, "cache dir"));
+    if (tier.quota == 0) tier.quota = AutoQuota(tier.path, o.default_cache_size);
+    tiers.push_back(tier);
+  }
+  dir_ = (fs::path(o.cache_dirs.front().path) / id_).string();
+
+  SnapshotOptions snap_opts{.source_uri = o.source, .prefix = prefix};
+  ASSIGN_OR_RETURN(std::unique_ptr<Snapshot> snap,
+                   Snapshot::LoadOrBuild(*ufs_, snap_opts, dir_ + "/snapshot"));
+  opened_snapshot_ = std::move(snap);
+  GLOG_INFO("snapshot v{} of {}: {} files, {} bytes", opened_snapshot_->version(), o.source,
+            opened_snapshot_->file_count(), opened_snapshot_->total_bytes());
+
+  StoreOptions store_opts{
+      .tiers = tiers,
+      .policy = o.policy,
+      .block_size = o.block_size,
+      .index_dir = dir_ + "/index",
+      .background = o.store_background,
+      .drop_read_pages = o.drop_read_pages ? o.drop_read_pages(*opened_snapshot_) : false};
+  ASSIGN_OR_RETURN(store_, Store::Open(store_opts));
+  return Status::Ok();
+}
+
+Status Dataset::Close() {
+  if (closed_) return Status::Ok();
+  closed_ = true;
+  // The cluster first: peers stop calling into the engine. The node itself
+  // lives until the engine's readahead (which may still ask it, and gets
+  // NotFound) and the store's eviction (its ownership oracle) are done with it.
+  if (cluster_) cluster_->Stop();
+  engine_.reset();  // waits for queued admissions and readahead
+  if (store_) store_->SetOwnershipOracle(nullptr);
+  cluster_.reset();
+  Status result;
+  if (store_) result = store_->Checkpoint();
+  return result;
+}
+
+Dataset::~Dataset() {
+  if (Status s = Close(); !s.ok()) GLOG_WARN("dataset {}: closing: {}", id_, s.ToString());
+}
+
+Result<SyncResult> Dataset::Sync(const SwitchedHook& switched) {
+  std::lock_guard lock(sync_mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::shared_ptr<const Snapshot> old = engine_->snapshot();
+  ASSIGN_OR_RETURN(std::unique_ptr<Snapshot> built,
+                   Snapshot::Rebuild(*ufs_, *old, dir_ + "/snapshot"));
+  const std::shared_ptr<const Snapshot> next = std::move(built);
+  SyncResult r{.old_version = old->version(),
+               .new_version = next->version(),
+               .files = next->file_count(),
+               .bytes = next->total_bytes()};
+  std::vector<ObjectKey> stale;  // cache keys of removed or changed objects
+  old->ForEachFile([&](const EntryView& e) {
+    std::optional<uint64_t> ino = next->FindPath(old->Path(e.ino));
+    std::optional<EntryView> now = ino ? next->Get(*ino) : std::nullopt;
+    if (!now || now->is_dir) {
+      ++r.removed;
+    } else if (now->etag != e.etag || now->size != e.size) {
+      ++r.changed;
+    } else {
+      ++r.unchanged;
+      return;
+    }
+    stale.push_back(engine_->KeyOf(*old, e));
+  });
+  r.added = r.files - r.changed - r.unchanged;
+  // Switch first: from here on new lookups and loads use the new version.
+  engine_->SetSnapshot(next);
+  if (switched) switched(next, r);
+  for (const ObjectKey& key : stale) {
+    if (!store_->Contains(key)) continue;
+    if (Status s = store_->Remove(key); !s.ok()) {
+      GLOG_WARN("sync: dropping the cache file of {}: {}", key.key, s.ToString());
+      continue;
+    }
+    ++r.cache_files_dropped;
+    r.cache_bytes_dropped += key.size;
+  }
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  GLOG_INFO("sync: snapshot v{} -> v{}: {} files ({} added, {} removed, {} changed), {} cache "
+            "files dropped, {:.2f} s",
+            r.old_version, r.new_version, r.files, r.added, r.removed, r.changed,
+            r.cache_files_dropped, r.elapsed_s);
+  return r;
+}
+
+}  // namespace granary
