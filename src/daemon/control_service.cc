@@ -84,8 +84,9 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
     auto st = StatusFromJson(m["status"]);
     if (!st.ok()) continue;
     ++up;
-    cached += st->cached_bytes;
-    files += st->cached_files;
+    // Each object counted at its owner: near copies are not the cluster's cache.
+    cached += st->owned_cached_bytes;
+    files += st->owned_cached_files;
     capacity += st->capacity;
     hits += st->hit_reads + st->passthrough_opens + st->page_cache_stores;
     reads += st->reads + st->passthrough_opens + st->page_cache_stores;

@@ -167,6 +167,8 @@ void LoadJob::Handle(size_t i) {
       st = TargetState::kRefused;
     } else {
       bytes_fetched_.fetch_add(size);
+      // In a cluster the object's owner keeps it; this node may hold no copy.
+      if (!engine_->IsCached(*snapshot_, ino)) st = TargetState::kRemote;
     }
   }
   state_[i].store(st);
@@ -190,6 +192,10 @@ LoadResult LoadJob::Finish() {
       continue;
     }
     switch (state_[i].load()) {
+      case TargetState::kRemote:
+        ++r.files_cached;
+        r.bytes_cached += size;
+        break;
       case TargetState::kPending: ++r.files_not_loaded; break;
       case TargetState::kFailed: ++r.files_failed; break;
       case TargetState::kDone:  // cached once, evicted since: no room for it either

@@ -127,7 +127,13 @@ class LoadJob {
   LoadProgress progress() const;
 
  private:
-  enum class TargetState : uint8_t { kPending, kDone, kRefused, kFailed };
+  enum class TargetState : uint8_t {
+    kPending,  // not reached yet
+    kDone,     // fetched into this node's cache
+    kRemote,   // cached by its owner elsewhere in the cluster (cluster-wide warm-up)
+    kRefused,  // the store (here or at the owner) refused it
+    kFailed,   // the fetch failed
+  };
   void Worker();
   void Handle(size_t index);
   LoadResult Finish();

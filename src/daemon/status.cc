@@ -54,10 +54,15 @@ DatasetStatus StatusReporter::Compute() {
                   .ufs_total_bytes = snap.total_bytes(),
                   .ufs_files = snap.file_count(),
                   .snapshot_version = snap.version()};
+  const ClusterSource* cluster = engine_->cluster();
   snap.ForEachFile([&](const EntryView& e) {
     if (engine_->IsCached(snap, e.ino)) {
       ++s.cached_files;
       s.cached_bytes += e.size;
+      if (!cluster || cluster->Owns(engine_->KeyOf(snap, e), 0)) {
+        ++s.owned_cached_files;
+        s.owned_cached_bytes += e.size;
+      }
     }
   });
   for (const TierStats& t : ss.tiers) {
@@ -124,6 +129,8 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                       {"ufs_files", s.ufs_files},
                       {"snapshot_version", s.snapshot_version},
                       {"cached_bytes", s.cached_bytes},
+                      {"owned_cached_bytes", s.owned_cached_bytes},
+                      {"owned_cached_files", s.owned_cached_files},
                       {"cached_files", s.cached_files},
                       {"capacity", s.capacity},
                       {"cached_ratio", s.cached_ratio},
@@ -157,6 +164,8 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   Field(j, "snapshot_version", s.snapshot_version, err);
   Field(j, "cached_bytes", s.cached_bytes, err);
   Field(j, "cached_files", s.cached_files, err);
+  Field(j, "owned_cached_bytes", s.owned_cached_bytes, err);
+  Field(j, "owned_cached_files", s.owned_cached_files, err);
   Field(j, "capacity", s.capacity, err);
   Field(j, "cached_ratio", s.cached_ratio, err);
   Field(j, "reads", s.reads, err);

@@ -51,6 +51,10 @@ struct DatasetStatus {
   uint64_t ufs_files = 0;
   uint64_t snapshot_version = 0;  // bumped by each `granary sync`
   uint64_t cached_bytes = 0;  // sizes of completely cached files
+  // Of those, the files this node owns in its cluster (all of them on a single
+  // node): summed over the members, the cluster's cache without near copies.
+  uint64_t owned_cached_bytes = 0;
+  uint64_t owned_cached_files = 0;
   uint64_t cached_files = 0;
   uint64_t capacity = 0;    // sum of tier quotas
   double cached_ratio = 0;  // cached_bytes / ufs_total_bytes (1 for an empty dataset)

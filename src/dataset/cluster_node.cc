@@ -331,6 +331,9 @@ ClusterStats ClusterNode::stats() const {
     s.placement_generation = p->generation();
   }
   s.peer_latency_buckets.assign(net::kPeerLatencyBuckets, 0);
+  for (size_t k = 0; k < net::kPeerErrorKinds; ++k) {
+    s.peer_errors[net::PeerErrorKindName(static_cast<net::PeerErrorKind>(k))] = 0;
+  }
   auto add = [&s](const net::PeerClient& c) {
     const net::PeerClientStats cs = c.stats();
     for (size_t k = 0; k < net::kPeerErrorKinds; ++k) {
