@@ -53,6 +53,7 @@
 
 #include "cache/block_source.h"
 #include "cache/origin_source.h"
+#include "common/origin_defaults.h"
 #include "common/priority_semaphore.h"
 #include "common/thread_pool.h"
 #include "granary/status.h"
@@ -66,7 +67,7 @@ struct EngineOptions {
   // Dataset name in store keys (a store may hold several datasets).
   std::string dataset = "default";
   // Origin requests in flight at most (demand + warm-up together).
-  int origin_concurrency = 64;
+  int origin_concurrency = kDefaultOriginConcurrency;
   // Blocks fetched ahead of a sequential reader of a large object (0 = off).
   int readahead_blocks = 4;
   // Threads admitting fetched bytes to the store off the read path.

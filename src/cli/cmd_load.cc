@@ -14,6 +14,7 @@
 #include "common/origin_defaults.h"
 #include "common/units.h"
 #include "daemon/control.h"
+#include "daemon/daemon.h"
 
 namespace granary::cli {
 namespace {
@@ -26,6 +27,7 @@ struct LoadFlags {
   bool quiet = false;
   bool background = false;
   std::string run_dir = "/run/granary";
+  std::string worker;  // SOURCE of a worker to load through instead of a mount
 };
 
 volatile sig_atomic_t g_interrupted = 0;
@@ -70,8 +72,22 @@ int PrintResult(const LoadResult& r, bool check) {
 }
 
 int RunLoad(const LoadFlags& flags) {
-  auto loc = FindGranaryMount(flags.target);
-  if (!loc.ok()) return ReportError(flags.target, loc.status());
+  Result<MountLocation> loc = NotFound("no target");
+  std::string socket;
+  if (!flags.worker.empty()) {
+    // A worker: TARGET, if given, is a path inside the dataset.
+    auto path = WorkerSocketPath(flags.run_dir, flags.worker);
+    if (!path.ok()) return ReportError(flags.worker, path.status());
+    socket = *path;
+    loc = MountLocation{.mountpoint = flags.worker, .subdir = flags.target};
+  } else {
+    if (flags.target.empty()) {
+      return ReportError("load", InvalidArgument("name a mount point, or --worker SOURCE"));
+    }
+    loc = FindGranaryMount(flags.target);
+    if (!loc.ok()) return ReportError(flags.target, loc.status());
+    socket = ControlSocketPath(flags.run_dir, loc->mountpoint);
+  }
   nlohmann::json req = {{"v", kControlProtocolVersion}, {"op", "load"},
                         {"path", loc->subdir},          {"threads", flags.threads},
                         {"check", flags.check},         {"background", flags.background}};
@@ -83,7 +99,6 @@ int RunLoad(const LoadFlags& flags) {
     }
     req["list_file"] = abs.string();
   }
-  std::string socket = ControlSocketPath(flags.run_dir, loc->mountpoint);
   auto client = ControlClient::Connect(socket);
   if (!client.ok()) return ReportError(loc->mountpoint, client.status());
   if (Status s = (*client)->Send(req); !s.ok()) return ReportError(loc->mountpoint, s);
@@ -128,8 +143,10 @@ void RegisterLoadCommand(CLI::App& app, CliContext& ctx) {
   auto flags = std::make_shared<LoadFlags>();
   CLI::App* cmd = app.add_subcommand(
       "load", "Warm the cache of a mounted dataset (all of it, a sub-directory or a list)");
-  cmd->add_option("TARGET", flags->target, "A granary mount point or a directory inside one")
-      ->required();
+  cmd->add_option("TARGET", flags->target,
+                  "A granary mount point or a directory inside one (with --worker: a path "
+                  "inside the dataset, default all of it)");
+  cmd->add_option("--worker", flags->worker, "Load through the worker of this dataset (SOURCE)");
   cmd->add_option("--list", flags->list,
                   "File of relative paths, one per line (\"path label\" lines accepted)");
   cmd->add_option("--threads", flags->threads, "Concurrent fetches")->check(CLI::Range(1, 4096));

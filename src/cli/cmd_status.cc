@@ -73,10 +73,7 @@ std::string FormatClusterTable(const nlohmann::json& c) {
 
 // The control socket of the daemon the flags name (a mount or a worker).
 Result<std::string> TargetSocket(const StatusFlags& flags) {
-  if (!flags.worker.empty()) {
-    ASSIGN_OR_RETURN(Uri uri, ParseUri(flags.worker));
-    return ControlSocketPath(flags.run_dir, WorkerRunName(DatasetId(uri.ToString())));
-  }
+  if (!flags.worker.empty()) return WorkerSocketPath(flags.run_dir, flags.worker);
   if (flags.mountpoint.empty()) {
     return InvalidArgument("--cluster: name a mount point or --worker SOURCE");
   }

@@ -345,6 +345,7 @@ DaemonStats Daemon::stats() const {
     out.engine = dataset_->engine().stats();
     out.store = dataset_->store().stats();
     out.ufs = dataset_->ufs().stats();
+    if (ClusterNode* cluster = dataset_->cluster()) out.cluster = cluster->stats();
   }
   return out;
 }
@@ -368,10 +369,7 @@ std::string Daemon::StatsJson() const {
   j["ufs"] = {{"list_requests", s.ufs.list_requests}, {"stat_requests", s.ufs.stat_requests},
               {"read_requests", s.ufs.read_requests}, {"read_bytes", s.ufs.read_bytes},
               {"errors", s.ufs.errors}};
-  // Only while the node is in its cluster (the dataset leaves it on close).
-  if (ClusterNode* cluster = dataset_ ? dataset_->cluster() : nullptr) {
-    j["cluster"] = ToJson(cluster->stats());
-  }
+  if (s.cluster) j["cluster"] = ToJson(*s.cluster);
   return j.dump(2) + "\n";
 }
 

@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -42,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/engine.h"
+#include "dataset/cluster_node.h"
 #include "dataset/dataset.h"
 #include "common/config.h"
 #include "common/origin_defaults.h"
@@ -108,6 +110,7 @@ struct DaemonStats {
   EngineStats engine;
   StoreStats store;
   UfsStats ufs;
+  std::optional<ClusterStats> cluster;  // absent on a single node
 };
 
 // The name a worker's run files and control socket use in place of a mount
@@ -214,6 +217,10 @@ class Daemon {
 // Canonical absolute form of a mount point (realpath when it exists, else as given
 // with trailing slashes stripped).
 std::string CanonicalMountpoint(std::string_view mountpoint);
+
+// The control socket of the worker serving `source` on this node.
+// InvalidArgument for a source ParseUri refuses.
+Result<std::string> WorkerSocketPath(std::string_view run_dir, std::string_view source);
 
 // <run_dir>/mount-<12 hex of the canonical mount point>.<ext> (ext: "pid", "stats.json", "log").
 std::string RunFilePath(std::string_view run_dir, std::string_view mountpoint,

@@ -94,6 +94,11 @@ void WriteAllFd(int fd, std::string_view text) {
 
 }  // namespace
 
+Result<std::string> WorkerSocketPath(std::string_view run_dir, std::string_view source) {
+  ASSIGN_OR_RETURN(Uri uri, ParseUri(source));
+  return RunFilePath(run_dir, WorkerRunName(DatasetId(uri.ToString())), "sock");
+}
+
 std::string CanonicalMountpoint(std::string_view mountpoint) {
   std::string path(mountpoint);
   if (char* real = ::realpath(path.c_str(), nullptr); real != nullptr) {

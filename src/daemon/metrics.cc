@@ -166,17 +166,21 @@ void RenderLoad(Writer& w, const LoadProgress& p) {
         p.bytes_done);
 }
 
-void RenderCluster(Writer& w, const EngineStats& e, const ClusterStats& c) {
+void RenderCluster(Writer& w, const EngineStats& e, const StoreStats& s, const ClusterStats& c) {
   w.One("granary_cluster_members", "gauge", "Live members of the dataset's cluster, this node included.",
         c.members);
   w.One("granary_cluster_remote_hits_total", "counter", "Blocks read from their owner peers.",
-        c.remote_hits);
+        e.peer_blocks);
   w.One("granary_cluster_remote_bytes_total", "counter", "Bytes read from owner peers.",
-        c.remote_bytes);
+        e.peer_bytes);
   w.One("granary_cluster_fallbacks_total", "counter",
-        "Blocks no peer could supply, read from the origin instead.", c.fallbacks);
+        "Blocks no peer could supply, read from the origin instead.", e.peer_fallbacks);
   w.One("granary_cluster_near_admitted_total", "counter",
         "Blocks other nodes own kept here as near copies.", e.near_admitted);
+  w.One("granary_cluster_near_refused_total", "counter",
+        "Near copies not kept: they would have needed eviction.", s.near_refused);
+  w.One("granary_cluster_near_evictions_total", "counter",
+        "Evicted objects this node does not own (taken before owned ones).", s.near_evictions);
   w.Family("granary_cluster_peer_errors_total", "counter", "Failed peer requests, by kind.");
   for (const auto& [kind, n] : c.peer_errors) {
     w.Sample("granary_cluster_peer_errors_total", n, "kind=\"" + EscapeLabel(kind) + "\"");
@@ -203,7 +207,7 @@ std::string RenderMetrics(const MetricsInput& in) {
   RenderStore(w, in.store);
   if (in.fuse) RenderFuse(w, *in.fuse);
   RenderLoad(w, in.load.value_or(LoadProgress{}));
-  if (in.cluster) RenderCluster(w, in.engine, *in.cluster);
+  if (in.cluster) RenderCluster(w, in.engine, in.store, *in.cluster);
   return w.Take();
 }
 

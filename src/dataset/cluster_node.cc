@@ -223,8 +223,6 @@ Result<BlockData> ClusterNode::ReadBlock(const BlockRef& ref, Priority priority)
     auto got = ClientFor(*m)->GetBlock(req);
     if (got.ok() && got->size() == ref.length) {
       health_.RecordSuccess(m->node_id);
-      remote_hits_.fetch_add(1, std::memory_order_relaxed);
-      remote_bytes_.fetch_add(ref.length, std::memory_order_relaxed);
       return BlockData(std::make_shared<const std::string>(std::move(*got)));
     }
     last = got.ok() ? Corruption("peer " + m->address + " sent " + std::to_string(got->size()) +
@@ -240,7 +238,6 @@ Result<BlockData> ClusterNode::ReadBlock(const BlockRef& ref, Priority priority)
     GLOG_DEBUG("cluster: {} block {} from {}: {}", ref.key.key, ref.block, m->address,
                last.ToString());
   }
-  fallbacks_.fetch_add(1, std::memory_order_relaxed);
   return NotFound(last.message());
 }
 
@@ -322,10 +319,7 @@ nlohmann::json ClusterNode::MemberStatuses() {
 
 ClusterStats ClusterNode::stats() const {
   ClusterStats s{.self = self_id_,
-                 .membership = membership_ ? membership_->Describe() : "",
-                 .remote_hits = remote_hits_.load(std::memory_order_relaxed),
-                 .remote_bytes = remote_bytes_.load(std::memory_order_relaxed),
-                 .fallbacks = fallbacks_.load(std::memory_order_relaxed)};
+                 .membership = membership_ ? membership_->Describe() : ""};
   if (std::shared_ptr<const Placement> p = placement_.load()) {
     s.members = p->members().size();
     s.placement_generation = p->generation();

@@ -45,9 +45,8 @@ struct ClusterStats {
   std::string membership;           // Membership::Describe()
   uint64_t members = 0;             // live members, this node included
   uint64_t placement_generation = 0;
-  uint64_t remote_hits = 0;         // blocks read from peers
-  uint64_t remote_bytes = 0;
-  uint64_t fallbacks = 0;           // blocks no peer could supply (-> origin)
+  // (Blocks read from peers and fallbacks to the origin are the engine's
+  // peer_blocks, peer_bytes and peer_fallbacks.)
   // Peer client errors by kind (connect, timeout, auth, protocol, checksum, remote).
   std::map<std::string, uint64_t> peer_errors;
   // Peer request latency: counts per bucket of net::kPeerLatencyBounds (not
@@ -121,7 +120,6 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   std::mutex provider_mu_;  // guards status_provider_
   std::function<Result<nlohmann::json>()> status_provider_;
 
-  std::atomic<uint64_t> remote_hits_{0}, remote_bytes_{0}, fallbacks_{0};
   std::atomic<bool> stopped_{false};
 };
 

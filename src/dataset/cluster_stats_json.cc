@@ -18,9 +18,6 @@ struct Counter {
 constexpr std::array kClusterCounters = {
     Counter<ClusterStats>{"members", &ClusterStats::members},
     Counter<ClusterStats>{"placement_generation", &ClusterStats::placement_generation},
-    Counter<ClusterStats>{"remote_hits", &ClusterStats::remote_hits},
-    Counter<ClusterStats>{"remote_bytes", &ClusterStats::remote_bytes},
-    Counter<ClusterStats>{"fallbacks", &ClusterStats::fallbacks},
 };
 using net::PeerServerStats;
 constexpr std::array kServerCounters = {

@@ -13,9 +13,6 @@ ClusterStats Sample() {
                  .membership = "static (3 peers)",
                  .members = 3,
                  .placement_generation = 4,
-                 .remote_hits = 5,
-                 .remote_bytes = uint64_t{1} << 63,
-                 .fallbacks = 7,
                  .peer_errors = {{"connect", 8}, {"timeout", 9}, {"checksum", 0}},
                  .peer_latency_sum_s = 0.75};
   s.peer_latency_buckets.resize(net::kPeerLatencyBuckets);
@@ -37,9 +34,6 @@ void ExpectSame(const ClusterStats& a, const ClusterStats& b) {
   EXPECT_EQ(a.membership, b.membership);
   EXPECT_EQ(a.members, b.members);
   EXPECT_EQ(a.placement_generation, b.placement_generation);
-  EXPECT_EQ(a.remote_hits, b.remote_hits);
-  EXPECT_EQ(a.remote_bytes, b.remote_bytes);
-  EXPECT_EQ(a.fallbacks, b.fallbacks);
   EXPECT_EQ(a.peer_errors, b.peer_errors);
   EXPECT_EQ(a.peer_latency_buckets, b.peer_latency_buckets);
   EXPECT_EQ(a.peer_latency_sum_s, b.peer_latency_sum_s);

@@ -1,0 +1,156 @@
+// The engine's block sources in a cluster, with a fake cluster source: a block
+// another node owns comes from the cluster and is kept as a near copy; a
+// cluster that cannot supply it sends the read to the origin; a peer's
+// request never goes back to the cluster; warm-up of another node's object
+// asks that node instead of fetching here.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <set>
+
+#include "cache/engine.h"
+#include "dataset/dataset.h"
+#include "testing/mem_ufs.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Owns the keys in `owned`; serves other blocks from `peer_bytes` unless `down`.
+class FakeCluster : public ClusterSource {
+ public:
+  std::set<std::string> owned;
+  std::map<std::string, std::string> peer_bytes;  // key -> whole object
+  std::atomic<bool> down{false};
+  std::atomic<int> reads{0}, warms{0};
+
+  std::string_view name() const override { return "fake-peer"; }
+  bool Owns(const ObjectKey& key, uint64_t) const override { return owned.count(key.key) > 0; }
+  Result<BlockData> ReadBlock(const BlockRef& ref, Priority) override {
+    ++reads;
+    if (down) return Unavailable("peer down");
+    auto it = peer_bytes.find(ref.key.key);
+    if (it == peer_bytes.end()) return NotFound("not there");
+    return BlockData(std::make_shared<const std::string>(it->second.substr(ref.offset, ref.length)));
+  }
+  Result<bool> WarmRemote(const ObjectKey& key) override {
+    ++warms;
+    if (down) return NotFound("no live owner");
+    return true;
+  }
+};
+
+class EngineClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("granary-engine-cluster-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    ufs_ = std::make_shared<testing::MemUfs>("mem://bkt");
+    for (int i = 0; i < 4; ++i) {
+      bodies_["f" + std::to_string(i)] = std::string(5000 + i, static_cast<char>('a' + i));
+      ufs_->Put("ds/f" + std::to_string(i), bodies_["f" + std::to_string(i)]);
+    }
+    DatasetOptions o;
+    o.source = "s3://bkt/ds";
+    o.cache_dirs = {TierLevel{.path = dir_.string(), .quota = 64 << 20}};
+    o.store_background = false;
+    auto ds = Dataset::Open(std::move(o), ufs_);
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    ds_ = std::move(*ds);
+    cluster_ = std::make_shared<FakeCluster>();
+    cluster_->owned = {"ds/f0", "ds/f1"};
+    cluster_->peer_bytes = {{"ds/f2", bodies_["f2"]}, {"ds/f3", bodies_["f3"]}};
+    ds_->engine().SetCluster(cluster_);
+  }
+  void TearDown() override {
+    ds_.reset();
+    fs::remove_all(dir_);
+  }
+  uint64_t Ino(const std::string& path) { return ds_->snapshot()->FindPath(path).value_or(0); }
+  std::string Read(const std::string& path) {
+    std::string out(10000, '\0');
+    auto n = ds_->engine().Read(Ino(path), 0, std::span<char>(out.data(), out.size()));
+    EXPECT_TRUE(n.ok()) << path << ": " << n.status().ToString();
+    out.resize(n.ok() ? *n : 0);
+    return out;
+  }
+  ObjectKey Key(const std::string& path) {
+    auto snap = ds_->snapshot();
+    return ds_->engine().KeyOf(*snap, *snap->Get(Ino(path)));
+  }
+
+  fs::path dir_;
+  std::shared_ptr<testing::MemUfs> ufs_;
+  std::map<std::string, std::string> bodies_;
+  std::unique_ptr<Dataset> ds_;
+  std::shared_ptr<FakeCluster> cluster_;
+};
+
+TEST_F(EngineClusterTest, OwnedFromOriginOthersFromTheirOwnerKeptAsNearCopies) {
+  EXPECT_EQ(Read("f0"), bodies_["f0"]);  // owned here: origin
+  EXPECT_EQ(Read("f2"), bodies_["f2"]);  // owned elsewhere: the peer
+  const EngineStats s = ds_->engine().stats();
+  EXPECT_EQ(s.origin_requests, 1u);
+  EXPECT_EQ(s.peer_blocks, 1u);
+  EXPECT_EQ(cluster_->reads.load(), 1) << "an owned block never asks the cluster";
+  ds_->store().Checkpoint().IgnoreError();
+  // Admission runs off the read path; the near copy lands eventually.
+  for (int i = 0; i < 200 && !ds_->store().Contains(Key("f2")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(ds_->store().Contains(Key("f2")));
+  EXPECT_EQ(ds_->engine().stats().near_admitted, 1u);
+}
+
+TEST_F(EngineClusterTest, DeadOwnerMeansTheOriginNotAFailedRead) {
+  cluster_->down = true;
+  EXPECT_EQ(Read("f3"), bodies_["f3"]);
+  const EngineStats s = ds_->engine().stats();
+  EXPECT_EQ(s.read_errors, 0u);
+  EXPECT_EQ(s.origin_requests, 1u);
+  EXPECT_EQ(s.peer_fallbacks, 1u);
+}
+
+TEST_F(EngineClusterTest, PeerRequestsUseTheOriginNeverTheCluster) {
+  auto served = ds_->engine().ServePeer(Key("f3"), 0);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  ASSERT_TRUE(served->bytes);
+  EXPECT_EQ(*served->bytes, bodies_["f3"]);
+  EXPECT_EQ(cluster_->reads.load(), 0);
+  EXPECT_EQ(ds_->engine().stats().origin_requests, 1u);
+  // Once cached, a peer gets the cache file itself.
+  for (int i = 0; i < 200 && !ds_->store().Contains(Key("f3")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto again = ds_->engine().ServePeer(Key("f3"), 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_GE(again->fd, 0);
+  EXPECT_EQ(again->length, bodies_["f3"].size());
+  ::close(again->fd);
+  EXPECT_EQ(ds_->engine().stats().origin_requests, 1u);
+  // A block of another dataset is refused.
+  ObjectKey other = Key("f3");
+  other.dataset = "someone-else";
+  EXPECT_EQ(ds_->engine().ServePeer(other, 0).status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(EngineClusterTest, WarmUpOfAnotherNodesObjectAsksThatNode) {
+  auto r = ds_->engine().Fetch(Ino("f2"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(cluster_->warms.load(), 1);
+  EXPECT_FALSE(ds_->store().Contains(Key("f2"))) << "the owner keeps it, not this node";
+  EXPECT_EQ(ds_->engine().stats().origin_requests, 0u);
+  // The owner being unreachable: fetched here instead.
+  cluster_->down = true;
+  r = ds_->engine().Fetch(Ino("f3"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(ds_->store().Contains(Key("f3")));
+}
+
+}  // namespace
+}  // namespace granary
