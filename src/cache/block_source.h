@@ -52,6 +52,17 @@ class ClusterSource : public BlockSource {
   // the origin itself and keeps it as owned data. False: the block comes from
   // its owner and is kept here only as a near copy (AdmitKind::kNear).
   virtual bool Owns(const ObjectKey& key, uint64_t block) const = 0;
+  // ReadBlock for a block this node does not own, saying who answers when no
+  // owner does: *next_in_line is set when this node comes next in placement
+  // order after the owners that failed (it takes over a dead owner's share,
+  // so what it then reads from the origin is kept as owned data, not as a
+  // near copy). NotFound: read the origin.
+  virtual Result<BlockData> ReadFromOwner(const BlockRef& ref, Priority priority,
+                                          bool* next_in_line) = 0;
+  Result<BlockData> ReadBlock(const BlockRef& ref, Priority priority) override {
+    bool next_in_line = false;
+    return ReadFromOwner(ref, priority, &next_in_line);
+  }
   // Asks the owner of a whole object (one that fits one block) to cache it
   // without sending the bytes here (cluster-wide warm-up). true: cached there.
   // NotFound: no live remote owner (the caller fetches it itself).

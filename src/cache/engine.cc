@@ -285,8 +285,9 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
   }
   // The owner peer; a block this node does not own is kept only as a near copy.
   if (cluster_ && !want.for_peer && !cluster_->Owns(ref.key, ref.block)) {
-    *kind = AdmitKind::kNear;
-    auto r = cluster_->ReadBlock(ref, want.priority);
+    bool next_in_line = false;
+    auto r = cluster_->ReadFromOwner(ref, want.priority, &next_in_line);
+    *kind = next_in_line ? AdmitKind::kOwned : AdmitKind::kNear;
     if (r.ok() && (*r)->size() == ref.length) {
       c_.peer_blocks.fetch_add(1, std::memory_order_relaxed);
       c_.peer_bytes.fetch_add(ref.length, std::memory_order_relaxed);

@@ -29,8 +29,9 @@ class FakeCluster : public ClusterSource {
 
   std::string_view name() const override { return "fake-peer"; }
   bool Owns(const ObjectKey& key, uint64_t) const override { return owned.count(key.key) > 0; }
-  Result<BlockData> ReadBlock(const BlockRef& ref, Priority) override {
+  Result<BlockData> ReadFromOwner(const BlockRef& ref, Priority, bool* next_in_line) override {
     ++reads;
+    *next_in_line = down;  // the owner is down and this node comes next
     if (down) return Unavailable("peer down");
     auto it = peer_bytes.find(ref.key.key);
     if (it == peer_bytes.end()) return NotFound("not there");
@@ -113,6 +114,12 @@ TEST_F(EngineClusterTest, DeadOwnerMeansTheOriginNotAFailedRead) {
   EXPECT_EQ(s.read_errors, 0u);
   EXPECT_EQ(s.origin_requests, 1u);
   EXPECT_EQ(s.peer_fallbacks, 1u);
+  // This node came next in line: it keeps the block as owned data.
+  for (int i = 0; i < 200 && !ds_->store().Contains(Key("f3")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(ds_->store().Contains(Key("f3")));
+  EXPECT_EQ(ds_->engine().stats().near_admitted, 0u);
 }
 
 TEST_F(EngineClusterTest, PeerRequestsUseTheOriginNeverTheCluster) {

@@ -210,7 +210,8 @@ net::BlockRequest ClusterNode::RequestOf(const ObjectKey& key, uint64_t block) c
                            .length = std::min(bs, key.size - std::min(key.size, offset))};
 }
 
-Result<BlockData> ClusterNode::ReadBlock(const BlockRef& ref, Priority priority) {
+Result<BlockData> ClusterNode::ReadFromOwner(const BlockRef& ref, Priority priority,
+                                             bool* next_in_line) {
   std::shared_ptr<const Placement> p = placement_.load();
   if (!p || stopped_.load()) return NotFound("no cluster");
   // The owners, then one more member: it takes over a dead owner's share.
@@ -218,7 +219,10 @@ Result<BlockData> ClusterNode::ReadBlock(const BlockRef& ref, Priority priority)
   const net::BlockRequest req = RequestOf(ref.key, ref.block);
   Status last = NotFound("no live owner");
   for (const Member* m : Candidates(*p, ref.key, ref.block, n)) {
-    if (m->node_id == self_id_) break;  // this node is next in line: it reads the origin
+    if (m->node_id == self_id_) {  // next in line: this node reads the origin and keeps it
+      *next_in_line = true;
+      break;
+    }
     if (!health_.Usable(m->node_id)) continue;
     auto got = ClientFor(*m)->GetBlock(req);
     if (got.ok() && got->size() == ref.length) {
