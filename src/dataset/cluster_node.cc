@@ -1,6 +1,7 @@
 // ClusterNode: membership, placement, peer server and clients (see cluster_node.h).
 #include "dataset/cluster_node.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 
@@ -107,7 +108,12 @@ Status ClusterNode::StartAll() {
                                 net::PeerServerOptions{.listen = options_.listen,
                                                        .secret = secret_,
                                                        .dataset = dataset_->id(),
-                                                       .node_id = self_id_},
+                                                       .node_id = self_id_,
+                                                       // A request that misses waits on the
+                                                       // origin: as many as the origin slots.
+                                                       .worker_threads = std::max(
+                                                           16, dataset_->options()
+                                                                   .engine.origin_concurrency)},
                                 this));
   const Member self{.node_id = self_id_,
                     .address = self_id_,
