@@ -3,7 +3,8 @@
 # shaped data set uploaded to it, the `granary` CLI listing, inspecting and
 # reading it back byte-exact, then a Granary mount over a "remote" origin
 # (10 ms added per request): cold epoch, `granary load`, warm epoch,
-# `granary status`, and the comparison table.
+# `granary status`, the comparison table, and a three-node cluster against
+# three independent caches.
 #
 #   scripts/demo.sh                      # installs deps, builds build/, runs the demo
 #   GRANARY_BUILD_DIR=build-x scripts/demo.sh
@@ -17,8 +18,11 @@
 # local copy -> mount behind the delay proxy, cold epoch, granary load, warm
 # epoch, granary status, umount -> bench/compare/compare.py: the same data set
 # side by side with local disk, s3fs and rclone (their epochs capped at a few
-# hundred files so the demo stays short). Everything it starts is stopped by
-# PID on every exit path.
+# hundred files so the demo stays short) -> bench/cluster/cluster_bench.py:
+# three nodes in network namespaces (1 Gbit/s links), independent caches
+# against one Granary cluster (origin GETs per object, cold and warm epochs,
+# remote-hit MB/s, a node killed mid-epoch). Everything it starts is stopped
+# by PID on every exit path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -206,5 +210,12 @@ python3 bench/compare/compare.py --build-dir "${BUILD_DIR}" --files "${FILES}" -
   --peer-max-files 300 --ceiling-seconds 1 --out "${BUILD_DIR}/demo-compare" |
   sed -n '/^## Origin delay/,$p'
 echo "table, JSON and chart: ${BUILD_DIR}/demo-compare/{results.md,results.json,chart.png}"
+
+step "A cluster: three Granary nodes share one cache (bench/cluster/cluster_bench.py)"
+echo "each node in its own network namespace, links capped at 1 Gbit/s, origin ${DELAY} per request;"
+echo "three independent caches against one cluster (the full run, 10,000 files: scripts/bench-cluster.sh)"
+python3 bench/cluster/cluster_bench.py --build-dir "${BUILD_DIR}" --files "${FILES}" \
+  --delay-ms "${DELAY%ms}" --out "${BUILD_DIR}/demo-cluster"
+echo "table and JSON: ${BUILD_DIR}/demo-cluster/{results.md,results.json}"
 
 step "Done: every mount, proxy and server the demo started is stopped"
