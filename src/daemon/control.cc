@@ -94,7 +94,9 @@ Result<int> ConnectUnix(const std::string& path) {
 Result<LoadRequest> ParseLoadRequest(const json& req) {
   LoadRequest r;
   r.path = req.value("path", std::string());
-  r.threads = req.value("threads", 64);
+  // Wider than int first, so a huge number is refused, not wrapped.
+  const int64_t threads = req.value("threads", int64_t{kDefaultOriginConcurrency});
+  r.threads = static_cast<int>(std::clamp<int64_t>(threads, -1, int64_t{kMaxLoadThreads} + 1));
   r.check_only = req.value("check", false);
   if (auto it = req.find("list"); it != req.end())
     r.list_lines = it->get<std::vector<std::string>>();

@@ -95,6 +95,15 @@ TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
   r = SendRaw(path, R"({"v":1,"op":"load","threads":"many"})"
                     "\n");
   EXPECT_NE(r["error"].get<std::string>().find("bad request"), std::string::npos);
+  // A non-string op once crashed the daemon (issue 23).
+  r = SendRaw(path, R"({"v":1,"op":7})"
+                    "\n");
+  EXPECT_NE(r["error"].get<std::string>().find("\"op\" must be a string"), std::string::npos);
+  // A huge thread count once started that many threads (issue 23).
+  r = SendRaw(path, R"({"v":1,"op":"load","threads":100000000})"
+                    "\n");
+  EXPECT_NE(r["error"].get<std::string>().find("threads must be 1.."), std::string::npos)
+      << r.dump();
   r = SendRaw(path, R"({"v":1,"op":"load","list_file":"/nonexistent/list.txt"})"
                     "\n");
   EXPECT_NE(r["error"].get<std::string>().find("/nonexistent/list.txt"), std::string::npos);

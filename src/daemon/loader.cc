@@ -69,8 +69,9 @@ void AddSubtree(const Snapshot& snapshot, uint64_t ino, std::vector<uint64_t>& o
 }  // namespace
 
 Result<LoadTargets> ResolveLoadTargets(const Snapshot& snapshot, const LoadRequest& request) {
-  if (request.threads < 1) {
-    return InvalidArgument("load: threads must be >= 1, not " + std::to_string(request.threads));
+  if (request.threads < 1 || request.threads > kMaxLoadThreads) {
+    return InvalidArgument("load: threads must be 1.." + std::to_string(kMaxLoadThreads) +
+                           ", not " + std::to_string(request.threads));
   }
   std::string base(Trim(request.path));
   while (!base.empty() && base.back() == '/') base.pop_back();

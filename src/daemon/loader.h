@@ -36,6 +36,9 @@
 
 namespace granary {
 
+// The most fetch threads one load may run (the CLI's --threads limit too).
+inline constexpr int kMaxLoadThreads = 4096;
+
 // What to load. Paths are relative to the mount root.
 struct LoadRequest {
   // Sub-directory (or single file) of the dataset to load; "" = everything.
@@ -43,7 +46,7 @@ struct LoadRequest {
   // Lines of a list file (relative paths, "path label" lines accepted). When
   // non-empty, `path` only serves to resolve lines relative to it.
   std::vector<std::string> list_lines;
-  // Concurrent fetches (>= 1).
+  // Concurrent fetches (1..kMaxLoadThreads).
   int threads = kDefaultOriginConcurrency;
   // Only report what is cached; fetch nothing.
   bool check_only = false;

@@ -96,8 +96,8 @@ class ClusterNode : public ClusterSource, public net::PeerService {
  private:
   ClusterNode(const ClusterOptions& options, Dataset* dataset);
   Status StartAll();
-  // The block's owners, best first (at most replicas), or every candidate to
-  // try when `fallbacks` (owners, then the next members in HRW order).
+  // The first n members in HRW order for the block (its owners are the first
+  // `replicas`; the ones after them take over a dead owner's share).
   std::vector<const cluster::Member*> Candidates(const cluster::Placement& p, const ObjectKey& key,
                                                  uint64_t block, size_t n) const;
   std::shared_ptr<net::PeerClient> ClientFor(const cluster::Member& m);
