@@ -15,9 +15,13 @@ Rows:
   single node            one plain mount: cold and warm epoch
   N independent caches   N plain mounts, every node reads everything at once
   Granary cluster        N mounts with --cluster-peers: the same epochs; then
-                         node 0 restarted on an empty cache reads everything
-                         again (remote-hit MB/s: the bytes its peers served,
-                         over its capped link)
+                         a client-only member (--cluster-client-only, owns
+                         nothing, fresh cache, namespace N+1 with the same
+                         capped link) reads everything once per --remote-threads
+                         value: every byte comes from the warm owners over the
+                         peer protocol (remote-hit MB/s against the link rate,
+                         with the CPU of the reader node and of the owners and
+                         the peer request latency)
   cluster, node killed   a fresh cluster's cold epoch on every node, node 0
                          killed (SIGKILL) a third of the way through: failed
                          reads and img/s of the survivors
@@ -33,11 +37,13 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -127,7 +133,7 @@ class Hosts:
                 tbf = ["root", "tbf", "rate", self.rate, "burst", "256kb", "latency", "50ms"]
                 run(["tc", "qdisc", "add", "dev", outer, *tbf])
                 run(["tc", "-n", ns, "qdisc", "add", "dev", inner, *tbf])
-        log(f"namespaces {self.tag}o (origin {self.ip(self.ORIGIN)}) + {self.nodes} nodes from "
+        log(f"namespaces {self.tag}o (origin {self.ip(self.ORIGIN)}) + {self.nodes} hosts from "
             f"{self.ip(0)}, node links {self.rate or 'unshaped'} (tbf)")
 
     def ns(self, h):
@@ -173,6 +179,7 @@ class Bench:
             self.env.pop(k, None)
         self.hosts = None
         self.nodes = {}  # index -> (Popen, mountpoint)
+        self.origin_pids = []  # the S3 server and the delay proxy
         self.seq = 0
 
     def bin(self, name):
@@ -198,10 +205,12 @@ class Bench:
                     "-p", str(port), "--silent"]
         self.server_url = f"http://{ip}:{port}"
         p = self.procs.start(self.args.origin, self.hosts.wrap(h, argv), env=self.env)
+        self.origin_pids.append(p.pid)
         self.procs.wait_until(p, lambda: _answers(self.server_url), self.args.origin)
         proxy = [self.bin("s3_delay_proxy"), "--upstream", f"{ip}:{port}", "--listen", ip,
                  "--port", str(pport), "--delay", f"{self.args.delay_ms}ms"]
         p = self.procs.start("proxy", self.hosts.wrap(h, proxy))
+        self.origin_pids.append(p.pid)
         self.endpoint = f"http://{ip}:{pport}"
         self.procs.wait_until(p, lambda: _answers(self.endpoint + "/__proxy_stats"), "proxy")
         log(f"origin {self.args.origin} {self.server_url}, {self.args.delay_ms} ms per request "
@@ -235,7 +244,7 @@ class Bench:
         return ["--cluster-listen", f"{self.hosts.ip(i)}:{self.cport[i]}", "--cluster-peers", peers,
                 "--cluster-name", f"bench{os.getpid()}", "--cluster-secret-file", secret]
 
-    def start_node(self, i, cache, cluster=False):
+    def start_node(self, i, cache, cluster=False, client_only=False):
         mnt = os.path.join(self.work, f"mnt{i}")
         os.makedirs(mnt, exist_ok=True)
         run_dir = os.path.join(self.work, f"run{i}")
@@ -245,6 +254,10 @@ class Bench:
                 "--foreground", "--metrics-addr", f"{self.hosts.ip(i)}:{self.mport[i]}"]
         if cluster:
             argv += self.cluster_args(i, self.secret)
+        if client_only:
+            argv.append("--cluster-client-only")
+            if self.args.client_fuse_threads:
+                argv += ["--fuse-threads", str(self.args.client_fuse_threads)]
         self.seq += 1
         p = self.procs.start(f"node{i}-{self.seq}", self.hosts.wrap(i, argv), env=self.env)
         self.procs.add_mount(mnt)
@@ -264,10 +277,15 @@ class Bench:
         for i in list(self.nodes):
             self.stop_node(i)
 
-    def metric(self, i, name):
+    def metrics_text(self, i):
         try:
-            text = http_get(f"http://{self.hosts.ip(i)}:{self.mport[i]}/metrics").decode()
+            return http_get(f"http://{self.hosts.ip(i)}:{self.mport[i]}/metrics").decode()
         except OSError:
+            return None
+
+    def metric(self, i, name, text=None):
+        text = text if text is not None else self.metrics_text(i)
+        if text is None:
             return None
         vals = [float(ln.split()[-1]) for ln in text.splitlines()
                 if ln.startswith(name) and not ln.startswith("#") and
@@ -293,15 +311,19 @@ class Bench:
         shutil.rmtree(os.path.join(self.work, "caches"), ignore_errors=True)
 
     # -- epochs -----------------------------------------------------------------
-    def epochs(self, mounts, label, kill_after=None, kill=None):
+    def epochs(self, mounts, label, kill_after=None, kill=None, threads=None):
         """One epoch per mount, all at once; kill() runs kill_after seconds in."""
         settle()
+        daemons = {i: p.pid for i, (p, _) in self.nodes.items()}
+        cpu0 = {i: proc_cpu_s(pid) for i, pid in daemons.items()}
+        origin0 = [proc_cpu_s(pid) for pid in self.origin_pids]
+        mach0 = machine_cpu()
         procs = []
         for i, mnt in mounts:
             self.seq += 1
             js = os.path.join(self.log_dir, f"{label}-node{i}.json")
             argv = [self.bin("reader"), "--list", self.list_file, "--root", mnt,
-                    "--threads", str(self.args.threads), "--epochs", "1",
+                    "--threads", str(threads or self.args.threads), "--epochs", "1",
                     "--seed", str(1000 + self.seq), "--json", js]
             procs.append((i, js, subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                                   stderr=subprocess.DEVNULL)))
@@ -323,12 +345,111 @@ class Bench:
             with open(js) as f:
                 res[i] = json.load(f)["epochs"][0]
         secs = time.monotonic() - t0
+        mach1 = machine_cpu()
+        cpu1 = {i: proc_cpu_s(pid) for i, pid in daemons.items()}
+        origin1 = [proc_cpu_s(pid) for pid in self.origin_pids]
         per_node = [r["images_per_s"] for r in res.values()]
         errors = sum(int(r["errors"]) for r in res.values())
+        # CPU over the epoch, in cores: the whole machine, the Granary daemons, the origin.
+        busy = (mach1[0] - mach0[0]) / max(1, mach1[1] - mach0[1])
+        daemon_cores = sum(cpu1[i] - cpu0[i] for i in daemons
+                           if cpu0[i] is not None and cpu1[i] is not None) / secs
+        origin_cores = sum(b - a for a, b in zip(origin0, origin1)
+                           if a is not None and b is not None) / secs
         log(f"  {label:26} per node {min(per_node):8.0f}-{max(per_node):8.0f} img/s"
-            f"  {secs:6.1f} s  errors {errors}")
+            f"  {secs:6.1f} s  errors {errors}  machine {100 * busy:.0f}% busy, daemons "
+            f"{daemon_cores:.2f} cores, origin {origin_cores:.2f} cores")
         return {"per_node_img_s": sum(per_node) / len(per_node), "min_img_s": min(per_node),
-                "errors": errors, "seconds": secs, "nodes": res}
+                "total_img_s": sum(per_node), "errors": errors, "seconds": secs, "nodes": res,
+                "machine_busy": busy, "daemon_cores": daemon_cores, "origin_cores": origin_cores}
+
+
+PEER_LATENCY = "granary_cluster_peer_request_duration_seconds"
+
+
+def histogram(text, name):
+    """{upper bound: cumulative count} of a Prometheus histogram, plus its _sum."""
+    buckets, total = {}, 0.0
+    for ln in (text or "").splitlines():
+        if ln.startswith(name + "_bucket{"):
+            le = ln.split('le="', 1)[1].split('"', 1)[0]
+            buckets[float("inf") if le == "+Inf" else float(le)] = float(ln.split()[-1])
+        elif ln.startswith(name + "_sum{"):
+            total = float(ln.split()[-1])
+    return buckets, total
+
+
+def latency_summary(before, after):
+    """Requests, mean and approximate p50/p99 (bucket upper bound) between two scrapes."""
+    (b0, s0), (b1, s1) = before, after
+    delta = {le: b1.get(le, 0) - b0.get(le, 0) for le in b1}
+    count = delta.get(float("inf"), 0)
+    if count <= 0:
+        return {"requests": 0, "mean_ms": None, "p50_le_ms": None, "p99_le_ms": None}
+
+    def q(frac):
+        for le in sorted(delta):
+            if delta[le] >= frac * count:
+                return le * 1e3
+        return None
+    return {"requests": int(count), "mean_ms": (s1 - s0) / count * 1e3,
+            "p50_le_ms": q(0.5), "p99_le_ms": q(0.99)}
+
+
+def proc_cpu_s(pid):
+    """User + system CPU seconds of one process so far (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Sampler:
+    """Every 50 ms, while it runs: the FUSE requests the kernel has outstanding on
+    a mount (/sys/fs/fuse/connections/DEV/waiting: sent to the daemon or queued,
+    not yet answered) and the daemon's thread count; averages and maxima."""
+
+    def __init__(self, mnt, pid):
+        dev = os.stat(mnt).st_dev
+        self.waiting = f"/sys/fs/fuse/connections/{os.minor(dev)}/waiting"
+        self.tasks = f"/proc/{pid}/task"
+        self.samples = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.wait(0.05):
+            try:
+                with open(self.waiting) as f:
+                    w = int(f.read())
+                self.samples.append((w, len(os.listdir(self.tasks))))
+            except (OSError, ValueError):
+                pass
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self):
+        if not self.samples:
+            return {"fuse_waiting_mean": None, "fuse_waiting_max": None, "daemon_threads": None}
+        w = [x for x, _ in self.samples]
+        return {"fuse_waiting_mean": sum(w) / len(w), "fuse_waiting_max": max(w),
+                "daemon_threads": max(t for _, t in self.samples)}
+
+
+def machine_cpu():
+    """(busy, total) jiffies of every CPU together, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
 
 
 def _answers(url):
@@ -388,20 +509,82 @@ def cluster(b):
     r["origin_gets_per_object"] = (b.origin_gets() - g0) / b.args.files
     r["warm"] = b.epochs(mounts, "cluster-warm")
     r["failed_reads"] = r["cold"]["errors"] + r["warm"]["errors"]
-    # Node 0 back on an empty cache: what the others own comes over its link.
-    b.stop_node(0)
-    drop_page_cache()
-    mnt = b.start_node(0, b.cache("cl0-fresh"), cluster=True)
-    b.wait_members(range(n), n)
-    before = b.metric(0, "granary_cluster_remote_bytes_total") or 0
-    e = b.epochs([(0, mnt)], "cluster-remote")
-    after = b.metric(0, "granary_cluster_remote_bytes_total")
-    if after is not None:
-        r["remote_mb_s"] = (after - before) / e["seconds"] / 1e6
-        r["note"] = (f"remote epoch on node 0 (empty cache): {(after - before) / 1e6:.0f} MB from "
-                     f"peers in {e['seconds']:.1f} s, {e['per_node_img_s']:.0f} img/s")
+    r["remote"] = [remote_epoch(b, t) for t in b.remote_threads]
+    if r["remote"]:
+        r["failed_reads"] += sum(x["errors"] for x in r["remote"])
+        best = max(r["remote"], key=lambda x: x["peer_mb_s"])
+        r["remote_mb_s"] = best["peer_mb_s"]
+        r["note"] = (f"remote-hit: client-only member, best of {len(r['remote'])} epochs "
+                     f"({best['threads']} readers): {best['peer_bytes'] / 1e6:.0f} MB from peers "
+                     f"in {best['seconds']:.1f} s")
     b.stop_nodes()
     return r
+
+
+def remote_epoch(b, threads):
+    """A client-only member (owns nothing, fresh cache) reads the warm cluster's data set once.
+
+    Every byte comes from the owners over the peer protocol and the client's
+    capped link. Returns the bytes from peers (granary_cluster_remote_bytes_total)
+    per second of the epoch, the reader's own bytes, the peer request latency,
+    and the CPU used meanwhile by the client node (daemon + reader), by each
+    owner daemon and by the whole machine."""
+    c, n = b.client, b.args.nodes
+    drop_page_cache()
+    mnt = b.start_node(c, b.cache(f"client-{threads}"), cluster=True, client_only=True)
+    b.wait_members([c], n + 1)
+    m0 = b.metrics_text(c)
+    g0 = b.origin_gets()
+    daemons = {i: b.nodes[i][0].pid for i in range(n)}
+    cpu0 = {i: proc_cpu_s(pid) for i, pid in daemons.items()}
+    client_cpu0 = proc_cpu_s(b.nodes[c][0].pid)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    mach0 = machine_cpu()
+    with Sampler(mnt, b.nodes[c][0].pid) as sampler:
+        e = b.epochs([(c, mnt)], f"remote-{threads}t", threads=threads)
+    mach1 = machine_cpu()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client_cpu1 = proc_cpu_s(b.nodes[c][0].pid)
+    cpu1 = {i: proc_cpu_s(pid) for i, pid in daemons.items()}
+    m1 = b.metrics_text(c)
+    origin = b.origin_gets() - g0
+    ep = e["nodes"][c]
+    secs = ep["seconds"]
+    peer_bytes = (b.metric(c, "granary_cluster_remote_bytes_total", m1) or 0) - \
+        (b.metric(c, "granary_cluster_remote_bytes_total", m0) or 0)
+    fallbacks = (b.metric(c, "granary_cluster_fallbacks_total", m1) or 0) - \
+        (b.metric(c, "granary_cluster_fallbacks_total", m0) or 0)
+    reader_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    wall = e["seconds"]
+    out = {"threads": threads, "seconds": secs, "files": ep["files"], "errors": ep["errors"],
+           "img_s": ep["images_per_s"], "reader_bytes": ep["bytes"], "peer_bytes": peer_bytes,
+           "peer_mb_s": peer_bytes / secs / 1e6, "reader_mb_s": ep["bytes"] / secs / 1e6,
+           "fallbacks": fallbacks, "origin_gets": origin,
+           "read_p50_ms": ep["p50_us"] / 1e3, "read_p99_ms": ep["p99_us"] / 1e3,
+           "latency": latency_summary(histogram(m0, PEER_LATENCY), histogram(m1, PEER_LATENCY)),
+           # CPU cores used on average over the epoch (wall clock of the reader process).
+           "client_daemon_cores": (client_cpu1 - client_cpu0) / wall,
+           "reader_cores": reader_cpu / wall,
+           "owner_daemon_cores": {i: (cpu1[i] - cpu0[i]) / wall for i in daemons
+                                  if cpu0[i] is not None and cpu1[i] is not None},
+           "machine_busy": (mach1[0] - mach0[0]) / max(1, mach1[1] - mach0[1]),
+           "cpus": os.cpu_count(), **sampler.summary()}
+    # Peer requests in flight on average (Little's law: request rate x mean latency).
+    lat = out["latency"]
+    out["peer_in_flight"] = (lat["requests"] / secs * lat["mean_ms"] / 1e3
+                             if lat["mean_ms"] is not None else None)
+    lat = out["latency"]
+    log(f"  remote {threads:3} readers: {out['peer_mb_s']:.1f} MB/s from peers "
+        f"({peer_bytes / 1e6:.0f} MB, reader {out['reader_mb_s']:.1f} MB/s), "
+        f"{lat['requests']} peer requests mean {lat['mean_ms'] or 0:.2f} ms, client daemon "
+        f"{out['client_daemon_cores']:.2f} + reader {out['reader_cores']:.2f} cores, owners "
+        f"{sum(out['owner_daemon_cores'].values()):.2f} cores, machine "
+        f"{100 * out['machine_busy']:.0f}% busy, fallbacks {fallbacks:.0f}, origin GETs {origin}, "
+        f"peer requests in flight {out['peer_in_flight'] or 0:.1f}, FUSE requests outstanding "
+        f"{out['fuse_waiting_mean'] or 0:.1f} (max {out['fuse_waiting_max']}), daemon threads "
+        f"{out['daemon_threads']}")
+    b.stop_node(c)
+    return out
 
 
 def killed(b, kill_after):
@@ -437,28 +620,100 @@ def markdown(results):
     lines = [f"Granary cluster bench: {a['files']} files ({a['total_bytes'] / 1e6:.0f} MB), "
              f"{a['nodes']} nodes, node links {link}, origin {a['origin']} + {a['delay_ms']} ms "
              f"per request, {a['threads']} readers per node"
-             + (f"; NO namespaces ({a['fallback']})" if a.get("fallback") else ""), "",
-             "| row | nodes | origin GETs / object | cold img/s per node | warm img/s per node "
-             "| remote-hit MB/s | failed reads | note |",
-             "|---|---|---|---|---|---|---|---|"]
+             + (f"; NO namespaces ({a['fallback']})" if a.get("fallback") else "")
+             + (f"; {a['cpus']} CPUs, load average {a['loadavg_start'][0]:.1f} at the start"
+                if a.get("loadavg_start") else ""), "",
+             "| row | nodes | origin GETs / object | cold img/s per node | cold img/s all nodes "
+             "| cold: machine CPU busy | warm img/s per node | remote-hit MB/s | failed reads "
+             "| note |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
 
     def f(x, fmt="{:.0f}"):
         return "-" if x is None else fmt.format(x)
     for r in results["rows"]:
         if r.get("error"):
-            lines.append(f"| {r['row']} | | | | | | | FAILED: {r['error'][:200]} |")
+            lines.append(f"| {r['row']} | | | | | | | | | FAILED: {r['error'][:200]} |")
             continue
         cold = r["cold"]["per_node_img_s"] if r["cold"] else None
         warm = r["warm"]["per_node_img_s"] if r["warm"] else None
         remote = r["remote_mb_s"]
         rem = "-" if remote is None else f"{remote:.1f}" + (
             f" ({100 * remote / a['link_mb_s']:.0f}% of link)" if a.get("link_mb_s") else "")
+        total = r["cold"].get("total_img_s") if r["cold"] else None
+        busy = r["cold"].get("machine_busy") if r["cold"] else None
         lines.append(f"| {r['row']} | {r['nodes']} | {f(r['origin_gets_per_object'], '{:.2f}')} | "
-                     f"{f(cold)} | {f(warm)} | {rem} | {f(r['failed_reads'])} | {r['note']} |")
-    ratio = results.get("cluster_cold_vs_single")
-    if ratio is not None:
-        lines += ["", f"Per-node cold, cluster vs single node: {ratio:.2f}x (target >= 0.8)"]
+                     f"{f(cold)} | {f(total)} | {f(busy and 100 * busy, '{:.0f}%')} | {f(warm)} | "
+                     f"{rem} | {f(r['failed_reads'])} | {r['note']} |")
+    lines += ["", *targets(results)]
+    for r in results["rows"]:
+        if r.get("remote"):
+            lines += ["", remote_table(r["remote"], a)]
     return "\n".join(lines) + "\n"
+
+
+def targets(results):
+    """The issue's targets, each with its measured value and met / not met."""
+    a, rows = results["config"], results["rows"]
+
+    def find(prefix):
+        return next((r for r in rows if r["row"].startswith(prefix) and not r.get("error")), None)
+    single, indep, clus = find("single"), find(f"{a['nodes']} independent"), find("Granary cluster")
+    killed = find("cluster, node 0 killed")
+    out = ["| target | measured | |", "|---|---|---|"]
+
+    def add(name, value, ok):
+        out.append(f"| {name} | {value} | {'met' if ok else 'NOT met'} |")
+    if clus:
+        g = clus["origin_gets_per_object"]
+        add("cluster: origin GETs = 1.00 x objects", f"{g:.2f}", g <= 1.005)
+    if indep:
+        g = indep["origin_gets_per_object"]
+        add(f"{a['nodes']} independent caches: N x objects (reference)", f"{g:.2f}",
+            abs(g - a["nodes"]) <= 0.05)
+    if clus and clus.get("remote_mb_s") is not None and a.get("link_mb_s"):
+        x = clus["remote_mb_s"] / a["link_mb_s"]
+        add("remote-hit reads >= 0.8 x link rate",
+            f"{clus['remote_mb_s']:.1f} MB/s of {a['link_mb_s']:.0f} MB/s = {x:.2f}x", x >= 0.8)
+    if single and clus and single["cold"] and clus["cold"]:
+        x = clus["cold"]["per_node_img_s"] / single["cold"]["per_node_img_s"]
+        add("per-node cold epoch >= 0.8 x single node",
+            f"{clus['cold']['per_node_img_s']:.0f} / {single['cold']['per_node_img_s']:.0f} img/s "
+            f"= {x:.2f}x", x >= 0.8)
+    if killed:
+        add("zero failed reads when a node dies", f"{killed['failed_reads']}",
+            killed["failed_reads"] == 0)
+    return out if len(out) > 2 else []
+
+
+def remote_table(remote, a):
+    """One row per reader count: MB/s from peers against the link, latency, CPU."""
+    link = a.get("link_mb_s")
+    lines = [f"Remote-hit reads: a client-only member (owns nothing, fresh cache) reads the "
+             f"warm cluster's {a['files']} files; every byte from the {a['nodes']} owners over "
+             f"its {a['link_rate'] or 'unshaped'} link. CPU in cores (of "
+             f"{remote[0]['cpus']}), averaged over the epoch.", "",
+             "| readers | MB/s from peers | vs link | img/s | peer requests | peer req mean ms "
+             "(p50 / p99 bucket) | peer req in flight | FUSE req outstanding mean (max) "
+             "| file read p50 / p99 ms | client daemon + reader CPU "
+             "| owner daemons CPU | machine busy | fallbacks / origin GETs |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def ms(x):
+        return "-" if x is None else f"{x:.2f}"
+    for x in remote:
+        lat = x["latency"]
+        vs = f"{x['peer_mb_s'] / link:.2f}x" if link else "-"
+        owners = x["owner_daemon_cores"]
+        lines.append(
+            f"| {x['threads']} | {x['peer_mb_s']:.1f} | {vs} | {x['img_s']:.0f} | "
+            f"{lat['requests']:,} | {ms(lat['mean_ms'])} ({ms(lat['p50_le_ms'])} / "
+            f"{ms(lat['p99_le_ms'])}) | {ms(x['peer_in_flight'])} | "
+            f"{ms(x['fuse_waiting_mean'])} ({x['fuse_waiting_max']}) | "
+            f"{x['read_p50_ms']:.1f} / {x['read_p99_ms']:.1f} | "
+            f"{x['client_daemon_cores']:.2f} + {x['reader_cores']:.2f} | "
+            f"{sum(owners.values()):.2f} ({' / '.join(f'{v:.2f}' for v in owners.values())}) | "
+            f"{100 * x['machine_busy']:.0f}% | {x['fallbacks']:.0f} / {x['origin_gets']} |")
+    return "\n".join(lines)
 
 
 def link_mb_s(rate):
@@ -480,6 +735,13 @@ def main():
     ap.add_argument("--delay-ms", type=int, default=10, help="origin delay per request")
     ap.add_argument("--link-rate", default="1gbit", help="tbf rate of each node link ('' = unshaped)")
     ap.add_argument("--threads", type=int, default=16, help="reader threads per node")
+    ap.add_argument("--remote-threads", default="16,32,64",
+                    help="reader threads of the client-only member's remote-hit epochs, one "
+                         "epoch (and a fresh member) per value")
+    ap.add_argument("--client-fuse-threads", type=int,
+                    help="--fuse-threads of the client-only member (default: the mount's); "
+                         "each FUSE thread waits on one read, so this bounds its peer requests "
+                         "in flight")
     ap.add_argument("--origin", choices=["s3rver", "moto"], default="s3rver")
     ap.add_argument("--cache-quota", default="50G")
     ap.add_argument("--rows", default="single,independent,cluster,killed")
@@ -502,9 +764,12 @@ def main():
                "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}
     flags = has_cluster_flags(b.granary)
     try:
-        b.hosts = Hosts(args.nodes, args.link_rate)
-        b.cport = [b.hosts.port(7000) for _ in range(args.nodes)]
-        b.mport = [b.hosts.port(9100) for _ in range(args.nodes)]
+        # Nodes 0..N-1 own the data; host N is the client-only member of the remote-hit epochs.
+        b.client = args.nodes
+        b.remote_threads = [int(x) for x in args.remote_threads.split(",") if x.strip()]
+        b.hosts = Hosts(args.nodes + 1, args.link_rate)
+        b.cport = [b.hosts.port(7000) for _ in range(args.nodes + 1)]
+        b.mport = [b.hosts.port(9100) for _ in range(args.nodes + 1)]
         b.secret = os.path.join(work, "cluster.secret")
         with open(os.open(b.secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(f"bench-{os.getpid()}-{time.time()}\n")
@@ -514,7 +779,8 @@ def main():
                              "link_rate": args.link_rate if not b.hosts.fallback else "",
                              "link_mb_s": link_mb_s(args.link_rate) if not b.hosts.fallback else None,
                              "threads": args.threads, "origin": args.origin,
-                             "total_bytes": b.total_bytes, "fallback": b.hosts.fallback}
+                             "total_bytes": b.total_bytes, "fallback": b.hosts.fallback,
+                             "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
         cluster_cold = None
         for name in wanted:
             log(f"--- {name}")
@@ -547,6 +813,8 @@ def main():
     clus = next((r for r in results["rows"] if r["row"].startswith("Granary cluster") and r["cold"]), None)
     if single and clus:
         results["cluster_cold_vs_single"] = clus["cold"]["per_node_img_s"] / single["cold"]["per_node_img_s"]
+    if "config" in results:
+        results["config"]["loadavg_end"] = os.getloadavg()
     results["seconds"] = round((datetime.datetime.now(datetime.timezone.utc) - started).total_seconds())
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
