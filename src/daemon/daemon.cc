@@ -368,7 +368,8 @@ std::string Daemon::StatsJson() const {
   j["store"] = ToJson(s.store);
   j["ufs"] = {{"list_requests", s.ufs.list_requests}, {"stat_requests", s.ufs.stat_requests},
               {"read_requests", s.ufs.read_requests}, {"read_bytes", s.ufs.read_bytes},
-              {"errors", s.ufs.errors}};
+              {"errors", s.ufs.errors},
+              {"bad_list_entries", s.ufs.bad_list_entries}};
   if (s.cluster) j["cluster"] = ToJson(*s.cluster);
   return j.dump(2) + "\n";
 }

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/units.h"
+#include "ufs/s3_list_parse.h"
 #include "ufs/sigv4.h"
 
 namespace granary {
@@ -108,57 +109,12 @@ Status ApplyTunables(const std::map<std::string, std::string>& opts, S3Options& 
   return Status::Ok();
 }
 
-// Seconds since the epoch of "2009-10-12T17:50:30.000Z", as nanoseconds; 0 if unparsable.
-int64_t ParseIso8601(const char* text) {
-  std::tm tm{};
-  int millis = 0;
-  if (std::sscanf(text, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                  &tm.tm_min, &tm.tm_sec, &millis) < 6) {
-    return 0;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<int64_t>(timegm(&tm)) * 1'000'000'000 + int64_t{millis} * 1'000'000;
-}
-
-std::string Unquote(std::string s) {
-  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') return s.substr(1, s.size() - 2);
-  return s;
-}
-
 // Code and Message of an S3 <Error> document ("" when absent).
 std::pair<std::string, std::string> ErrorCode(const std::string& body) {
   pugi::xml_document doc;
   if (body.empty() || !doc.load_buffer(body.data(), body.size())) return {};
   auto err = doc.child("Error");
   return {err.child_value("Code"), err.child_value("Message")};
-}
-
-Result<ListPage> ParseListPage(const std::string& body, const std::string& what) {
-  pugi::xml_document doc;
-  auto parsed = doc.load_buffer(body.data(), body.size());
-  auto root = doc.child("ListBucketResult");
-  if (!parsed || !root) {
-    return Unavailable(what + ": malformed ListObjectsV2 response (" +
-                       std::string(parsed ? "no ListBucketResult" : parsed.description()) + ")");
-  }
-  ListPage page;
-  for (auto c : root.children("Contents")) {
-    page.objects.push_back(ObjectInfo{
-        .key = c.child_value("Key"),
-        .size = std::strtoull(c.child_value("Size"), nullptr, 10),
-        .mtime_ns = ParseIso8601(c.child_value("LastModified")),
-        .etag = Unquote(c.child_value("ETag")),
-    });
-  }
-  for (auto p : root.children("CommonPrefixes")) page.common_prefixes.emplace_back(p.child_value("Prefix"));
-  if (std::string_view(root.child_value("IsTruncated")) == "true") {
-    page.next_token = root.child_value("NextContinuationToken");
-    if (page.next_token.empty()) {
-      return Unavailable(what + ": truncated listing without NextContinuationToken");
-    }
-  }
-  return page;
 }
 
 std::string HeaderOr(const HttpResponse& r, const std::string& name) {
@@ -376,9 +332,13 @@ Result<ObjectInfo> S3Ufs::StatImpl(std::string_view key) {
     return S3Error(r, what, "NoSuchKey");
   }
   if (r.status != 200) return S3Error(r, what, "NoSuchKey");
-  ObjectInfo info{.key = std::string(key),
-                  .size = std::strtoull(HeaderOr(r, "content-length").c_str(), nullptr, 10),
-                  .etag = Unquote(HeaderOr(r, "etag"))};
+  const std::string length = HeaderOr(r, "content-length");
+  std::optional<uint64_t> size = ParseObjectSize(length);
+  if (!size) {
+    return IoError(what + ": HEAD answered an invalid Content-Length '" + length.substr(0, 40) +
+                   "' (expected a decimal number of at most 5 TiB)");
+  }
+  ObjectInfo info{.key = std::string(key), .size = *size, .etag = UnquoteEtag(HeaderOr(r, "etag"))};
   std::string lm = HeaderOr(r, "last-modified");
   if (!lm.empty()) {
     time_t t = curl_getdate(lm.c_str(), nullptr);
@@ -397,7 +357,7 @@ Result<size_t> S3Ufs::ReadImpl(std::string_view key, uint64_t offset, std::span<
   if (!if_match.empty()) {
     // A ranged GET reports the whole object's ETag: a different one means the
     // bytes belong to another version than the snapshot listed.
-    const std::string got = Unquote(HeaderOr(r, "etag"));
+    const std::string got = UnquoteEtag(HeaderOr(r, "etag"));
     if (!got.empty() && got != if_match) return EtagMismatch(what, if_match, got);
   }
   return r.body_bytes;

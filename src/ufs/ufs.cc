@@ -14,7 +14,11 @@ Result<ListPage> UnderStorage::List(const ListRequest& request) {
   }
   list_requests_.fetch_add(1, std::memory_order_relaxed);
   auto r = ListImpl(request);
-  if (!r.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+  if (!r.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+  } else if (r->skipped_entries > 0) {
+    bad_list_entries_.fetch_add(r->skipped_entries, std::memory_order_relaxed);
+  }
   return r;
 }
 
@@ -59,6 +63,7 @@ UfsStats UnderStorage::stats() const {
       .read_requests = read_requests_.load(std::memory_order_relaxed),
       .read_bytes = read_bytes_.load(std::memory_order_relaxed),
       .errors = errors_.load(std::memory_order_relaxed),
+      .bad_list_entries = bad_list_entries_.load(std::memory_order_relaxed),
   };
 }
 

@@ -45,6 +45,7 @@ struct ListPage {
   std::vector<ObjectInfo> objects;          // in key order
   std::vector<std::string> common_prefixes; // with delimiter: "dir/" entries, each ending in it
   std::string next_token;                   // "" when this is the last page
+  uint64_t skipped_entries = 0;             // entries left out as invalid (e.g. a bad size)
 };
 
 // Counters of requests an instance sent to its origin. Monotonic.
@@ -54,6 +55,7 @@ struct UfsStats {
   uint64_t read_requests = 0;
   uint64_t read_bytes = 0;
   uint64_t errors = 0;  // calls that returned a non-OK status
+  uint64_t bad_list_entries = 0;  // listing entries skipped as invalid (ListPage::skipped_entries)
 };
 
 class UnderStorage {
@@ -105,6 +107,7 @@ class UnderStorage {
   std::atomic<uint64_t> read_requests_{0};
   std::atomic<uint64_t> read_bytes_{0};
   std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> bad_list_entries_{0};
 };
 
 }  // namespace granary
