@@ -46,7 +46,7 @@ Result<ClusterOptions> BuildClusterOptions(const ClusterFlags& f, const ClusterC
   o.secret_file = pick(f.secret_file, c.secret_file);
   o.insecure = f.insecure || c.insecure;
   o.replicas = f.replicas > 0 ? f.replicas : c.replicas;
-  o.client_only = f.client_only;
+  o.client_only = f.client_only || c.client_only;
   const std::string timeout = pick(f.peer_timeout, c.peer_timeout);
   if (!timeout.empty()) {
     auto d = ParseDuration(timeout);

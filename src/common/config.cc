@@ -134,12 +134,16 @@ Status ParseCluster(std::string_view source, const YAML::Node& c, ClusterConfig*
   out->name = Scalar(Get(c, "name"));
   out->secret_file = Scalar(Get(c, "secretFile"));
   out->peer_timeout = Scalar(Get(c, "peerTimeout"));
-  if (const auto& ins = Get(c, "insecure"); ins) {
-    const std::string v = Scalar(ins);
-    if (v != "true" && v != "false") {
-      return FieldError(source, "runtime.cluster.insecure", v, "expected true or false");
+  for (auto [name, field] : {std::pair{"insecure", &out->insecure},
+                             std::pair{"clientOnly", &out->client_only}}) {
+    if (const auto& n = Get(c, name); n) {
+      const std::string v = Scalar(n);
+      if (v != "true" && v != "false") {
+        return FieldError(source, std::string("runtime.cluster.") + name, v,
+                          "expected true or false");
+      }
+      *field = v == "true";
     }
-    out->insecure = v == "true";
   }
   if (Get(c, "replicas")) {
     ASSIGN_OR_RETURN(out->replicas,

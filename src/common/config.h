@@ -39,6 +39,7 @@
 //       secretFile: /etc/granary/cluster-secret   # or insecure: true
 //       replicas: 1
 //       peerTimeout: 5s
+//       clientOnly: false                         # own no data (a reading member)
 //
 // Thread safety: values.
 #pragma once
@@ -91,6 +92,7 @@ struct ClusterConfig {
   std::string name;         // cluster name ("" = the dataset id)
   std::string secret_file;  // shared secret of peer authentication
   bool insecure = false;    // no peer authentication
+  bool client_only = false; // own no data: read through the other members
   int replicas = 1;         // owners per object
   std::string peer_timeout; // duration text such as "5s" ("" = default)
 };

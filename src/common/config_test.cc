@@ -113,6 +113,39 @@ TEST(Config, ErrorsNameFieldAndValue) {
   }
 }
 
+TEST(Config, ClusterSection) {
+  auto cfg = ParseConfig(R"(
+runtime:
+  cluster:
+    listen: 10.0.0.1:7070
+    peers: [10.0.0.1:7070, 10.0.0.2:7070]
+    etcd: http://10.0.0.9:2379
+    secretFile: /etc/granary/secret
+    replicas: 2
+    peerTimeout: 2s
+    clientOnly: true
+)");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->cluster.listen, "10.0.0.1:7070");
+  EXPECT_EQ(cfg->cluster.peers, "10.0.0.1:7070,10.0.0.2:7070");
+  EXPECT_EQ(cfg->cluster.etcd, "http://10.0.0.9:2379");
+  EXPECT_EQ(cfg->cluster.secret_file, "/etc/granary/secret");
+  EXPECT_EQ(cfg->cluster.replicas, 2);
+  EXPECT_EQ(cfg->cluster.peer_timeout, "2s");
+  EXPECT_TRUE(cfg->cluster.client_only);
+  EXPECT_FALSE(cfg->cluster.insecure);
+
+  auto bad = ParseConfig("runtime:\n  cluster:\n    insecure: maybe\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("runtime.cluster.insecure"), std::string::npos);
+  bad = ParseConfig("runtime:\n  cluster:\n    replicas: 99\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("runtime.cluster.replicas"), std::string::npos);
+  bad = ParseConfig("runtime:\n  cluster:\n    peerTimeout: soon\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("runtime.cluster.peerTimeout"), std::string::npos);
+}
+
 TEST(Config, MissingFileIsNotFound) {
   auto r = LoadConfigFile("/nonexistent/granary.yaml");
   ASSERT_FALSE(r.ok());
