@@ -2,6 +2,7 @@
 #include "dataset/dataset.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -20,12 +21,29 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// min(fallback, 90% of the free space of the filesystem holding `dir`).
+// Bytes the files and directories under `dir` occupy on disk (st_blocks, so
+// sparse files count what they hold). Unreadable entries count 0.
+uint64_t DiskUsage(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (::lstat(it->path().c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  return bytes;
+}
+
+// min(fallback, 90% of what the cache in `dir` may occupy: the free space of
+// its filesystem plus what `dir` already holds). Counting the cache's own
+// files keeps the quota of a cache that filled its disk at the next open, so
+// a remount with unchanged flags evicts nothing (issue 23).
 uint64_t AutoQuota(const std::string& dir, uint64_t fallback) {
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) return fallback;
-  uint64_t free = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  return std::min(fallback, free / 10 * 9);
+  const uint64_t available = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize + DiskUsage(dir);
+  return std::min(fallback, available / 10 * 9);
 }
 
 // A List of the dataset prefix: fails early on a missing bucket or refused

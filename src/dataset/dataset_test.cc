@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -187,6 +190,63 @@ TEST_F(DatasetTest, TwoNodesFetchEachBlockOnce) {
   ReadAll(**n3);
   EXPECT_EQ((*n3)->engine().stats().read_errors, 0u);
   EXPECT_GT((*n3)->engine().stats().peer_blocks, 0u);
+}
+
+// A cache directory on a small tmpfs of its own (issue 23: a disk the cache
+// fills). Skips when tmpfs cannot be mounted (not root, no CAP_SYS_ADMIN); the
+// mount is detached in TearDown, whatever the test did.
+class DatasetSmallDiskTest : public DatasetTest {
+ protected:
+  void TearDown() override {
+    if (mounted_) ::umount2(disk_.c_str(), MNT_DETACH);
+    DatasetTest::TearDown();
+  }
+
+  // Mounts a tmpfs of `size` ("8m") at dir_/disk; false if that is refused.
+  bool MountDisk(const std::string& size) {
+    disk_ = dir_ / "disk";
+    fs::create_directories(disk_);
+    mounted_ = ::mount("tmpfs", disk_.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    return mounted_;
+  }
+
+  // The dataset's options with the small disk as its only cache dir, auto quota.
+  DatasetOptions SmallDiskOptions() {
+    DatasetOptions o = Options("unused");
+    o.cache_dirs = {TierLevel{.path = disk_.string()}};
+    return o;
+  }
+
+  fs::path disk_;
+  bool mounted_ = false;
+};
+
+TEST_F(DatasetSmallDiskTest, Issue23RemountOfAFullCacheEvictsNothing) {
+  if (!MountDisk("8m")) GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
+  // About 5.2 MiB of objects on an 8 MiB disk: most of the first auto quota.
+  for (int i = 0; i < 20; ++i) {
+    std::string body(256 << 10, static_cast<char>('k' + i % 10));
+    objects_["w" + std::to_string(i)] = body;
+    origin_->Put("ds/w" + std::to_string(i), body);
+  }
+  uint64_t first_quota = 0;
+  {
+    auto ds = Dataset::Open(SmallDiskOptions(), origin_);
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    ReadAll(**ds);
+    ASSERT_EQ((*ds)->engine().stats().origin_requests, Blocks());
+    (*ds)->store().RunEvictionOnce();
+    first_quota = (*ds)->store().stats().tiers.at(0).quota;
+    ASSERT_TRUE((*ds)->Close().ok());
+  }
+  auto again = Dataset::Open(SmallDiskOptions(), origin_);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_GE((*again)->store().stats().tiers.at(0).quota, first_quota)
+      << "the cache's own files count as room for it";
+  (*again)->store().RunEvictionOnce();
+  EXPECT_EQ((*again)->store().stats().evictions, 0u);
+  ReadAll(**again);
+  EXPECT_EQ((*again)->engine().stats().origin_requests, 0u) << "every object is still cached";
 }
 
 }  // namespace
