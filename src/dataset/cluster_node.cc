@@ -94,13 +94,17 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& op
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<ClusterNode> node(new ClusterNode(options, dataset));
   if (Status s = node->StartAll(); !s.ok()) {
-    node->Stop();
+    node->Stop();  // the peer server is gone: nothing calls the engine from it
+    dataset->engine().SetCluster(nullptr);
     return s;
   }
   return node;
 }
 
 Status ClusterNode::StartAll() {
+  // Before the peer server: a peer's request may arrive at once. Until the
+  // membership is known this node owns everything and asks no peer.
+  dataset_->engine().SetCluster(std::shared_ptr<ClusterSource>(this, [](ClusterSource*) {}));
   if (!options_.secret_file.empty()) {
     ASSIGN_OR_RETURN(secret_, net::ReadSecretFile(options_.secret_file));
   }
@@ -137,7 +141,6 @@ Status ClusterNode::StartAll() {
   membership_->OnChange([this](std::shared_ptr<const Placement> next) { OnMembership(next); });
   RETURN_IF_ERROR(membership_->Start());
   placement_.store(membership_->placement());
-  dataset_->engine().SetCluster(std::shared_ptr<ClusterSource>(this, [](ClusterSource*) {}));
   GLOG_INFO("cluster: node {} serving peers on {} ({}; {} members, {} replica{})", self_id_,
             server_->address(), membership_->Describe(), placement()->members().size(),
             options_.replicas, options_.replicas == 1 ? "" : "s");
