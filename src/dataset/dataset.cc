@@ -46,6 +46,45 @@ uint64_t AutoQuota(const std::string& dir, uint64_t fallback) {
   return std::min(fallback, available / 10 * 9);
 }
 
+// Whether one block can be written under `dir` (a file created, written,
+// removed). False on ENOSPC/EDQUOT: the disk or the user's quota is full.
+bool HasRoom(const std::string& dir) {
+  const std::string probe = dir + "/.granary-space-test";
+  int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return !(errno == ENOSPC || errno == EDQUOT);
+  const std::string block(4096, '\0');
+  bool room = ::write(fd, block.data(), block.size()) == static_cast<ssize_t>(block.size()) ||
+              !(errno == ENOSPC || errno == EDQUOT);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return room;
+}
+
+// The quota of an auto-sized tier whose disk is full at open: sized against
+// the filesystem as a whole, min(fallback, 90% of its size). Until space
+// frees up every admission fails with ENOSPC (counted as store no_space, the
+// read served from the origin); afterwards the store's disk-full handling
+// evicts to make room whenever the disk fills again.
+uint64_t FullDiskQuota(const std::string& dir, uint64_t fallback) {
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return fallback;
+  return std::min(fallback, static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize / 10 * 9);
+}
+
+// The snapshot of a dataset whose cache dir is full: built in a private
+// directory under /dev/shm and unlinked at once, so it lives in memory for as
+// long as it is mapped. Sync writes the next version to the cache dir again.
+Result<std::unique_ptr<Snapshot>> BuildSnapshotInMemory(UnderStorage& ufs,
+                                                        const SnapshotOptions& options) {
+  std::string tmpl = "/dev/shm/granary-snapshot-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp " + tmpl, errno);
+  const std::string file = tmpl + "/snapshot";
+  auto snap = Snapshot::Build(ufs, options, file, 1);
+  std::error_code ec;
+  fs::remove_all(tmpl, ec);
+  return snap;
+}
+
 // A List of the dataset prefix: fails early on a missing bucket or refused
 // credentials. An empty listing under a non-empty prefix is an error too
 // (almost always a typo).
@@ -166,15 +205,30 @@ Status Dataset::OpenCache(const std::string& prefix) {
     TierLevel tier = t;
     tier.path = (fs::path(t.path) / id_).string();
     RETURN_IF_ERROR(PrepareWritableDir(tier.path, "cache dir"));
-    if (tier.quota == 0) tier.quota = AutoQuota(tier.path, o.default_cache_size);
+    // A full disk does not refuse the dataset (issue 23): reads go to the
+    // origin, admissions fail (counted) until space frees up.
+    const bool full = !HasRoom(tier.path);
+    if (full) {
+      GLOG_WARN("cache dir {} is full: serving from the origin without caching until space frees up",
+                tier.path);
+    }
+    if (tier.quota == 0) {
+      tier.quota = AutoQuota(tier.path, o.default_cache_size);
+      if (full && tier.quota < o.block_size) tier.quota = FullDiskQuota(tier.path, o.default_cache_size);
+    }
     tiers.push_back(tier);
   }
   dir_ = (fs::path(o.cache_dirs.front().path) / id_).string();
 
   SnapshotOptions snap_opts{.source_uri = o.source, .prefix = prefix};
-  ASSIGN_OR_RETURN(std::unique_ptr<Snapshot> snap,
-                   Snapshot::LoadOrBuild(*ufs_, snap_opts, dir_ + "/snapshot"));
-  opened_snapshot_ = std::move(snap);
+  Result<std::unique_ptr<Snapshot>> snap = Snapshot::LoadOrBuild(*ufs_, snap_opts, dir_ + "/snapshot");
+  if (!snap.ok() && snap.status().code() == Code::kNoSpace) {
+    GLOG_WARN("cache dir {} is full: the snapshot is kept in memory ({})", dir_,
+              snap.status().ToString());
+    snap = BuildSnapshotInMemory(*ufs_, snap_opts);
+  }
+  if (!snap.ok()) return snap.status();
+  opened_snapshot_ = std::move(*snap);
   GLOG_INFO("snapshot v{} of {}: {} files, {} bytes", opened_snapshot_->version(), o.source,
             opened_snapshot_->file_count(), opened_snapshot_->total_bytes());
 

@@ -249,5 +249,31 @@ TEST_F(DatasetSmallDiskTest, Issue23RemountOfAFullCacheEvictsNothing) {
   EXPECT_EQ((*again)->engine().stats().origin_requests, 0u) << "every object is still cached";
 }
 
+TEST_F(DatasetSmallDiskTest, Issue23FullDiskAtOpenServesFromTheOrigin) {
+  if (!MountDisk("64k")) GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
+  {
+    std::ofstream junk(disk_ / "junk", std::ios::binary);
+    const std::string chunk(4096, 'j');
+    for (int i = 0; i < 64 && junk.write(chunk.data(), chunk.size()); ++i) junk.flush();
+  }
+  auto ds = Dataset::Open(SmallDiskOptions(), origin_);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ReadAll(**ds);
+  EXPECT_EQ((*ds)->engine().stats().origin_requests, Blocks());
+  EXPECT_EQ((*ds)->engine().stats().read_errors, 0u);
+  EXPECT_EQ((*ds)->engine().stats().admitted, 0u);
+
+  // Space frees up: the store admits again without a remount.
+  fs::remove(disk_ / "junk");
+  auto snap = (*ds)->snapshot();
+  auto entry = snap->Get(*snap->FindPath("f0"));
+  ASSERT_TRUE(entry.has_value());
+  const ObjectKey key = (*ds)->engine().KeyOf(*snap, *entry);
+  auto admitted = (*ds)->store().AdmitObject(key, objects_["f0"]);
+  ASSERT_TRUE(admitted.ok()) << admitted.status().ToString();
+  EXPECT_TRUE(*admitted);
+  EXPECT_TRUE((*ds)->store().Contains(key));
+}
+
 }  // namespace
 }  // namespace granary

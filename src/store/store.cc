@@ -143,7 +143,12 @@ store_format::EntryRecord Store::Impl::ToRecord(const Entry& e) const {
 
 Status Store::Impl::AppendJournal(store_format::RecordType type, std::string_view payload) {
   std::lock_guard lock(journal_mu);
-  if (!journal) return Internal("store journal is not open");
+  if (!journal) {
+    // Opened on a full disk. A removal needs no record: recovery drops an
+    // entry whose file is gone. Anything else waits until a journal fits.
+    if (type == store_format::RecordType::kRemove) return Status::Ok();
+    ASSIGN_OR_RETURN(journal, store_format::Journal::Create(options.index_dir, reopen_generation));
+  }
   return journal->Append(type, payload);
 }
 

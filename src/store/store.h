@@ -175,7 +175,10 @@ class Store {
  public:
   // Validates `options`, creates the tier directories, loads the index
   // (checkpoint + journal), drops entries whose file is missing or has the
-  // wrong size, deletes orphan files, and starts background work.
+  // wrong size, deletes orphan files, and starts background work. An index
+  // dir too full (ENOSPC/EDQUOT) for the journal or checkpoint is not an
+  // error: a warning is logged, the store serves what it holds and admits
+  // nothing (no_space) until a journal can be created.
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
 
   // Checkpoints (errors are logged) and stops background work.

@@ -149,8 +149,12 @@ struct Store::Impl {
   mutable Counters counters;
   std::atomic<uint64_t> tmp_seq{0};
 
-  std::mutex journal_mu;  // guards journal (lock order: after any shard mutex)
+  std::mutex journal_mu;  // guards journal and reopen_generation (lock order: after any shard mutex)
+  // Null only after an Open whose index dir was full: AppendJournal creates
+  // journal `reopen_generation` once there is space again, and until then
+  // refuses (NoSpace), so nothing is admitted.
   std::unique_ptr<store_format::Journal> journal;
+  uint64_t reopen_generation = 0;
 
   std::mutex maintenance_mu;  // serializes RunEvictionOnce and Checkpoint
 

@@ -181,7 +181,7 @@ Status Store::Impl::CheckpointLocked() {
   uint64_t generation;
   {
     std::lock_guard lock(journal_mu);
-    generation = (journal ? journal->generation() : 0) + 1;
+    generation = (journal ? journal->generation() : reopen_generation) + 1;
     ASSIGN_OR_RETURN(auto fresh, store_format::Journal::Create(options.index_dir, generation));
     journal = std::move(fresh);
   }

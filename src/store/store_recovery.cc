@@ -221,11 +221,26 @@ Status Store::Impl::Recover() {
   }
   ValidateFiles();
   RemoveOrphans();
+  // A full disk does not refuse the store (issue 23): it serves what it
+  // holds and admits again once the index can be written.
   {
     std::lock_guard lock(journal_mu);
-    ASSIGN_OR_RETURN(journal, store_format::Journal::Create(options.index_dir, next_gen));
+    auto created = store_format::Journal::Create(options.index_dir, next_gen);
+    if (!created.ok() && created.status().code() == Code::kNoSpace) {
+      reopen_generation = next_gen;
+      GLOG_WARN("store: index dir {} is full: nothing is admitted until space frees up ({})",
+                options.index_dir, created.status().ToString());
+      return Status::Ok();
+    }
+    ASSIGN_OR_RETURN(journal, std::move(created));
   }
-  return CheckpointLocked();
+  Status s = CheckpointLocked();
+  if (s.code() == Code::kNoSpace) {
+    GLOG_WARN("store: index dir {} is full: no checkpoint at open ({})", options.index_dir,
+              s.ToString());
+    return Status::Ok();
+  }
+  return s;
 }
 
 Store::Impl::~Impl() {
