@@ -28,8 +28,9 @@ uint64_t DiskUsage(const std::string& dir) {
   std::error_code ec;
   struct stat st {};
   if (::lstat(dir.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_blocks) * 512;
-  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-       !ec && it != end; it.increment(ec)) {
+  const auto options = fs::directory_options::skip_permission_denied;
+  for (fs::recursive_directory_iterator it(dir, options, ec), end; !ec && it != end;
+       it.increment(ec)) {
     if (::lstat(it->path().c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_blocks) * 512;
   }
   return bytes;
@@ -209,19 +210,23 @@ Status Dataset::OpenCache(const std::string& prefix) {
     // origin, admissions fail (counted) until space frees up.
     const bool full = !HasRoom(tier.path);
     if (full) {
-      GLOG_WARN("cache dir {} is full: serving from the origin without caching until space frees up",
-                tier.path);
+      GLOG_WARN(
+          "cache dir {} is full: serving from the origin without caching until space frees up",
+          tier.path);
     }
     if (tier.quota == 0) {
       tier.quota = AutoQuota(tier.path, o.default_cache_size);
-      if (full && tier.quota < o.block_size) tier.quota = FullDiskQuota(tier.path, o.default_cache_size);
+      if (full && tier.quota < o.block_size) {
+        tier.quota = FullDiskQuota(tier.path, o.default_cache_size);
+      }
     }
     tiers.push_back(tier);
   }
   dir_ = (fs::path(o.cache_dirs.front().path) / id_).string();
 
   SnapshotOptions snap_opts{.source_uri = o.source, .prefix = prefix};
-  Result<std::unique_ptr<Snapshot>> snap = Snapshot::LoadOrBuild(*ufs_, snap_opts, dir_ + "/snapshot");
+  Result<std::unique_ptr<Snapshot>> snap =
+      Snapshot::LoadOrBuild(*ufs_, snap_opts, dir_ + "/snapshot");
   if (!snap.ok() && snap.status().code() == Code::kNoSpace) {
     GLOG_WARN("cache dir {} is full: the snapshot is kept in memory ({})", dir_,
               snap.status().ToString());

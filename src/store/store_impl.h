@@ -149,7 +149,8 @@ struct Store::Impl {
   mutable Counters counters;
   std::atomic<uint64_t> tmp_seq{0};
 
-  std::mutex journal_mu;  // guards journal and reopen_generation (lock order: after any shard mutex)
+  // Guards journal and reopen_generation (lock order: after any shard mutex).
+  std::mutex journal_mu;
   // Null only after an Open whose index dir was full: AppendJournal creates
   // journal `reopen_generation` once there is space again, and until then
   // refuses (NoSpace), so nothing is admitted.

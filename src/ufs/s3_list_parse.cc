@@ -72,7 +72,9 @@ Result<ListPage> ParseListPage(std::string_view body, const std::string& what) {
               "most 5 TiB), first {}",
               what, page.skipped_entries, first_bad);
   }
-  for (auto p : root.children("CommonPrefixes")) page.common_prefixes.emplace_back(p.child_value("Prefix"));
+  for (auto p : root.children("CommonPrefixes")) {
+    page.common_prefixes.emplace_back(p.child_value("Prefix"));
+  }
   if (std::string_view(root.child_value("IsTruncated")) == "true") {
     page.next_token = root.child_value("NextContinuationToken");
     if (page.next_token.empty()) {
