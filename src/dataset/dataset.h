@@ -52,7 +52,8 @@ struct DatasetOptions {
   UfsOptions ufs;
   // Cache directories, fastest first (medium, path, quota, watermarks). At
   // least one. quota 0 = auto: min(default_cache_size, 90% of the free space
-  // of the filesystem holding the directory).
+  // of the filesystem holding the directory plus what the tier directory
+  // already holds, so a cache that filled its disk keeps its quota).
   std::vector<TierLevel> cache_dirs = {TierLevel{.path = "/var/lib/granary/cache"}};
   // Quota used for cache dirs given without one (see cache_dirs).
   uint64_t default_cache_size = 100ull << 30;
