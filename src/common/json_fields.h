@@ -30,6 +30,20 @@
 
 namespace granary {
 
+// One uint64_t counter of a stats struct S and its JSON name. A codec lists
+// its counters once in a table of these; both directions read the table.
+template <typename S>
+struct JsonCounter {
+  const char* name;
+  uint64_t S::*member;
+};
+
+// Writes every counter of `table` from `s` into the object `j`.
+template <typename S, size_t N>
+void PutCounters(nlohmann::json& j, const S& s, const std::array<JsonCounter<S>, N>& table) {
+  for (const JsonCounter<S>& c : table) j[c.name] = s.*c.member;
+}
+
 class JsonFields {
  public:
   // `what` names the object in errors ("engine stats"). A `j` that is not an
@@ -49,6 +63,12 @@ class JsonFields {
     if (!Read(*it, out)) {
       status_ = InvalidArgument(what_ + ": field '" + name + "' has the wrong type or length");
     }
+  }
+
+  // Reads every counter of `table` into `s` (PutCounters' inverse).
+  template <typename S, size_t N>
+  void GetCounters(S& s, const std::array<JsonCounter<S>, N>& table) {
+    for (const JsonCounter<S>& c : table) Get(c.name, s.*c.member);
   }
 
   // Field `name` when present (an object is checked by its own JsonFields),

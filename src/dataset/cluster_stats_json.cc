@@ -8,32 +8,26 @@
 namespace granary {
 namespace {
 
-template <typename Stats>
-struct Counter {
-  const char* name;
-  uint64_t Stats::*member;
-};
-
 // Every counter, once: both directions read these tables.
 constexpr std::array kClusterCounters = {
-    Counter<ClusterStats>{"members", &ClusterStats::members},
-    Counter<ClusterStats>{"placement_generation", &ClusterStats::placement_generation},
+    JsonCounter<ClusterStats>{"members", &ClusterStats::members},
+    JsonCounter<ClusterStats>{"placement_generation", &ClusterStats::placement_generation},
 };
 using net::PeerServerStats;
 constexpr std::array kServerCounters = {
-    Counter<PeerServerStats>{"connections_accepted", &PeerServerStats::connections_accepted},
-    Counter<PeerServerStats>{"connections_refused", &PeerServerStats::connections_refused},
-    Counter<PeerServerStats>{"connections_open", &PeerServerStats::connections_open},
-    Counter<PeerServerStats>{"auth_failures", &PeerServerStats::auth_failures},
-    Counter<PeerServerStats>{"protocol_errors", &PeerServerStats::protocol_errors},
-    Counter<PeerServerStats>{"busy_rejections", &PeerServerStats::busy_rejections},
-    Counter<PeerServerStats>{"service_errors", &PeerServerStats::service_errors},
-    Counter<PeerServerStats>{"bytes_sent", &PeerServerStats::bytes_sent},
+    JsonCounter<PeerServerStats>{"connections_accepted", &PeerServerStats::connections_accepted},
+    JsonCounter<PeerServerStats>{"connections_refused", &PeerServerStats::connections_refused},
+    JsonCounter<PeerServerStats>{"connections_open", &PeerServerStats::connections_open},
+    JsonCounter<PeerServerStats>{"auth_failures", &PeerServerStats::auth_failures},
+    JsonCounter<PeerServerStats>{"protocol_errors", &PeerServerStats::protocol_errors},
+    JsonCounter<PeerServerStats>{"busy_rejections", &PeerServerStats::busy_rejections},
+    JsonCounter<PeerServerStats>{"service_errors", &PeerServerStats::service_errors},
+    JsonCounter<PeerServerStats>{"bytes_sent", &PeerServerStats::bytes_sent},
 };
 
 nlohmann::json ServerToJson(const PeerServerStats& s) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& c : kServerCounters) j[c.name] = s.*c.member;
+  PutCounters(j, s, kServerCounters);
   j["requests_by_op"] = s.requests_by_op;
   return j;
 }
@@ -41,7 +35,7 @@ nlohmann::json ServerToJson(const PeerServerStats& s) {
 Result<PeerServerStats> ServerFromJson(const nlohmann::json& j) {
   PeerServerStats s;
   JsonFields in(j, "cluster stats: server");
-  for (const auto& c : kServerCounters) in.Get(c.name, s.*c.member);
+  in.GetCounters(s, kServerCounters);
   in.Get("requests_by_op", s.requests_by_op);
   RETURN_IF_ERROR(in.status());
   return s;
@@ -53,7 +47,7 @@ nlohmann::json ToJson(const ClusterStats& s) {
   nlohmann::json j = nlohmann::json::object();
   j["self"] = s.self;
   j["membership"] = s.membership;
-  for (const auto& c : kClusterCounters) j[c.name] = s.*c.member;
+  PutCounters(j, s, kClusterCounters);
   j["peer_errors"] = s.peer_errors;
   j["peer_latency_buckets"] = s.peer_latency_buckets;
   j["peer_latency_sum_s"] = s.peer_latency_sum_s;
@@ -66,7 +60,7 @@ Result<ClusterStats> ClusterStatsFromJson(const nlohmann::json& j) {
   JsonFields in(j, "cluster stats");
   in.Get("self", s.self);
   in.Get("membership", s.membership);
-  for (const auto& c : kClusterCounters) in.Get(c.name, s.*c.member);
+  in.GetCounters(s, kClusterCounters);
   in.Get("peer_errors", s.peer_errors);
   in.Get("peer_latency_buckets", s.peer_latency_buckets);
   in.Get("peer_latency_sum_s", s.peer_latency_sum_s);

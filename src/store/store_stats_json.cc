@@ -8,29 +8,24 @@
 namespace granary {
 namespace {
 
-struct Counter {
-  const char* name;
-  uint64_t StoreStats::*member;
-};
-
 // Every counter, once: both directions read this table.
-constexpr std::array kCounters = {
-    Counter{"read_hits", &StoreStats::read_hits},
-    Counter{"read_misses", &StoreStats::read_misses},
-    Counter{"hit_bytes", &StoreStats::hit_bytes},
-    Counter{"miss_bytes", &StoreStats::miss_bytes},
-    Counter{"admissions", &StoreStats::admissions},
-    Counter{"refusals", &StoreStats::refusals},
-    Counter{"no_space", &StoreStats::no_space},
-    Counter{"evictions", &StoreStats::evictions},
-    Counter{"demotions", &StoreStats::demotions},
-    Counter{"checksum_failures", &StoreStats::checksum_failures},
-    Counter{"recovered_objects", &StoreStats::recovered_objects},
-    Counter{"recovery_dropped", &StoreStats::recovery_dropped},
-    Counter{"orphans_removed", &StoreStats::orphans_removed},
-    Counter{"near_refused", &StoreStats::near_refused},
-    Counter{"near_evictions", &StoreStats::near_evictions},
-};
+constexpr std::array kCounters = std::to_array<JsonCounter<StoreStats>>({
+    {"read_hits", &StoreStats::read_hits},
+    {"read_misses", &StoreStats::read_misses},
+    {"hit_bytes", &StoreStats::hit_bytes},
+    {"miss_bytes", &StoreStats::miss_bytes},
+    {"admissions", &StoreStats::admissions},
+    {"refusals", &StoreStats::refusals},
+    {"no_space", &StoreStats::no_space},
+    {"evictions", &StoreStats::evictions},
+    {"demotions", &StoreStats::demotions},
+    {"checksum_failures", &StoreStats::checksum_failures},
+    {"recovered_objects", &StoreStats::recovered_objects},
+    {"recovery_dropped", &StoreStats::recovery_dropped},
+    {"orphans_removed", &StoreStats::orphans_removed},
+    {"near_refused", &StoreStats::near_refused},
+    {"near_evictions", &StoreStats::near_evictions},
+});
 
 Result<TierStats> TierFromJson(const nlohmann::json& j, size_t index) {
   TierStats t;
@@ -63,14 +58,14 @@ nlohmann::json ToJson(const StoreStats& s) {
                      {"files", t.files}});
   }
   j["tiers"] = std::move(tiers);
-  for (const Counter& c : kCounters) j[c.name] = s.*c.member;
+  PutCounters(j, s, kCounters);
   return j;
 }
 
 Result<StoreStats> StoreStatsFromJson(const nlohmann::json& j) {
   StoreStats s;
   JsonFields in(j, "store stats");
-  for (const Counter& c : kCounters) in.Get(c.name, s.*c.member);
+  in.GetCounters(s, kCounters);
   if (const nlohmann::json* tiers = in.Find("tiers")) {
     if (!tiers->is_array()) in.Fail("field 'tiers' is not an array");
     RETURN_IF_ERROR(in.status());
