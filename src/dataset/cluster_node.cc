@@ -185,6 +185,12 @@ std::vector<const Member*> ClusterNode::Candidates(const Placement& p, const Obj
 bool ClusterNode::Owns(const ObjectKey& key, uint64_t block) const {
   std::shared_ptr<const Placement> p = placement_.load();
   if (!p) return true;
+  if (options_.replicas == 1) {
+    // Per miss and per file of a status call: no vector, one placement key.
+    const Member* owner = p->Owner(cluster::PlacementKey(key.dataset, key.key, key.size, block,
+                                                         dataset_->engine().block_size()));
+    return owner ? owner->node_id == self_id_ : true;
+  }
   for (const Member* m : Candidates(*p, key, block, options_.replicas)) {
     if (m->node_id == self_id_) return true;
   }
