@@ -177,6 +177,37 @@ void Store::Impl::DropLocked(Shard& shard, const std::shared_ptr<Entry>& e) {
   }
   tiers[e->tier]->Release(e->allocated);
   tiers[e->tier]->files.fetch_sub(1, std::memory_order_relaxed);
+  if (e->complete()) UncountCompleteLocked(shard, *e);
+}
+
+bool Store::Impl::Owned(const ObjectKey& key) const {
+  std::shared_ptr<const OwnershipOracle> oracle = ownership.load();
+  return !oracle || !*oracle || (*oracle)(key);
+}
+
+void Store::Impl::CountCompleteLocked(Shard& shard, Entry& e) {
+  shard.complete.objects++;
+  shard.complete.bytes += e.key.size;
+  e.counted_owned = false;
+  SetCountedOwnedLocked(shard, e, Owned(e.key));
+}
+
+void Store::Impl::UncountCompleteLocked(Shard& shard, Entry& e) {
+  SetCountedOwnedLocked(shard, e, false);
+  shard.complete.objects--;
+  shard.complete.bytes -= e.key.size;
+}
+
+void Store::Impl::SetCountedOwnedLocked(Shard& shard, Entry& e, bool owned) {
+  if (e.counted_owned == owned) return;
+  e.counted_owned = owned;
+  if (owned) {
+    shard.complete.owned_objects++;
+    shard.complete.owned_bytes += e.key.size;
+  } else {
+    shard.complete.owned_objects--;
+    shard.complete.owned_bytes -= e.key.size;
+  }
 }
 
 namespace {
@@ -496,6 +527,13 @@ StoreStats Store::stats() const {
       .near_refused = get(c.near_refused),
       .near_evictions = get(c.near_evictions),
   };
+  for (const Shard& shard : s.shards) {
+    std::lock_guard lock(shard.mu);
+    out.complete_objects += shard.complete.objects;
+    out.complete_bytes += shard.complete.bytes;
+    out.owned_complete_objects += shard.complete.owned_objects;
+    out.owned_complete_bytes += shard.complete.owned_bytes;
+  }
   for (const auto& t : s.tiers) {
     out.tiers.push_back(TierStats{.medium = t->level.medium,
                                   .path = t->level.path,
@@ -507,9 +545,46 @@ StoreStats Store::stats() const {
 }
 
 void Store::SetOwnershipOracle(OwnershipOracle oracle) {
-  // Eviction passes hold maintenance_mu: once this returns, none uses the old oracle.
-  std::lock_guard lock(impl_->maintenance_mu);
-  impl_->ownership.store(std::make_shared<const OwnershipOracle>(std::move(oracle)));
+  {
+    // Eviction passes hold maintenance_mu: once this returns, none uses the old oracle.
+    std::lock_guard lock(impl_->maintenance_mu);
+    impl_->ownership.store(std::make_shared<const OwnershipOracle>(std::move(oracle)));
+  }
+  RecountOwnership();
+}
+
+void Store::RecountOwnership() {
+  Impl& s = *impl_;
+  // Serialized, and the oracle is loaded once holding recount_mu: a later
+  // recount (after a later oracle change) always applies last.
+  std::lock_guard recount(s.recount_mu);
+  std::shared_ptr<const OwnershipOracle> oracle = s.ownership.load();
+  const bool all_owned = !oracle || !*oracle;
+  std::vector<std::shared_ptr<Entry>> entries;
+  std::vector<char> owned;
+  for (Shard& shard : s.shards) {
+    entries.clear();
+    {
+      std::lock_guard lock(shard.mu);
+      for (const auto& [id, e] : shard.map) {
+        if (e->complete()) entries.push_back(e);
+      }
+    }
+    // The key is immutable: the oracle runs without the shard lock.
+    owned.assign(entries.size(), 1);
+    if (!all_owned) {
+      for (size_t i = 0; i < entries.size(); ++i) owned[i] = (*oracle)(entries[i]->key);
+    }
+    std::lock_guard lock(shard.mu);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      Entry& e = *entries[i];
+      auto it = shard.map.find(e.id);
+      // Dropped meanwhile: already uncounted. Admitted anew: counted with
+      // the current oracle at its completion.
+      if (it == shard.map.end() || it->second != entries[i] || !e.complete()) continue;
+      s.SetCountedOwnedLocked(shard, e, owned[i] != 0);
+    }
+  }
 }
 
 void Store::RunEvictionOnce() {

@@ -25,6 +25,13 @@
 //  - Reads never evict. Eviction runs in the background (or RunEvictionOnce)
 //    when a tier passes high × quota and stops at low × quota, demoting to the
 //    next tier when it has room, else deleting.
+//  - complete_objects / complete_bytes (StoreStats) = count and sum of
+//    ObjectKey::size over the index entries whose every block is present;
+//    owned_complete_* = the same over those of them whose "counted as owned"
+//    bit is set (the ownership oracle's answer when the entry became complete
+//    or at the last RecountOwnership). Kept per shard and updated under the
+//    shard lock at every transition (admission that completes an object,
+//    drop, recovery), so they are exact at all times, O(1) per event.
 //
 // Concurrency model: every public method is thread-safe and may be called
 // from any number of threads. The index is a sharded hash map, one mutex per
@@ -148,6 +155,16 @@ struct StoreStats {
   uint64_t orphans_removed = 0;    // tmp/unindexed files deleted at Open
   uint64_t near_refused = 0;       // near copies refused: they would have needed eviction
   uint64_t near_evictions = 0;     // evicted objects this node does not own (cluster near copies)
+  // Current state, not monotonic: objects whose every block is present now,
+  // and the sum of their ObjectKey::size (whole-object admissions and sparse
+  // objects whose last block arrived; dropped, evicted or recovered ones
+  // leave or enter; a demotion changes nothing).
+  uint64_t complete_objects = 0;
+  uint64_t complete_bytes = 0;
+  // The subset the ownership oracle says this node owns (all of them when no
+  // oracle is set), as of completion or the last RecountOwnership.
+  uint64_t owned_complete_objects = 0;
+  uint64_t owned_complete_bytes = 0;
 };
 
 // Why a block is admitted (cluster placement, DESIGN §3.6).
@@ -158,7 +175,10 @@ enum class AdmitKind {
 };
 
 // Whether this node owns an object (cluster placement); eviction takes
-// objects it does not own first. Must be thread-safe and cheap.
+// objects it does not own first, and StoreStats::owned_complete_* count the
+// complete objects it owns. Must be thread-safe and cheap, and must not call
+// into the store: it runs under an index shard lock when an admission
+// completes an object.
 using OwnershipOracle = std::function<bool(const ObjectKey& key)>;
 
 // What the store holds of one object.
@@ -222,8 +242,17 @@ class Store {
   // false (near copies) are evicted before any owned object, each group in
   // the policy's order. Without one every object counts as owned. Thread-safe;
   // may be replaced at any time; once it returns, no eviction pass calls the
-  // previous oracle (so its captures may be destroyed).
+  // previous oracle (so its captures may be destroyed). Then recounts the
+  // owned complete objects (RecountOwnership).
   void SetOwnershipOracle(OwnershipOracle oracle);
+
+  // Asks the current oracle again about every complete object in the index
+  // and updates owned_complete_* (and each entry's "counted as owned" bit),
+  // for when the oracle's answers changed (cluster membership). O(entries)
+  // oracle calls, made outside the shard locks; admissions and reads go on
+  // meanwhile. Recounts are serialized; the last one to start wins.
+  // Thread-safe; never call it from the oracle.
+  void RecountOwnership();
 
   // For FUSE passthrough: an O_RDONLY fd of the complete, verified cache file,
   // or NotFound. The caller owns the fd and must close it. The fd stays valid

@@ -190,6 +190,7 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
     }
     return s;
   }
+  CountCompleteLocked(shard, *e);
   shard.map.emplace(id, std::move(e));
   tiers[tier]->files.fetch_add(1, std::memory_order_relaxed);
   counters.admissions.fetch_add(1, std::memory_order_relaxed);
@@ -263,6 +264,7 @@ Result<bool> Store::Impl::CommitBlockLocked(const std::shared_ptr<Entry>& e, uin
   Entry::SetBit(e->verified, block);
   e->present_count++;
   e->allocated += alloc;
+  if (e->complete()) CountCompleteLocked(ShardOf(e->id), *e);  // its last block
   counters.admissions.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

@@ -4,7 +4,9 @@
 // model.
 //
 // Lock order: Shard::mu -> Impl::journal_mu. maintenance_mu serializes
-// eviction passes and checkpoints and is taken before any shard lock.
+// eviction passes and checkpoints and is taken before any shard lock;
+// recount_mu serializes RecountOwnership, is taken before any shard lock and
+// never together with maintenance_mu.
 #pragma once
 
 #include <algorithm>
@@ -99,6 +101,7 @@ struct Entry {
   uint64_t present_count = 0;
   uint64_t allocated = 0;            // bytes counted against the tier (present blocks)
   uint64_t generation = 0;           // bumped when the file moves to another tier
+  bool counted_owned = false;        // complete and counted in the shard's owned_* counts
   std::atomic<uint64_t> last_use{0}; // logical use tick (relaxed atomics)
 
   bool complete() const { return present_count == blocks; }
@@ -109,9 +112,18 @@ struct Entry {
   static void SetBit(U64Array& bits, uint64_t i) { bits[i / 64] |= 1ull << (i % 64); }
 };
 
+// The complete entries of one shard (StoreStats::complete_* before summing).
+struct CompleteCounts {
+  uint64_t objects = 0, bytes = 0;              // entries with complete()
+  uint64_t owned_objects = 0, owned_bytes = 0;  // those with counted_owned
+};
+
 struct Shard {
-  mutable std::mutex mu;  // guards map and every Entry in it (except Entry::last_use)
+  mutable std::mutex mu;  // guards map, complete and every Entry in map (except Entry::last_use)
   std::unordered_map<ObjectId, std::shared_ptr<Entry>, ObjectIdHash> map;
+  // Sum over the complete entries of map: updated with every change of an
+  // entry's completeness or counted_owned bit.
+  CompleteCounts complete;
 };
 
 // One tier's directory and accounting (lock-free).
@@ -158,6 +170,7 @@ struct Store::Impl {
   uint64_t reopen_generation = 0;
 
   std::mutex maintenance_mu;  // serializes RunEvictionOnce and Checkpoint
+  std::mutex recount_mu;      // serializes RecountOwnership
 
   // Store::SetOwnershipOracle's test (null: everything owned).
   std::atomic<std::shared_ptr<const OwnershipOracle>> ownership;
@@ -192,8 +205,18 @@ struct Store::Impl {
   // Appends a journal record (takes journal_mu). Caller holds the entry's shard lock.
   Status AppendJournal(store_format::RecordType type, std::string_view payload);
   // Retires an entry: erases it, journals REMOVE, unlinks the file, releases
-  // its bytes. Caller holds the shard lock.
+  // its bytes, uncounts it. Caller holds the shard lock.
   void DropLocked(Shard& shard, const std::shared_ptr<Entry>& e);
+  // Counts `e`, which just became complete, in shard.complete (asking the
+  // ownership oracle). Caller holds the shard lock.
+  void CountCompleteLocked(Shard& shard, Entry& e);
+  // Takes a complete `e` out of shard.complete. Caller holds the shard lock.
+  void UncountCompleteLocked(Shard& shard, Entry& e);
+  // Sets e's counted_owned bit of a complete `e` to `owned`, adjusting
+  // shard.complete. Caller holds the shard lock.
+  void SetCountedOwnedLocked(Shard& shard, Entry& e, bool owned);
+  // The current oracle's answer for `key` (true without an oracle).
+  bool Owned(const ObjectKey& key) const;
   // Checks the unverified blocks among [first, last] against their checksums;
   // drops the entry on mismatch (returns false).
   // With `bytes`: when exactly one block needed checking, its verified bytes

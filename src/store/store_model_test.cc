@@ -55,11 +55,16 @@ class ModelChecker {
   // Every model block is present and byte-exact; accounting matches.
   void Check(Store& store, const std::vector<std::set<uint64_t>>& model) {
     std::vector<uint64_t> used(opt_.tiers.size()), files(opt_.tiers.size());
+    uint64_t complete = 0, complete_bytes = 0;
     for (int i = 0; i < kObjects; ++i) {
       auto info = store.Describe(u_.keys[i]);
       if (!info.ok()) {
         ASSERT_TRUE(model[i].empty()) << "object " << i << " lost";
         continue;
+      }
+      if (info->complete) {
+        ++complete;
+        complete_bytes += u_.keys[i].size;
       }
       uint64_t alloc = 0, present = 0;
       for (uint64_t b = 0; b < u_.Blocks(i); ++b) {
@@ -84,6 +89,10 @@ class ModelChecker {
       }
     }
     StoreStats st = store.stats();
+    EXPECT_EQ(st.complete_objects, complete);
+    EXPECT_EQ(st.complete_bytes, complete_bytes);
+    EXPECT_EQ(st.owned_complete_objects, complete);  // no ownership oracle
+    EXPECT_EQ(st.owned_complete_bytes, complete_bytes);
     for (size_t t = 0; t < opt_.tiers.size(); ++t) {
       EXPECT_EQ(st.tiers[t].used_bytes, used[t]) << "tier " << t;
       EXPECT_EQ(st.tiers[t].files, files[t]) << "tier " << t;

@@ -138,6 +138,9 @@ void Store::Impl::ValidateFiles() {
   std::atomic<uint64_t> max_tick{0}, kept{0}, dropped{0};
   ParallelFor(shards.size(), kRecoveryParallelism, [&](size_t i) {
     Shard& shard = shards[i];
+    // Nothing else runs yet; the lock is for the *Locked helpers' contract.
+    std::lock_guard lock(shard.mu);
+    shard.complete = CompleteCounts{};
     uint64_t shard_max = 0;
     for (auto it = shard.map.begin(); it != shard.map.end();) {
       Entry& e = *it->second;
@@ -156,6 +159,7 @@ void Store::Impl::ValidateFiles() {
       }
       tiers[e.tier]->used.fetch_add(e.allocated, std::memory_order_relaxed);
       tiers[e.tier]->files.fetch_add(1, std::memory_order_relaxed);
+      if (e.complete()) CountCompleteLocked(shard, e);
       shard_max = std::max(shard_max, e.last_use.load(std::memory_order_relaxed));
       kept.fetch_add(1, std::memory_order_relaxed);
       ++it;

@@ -25,6 +25,10 @@ constexpr std::array kCounters = std::to_array<JsonCounter<StoreStats>>({
     {"orphans_removed", &StoreStats::orphans_removed},
     {"near_refused", &StoreStats::near_refused},
     {"near_evictions", &StoreStats::near_evictions},
+    {"complete_objects", &StoreStats::complete_objects},
+    {"complete_bytes", &StoreStats::complete_bytes},
+    {"owned_complete_objects", &StoreStats::owned_complete_objects},
+    {"owned_complete_bytes", &StoreStats::owned_complete_bytes},
 });
 
 Result<TierStats> TierFromJson(const nlohmann::json& j, size_t index) {

@@ -13,7 +13,9 @@ StoreStats Sample() {
                .miss_bytes = 4,         .admissions = 5,         .refusals = 6,
                .no_space = 7,           .evictions = 8,          .demotions = 9,
                .checksum_failures = 10, .recovered_objects = 11, .recovery_dropped = 12,
-               .orphans_removed = 13,   .near_refused = 14,      .near_evictions = 15};
+               .orphans_removed = 13,   .near_refused = 14,      .near_evictions = 15,
+               .complete_objects = 16,  .complete_bytes = 17,    .owned_complete_objects = 18,
+               .owned_complete_bytes = 19};
   s.tiers.push_back(TierStats{.medium = Medium::kMem,
                               .path = "/dev/shm/granary-abc",
                               .quota = 1 << 30,
@@ -51,6 +53,10 @@ void ExpectSame(const StoreStats& a, const StoreStats& b) {
   EXPECT_EQ(a.orphans_removed, b.orphans_removed);
   EXPECT_EQ(a.near_refused, b.near_refused);
   EXPECT_EQ(a.near_evictions, b.near_evictions);
+  EXPECT_EQ(a.complete_objects, b.complete_objects);
+  EXPECT_EQ(a.complete_bytes, b.complete_bytes);
+  EXPECT_EQ(a.owned_complete_objects, b.owned_complete_objects);
+  EXPECT_EQ(a.owned_complete_bytes, b.owned_complete_bytes);
 }
 
 TEST(StoreStatsJson, EveryFieldSurvivesTheTextRoundTrip) {
