@@ -44,6 +44,42 @@ StatusReporter::StatusReporter(CacheEngine* engine, const LoadManager* loads,
       fuse_stats_(std::move(fuse_stats)),
       read_mode_(std::move(read_mode)) {}
 
+CachedFigures ScanCachedFiles(const CacheEngine& engine, const Snapshot& snap) {
+  CachedFigures c;
+  const ClusterSource* cluster = engine.cluster();
+  snap.ForEachFile([&](const EntryView& e) {
+    if (!engine.IsCached(snap, e.ino)) return;
+    ++c.files;
+    c.bytes += e.size;
+    if (!cluster || cluster->Owns(engine.KeyOf(snap, e), 0)) {
+      ++c.owned_files;
+      c.owned_bytes += e.size;
+    }
+  });
+  return c;
+}
+
+CachedFigures StatusReporter::FromCounters(const std::shared_ptr<const Snapshot>& snap,
+                                           const StoreStats& ss) {
+  CachedFigures c{.files = ss.complete_objects,
+                  .bytes = ss.complete_bytes,
+                  .owned_files = ss.owned_complete_objects,
+                  .owned_bytes = ss.owned_complete_bytes};
+  std::lock_guard lock(empty_mu_);
+  if (empty_of_.lock() != snap) {
+    // Once per snapshot version: the store never holds empty files.
+    empty_keys_.clear();
+    snap->ForEachFile([&](const EntryView& e) {
+      if (e.size == 0) empty_keys_.push_back(engine_->KeyOf(*snap, e));
+    });
+    empty_of_ = snap;
+  }
+  const ClusterSource* cluster = engine_->cluster();
+  c.files += empty_keys_.size();
+  for (const ObjectKey& key : empty_keys_) c.owned_files += !cluster || cluster->Owns(key, 0);
+  return c;
+}
+
 DatasetStatus StatusReporter::Compute() {
   const std::shared_ptr<const Snapshot> snap_ptr = engine_->snapshot();
   const Snapshot& snap = *snap_ptr;
@@ -54,17 +90,15 @@ DatasetStatus StatusReporter::Compute() {
                   .ufs_total_bytes = snap.total_bytes(),
                   .ufs_files = snap.file_count(),
                   .snapshot_version = snap.version()};
-  const ClusterSource* cluster = engine_->cluster();
-  snap.ForEachFile([&](const EntryView& e) {
-    if (engine_->IsCached(snap, e.ino)) {
-      ++s.cached_files;
-      s.cached_bytes += e.size;
-      if (!cluster || cluster->Owns(engine_->KeyOf(snap, e), 0)) {
-        ++s.owned_cached_files;
-        s.owned_cached_bytes += e.size;
-      }
-    }
-  });
+  CachedFigures cached = FromCounters(snap_ptr, ss);
+  if (cached.files > s.ufs_files || cached.bytes > s.ufs_total_bytes) {
+    // The store holds objects this snapshot does not list (see status.h).
+    cached = ScanCachedFiles(*engine_, snap);
+  }
+  s.cached_files = cached.files;
+  s.cached_bytes = cached.bytes;
+  s.owned_cached_files = cached.owned_files;
+  s.owned_cached_bytes = cached.owned_bytes;
   for (const TierStats& t : ss.tiers) {
     s.capacity += t.quota;
     s.tiers.push_back({.medium = std::string(MediumName(t.medium)),

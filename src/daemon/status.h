@@ -1,12 +1,23 @@
 // Dataset status (`granary status`): the figures of one mounted dataset, from
 // the daemon's counters and its snapshot, never from walking the mount.
 //
-// Exactness: ufs totals are the snapshot's; cached files/bytes are counted by
-// iterating the snapshot and asking the engine whether each file is completely
-// cached (CacheEngine::IsCached: one index lookup per file), so after a
-// complete load CACHED == UFS TOTAL and CACHED% is exactly 100. This costs
-// O(files) per status call (about a second per million files), which is fine
-// for a command a user runs.
+// Exactness: ufs totals are the snapshot's. Cached files/bytes come from the
+// store's complete-object counters (StoreStats::complete_*, kept per event,
+// O(1) here), plus the snapshot's empty files: CacheEngine::IsCached counts a
+// file of size 0 as cached, and the engine never admits one to the store, so
+// they are listed once per snapshot version (memoized) and added. These equal
+// what asking IsCached about every file gives (ScanCachedFiles), as long as
+// the store holds only objects of the current snapshot -- so after a complete
+// load CACHED == UFS TOTAL and CACHED% is exactly 100. The store can also
+// hold objects the snapshot no longer lists (a sync removes its stale ones
+// right after switching; a crash in between, or an admission of an old
+// version finishing after it, leaves some until they are evicted): when the
+// counters then exceed the snapshot's totals, the call falls back to
+// ScanCachedFiles (O(files), about a second per million files), so CACHED
+// never exceeds UFS TOTAL; below the totals such objects are counted.
+// Owned figures: the store's owned counters (its ownership oracle: a large
+// object is owned when this node owns any of its blocks) plus the empty files
+// the cluster says this node owns (block 0; one Owns call per empty file).
 //
 // Phase: "Loading" while a load runs, "Degraded" for kDegradedWindow after
 // the origin error counter was seen to grow, else "Ready".
@@ -17,7 +28,8 @@
 // docs/load-status.md documents the fields.
 //
 // Thread safety: StatusReporter::Compute may be called from any thread
-// (mu_ guards the degraded-phase bookkeeping); the free functions are pure.
+// (mu_ guards the degraded-phase bookkeeping, empty_mu_ the memoized empty
+// files); the free functions are pure (ScanCachedFiles only reads the engine).
 #pragma once
 
 #include <chrono>
@@ -25,6 +37,7 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -84,6 +97,19 @@ struct DatasetStatus {
   std::optional<LoadProgress> load;  // the running (or last) load
 };
 
+// Cached figures of one snapshot (DatasetStatus's fields of the same names).
+struct CachedFigures {
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  uint64_t owned_files = 0;  // of those, owned by this node (Owns block 0; all without a cluster)
+  uint64_t owned_bytes = 0;
+};
+
+// The figures by asking the engine about every file of `snap` (IsCached: one
+// index lookup each, plus one Owns call each in a cluster): O(files). The
+// reference StatusReporter's counters agree with; Compute's fallback.
+CachedFigures ScanCachedFiles(const CacheEngine& engine, const Snapshot& snap);
+
 // Computes DatasetStatus for one engine.
 class StatusReporter {
  public:
@@ -97,6 +123,10 @@ class StatusReporter {
   DatasetStatus Compute();
 
  private:
+  // Cached figures from the store's counters and the empty files of `snap`
+  // (see Exactness above).
+  CachedFigures FromCounters(const std::shared_ptr<const Snapshot>& snap, const StoreStats& ss);
+
   CacheEngine* engine_;
   const LoadManager* loads_;
   std::string mountpoint_;
@@ -105,6 +135,9 @@ class StatusReporter {
   std::mutex mu_;  // guards last_errors_, degraded_until_
   uint64_t last_errors_ = 0;
   std::chrono::steady_clock::time_point degraded_until_{};
+  std::mutex empty_mu_;  // guards empty_of_, empty_keys_ (never held with mu_)
+  std::weak_ptr<const Snapshot> empty_of_;  // the snapshot empty_keys_ were listed from
+  std::vector<ObjectKey> empty_keys_;       // its files of size 0
 };
 
 nlohmann::json StatusToJson(const DatasetStatus& s);

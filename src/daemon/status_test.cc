@@ -6,7 +6,16 @@
 namespace granary {
 namespace {
 
-class StatusTest : public DatasetFixture {};
+class StatusTest : public DatasetFixture {
+ protected:
+  // The figures from the counters equal those of asking about every file.
+  static void ExpectSameAsScan(const DatasetStatus& s, const CachedFigures& scan) {
+    EXPECT_EQ(s.cached_files, scan.files);
+    EXPECT_EQ(s.cached_bytes, scan.bytes);
+    EXPECT_EQ(s.owned_cached_files, scan.owned_files);
+    EXPECT_EQ(s.owned_cached_bytes, scan.owned_bytes);
+  }
+};
 
 TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   for (int i = 0; i < 40; ++i)
@@ -36,6 +45,9 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   s = reporter.Compute();
   EXPECT_EQ(s.cached_files, want_files);
   EXPECT_EQ(s.cached_bytes, want_bytes);
+  EXPECT_EQ(s.owned_cached_files, want_files);  // a single node owns everything
+  EXPECT_EQ(s.owned_cached_bytes, want_bytes);
+  ExpectSameAsScan(s, ScanCachedFiles(*engine_, *snapshot_));
 
   auto job = loads.Start({.threads = 4});
   ASSERT_TRUE(job.ok());
@@ -44,6 +56,7 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   EXPECT_EQ(s.cached_bytes, s.ufs_total_bytes);
   EXPECT_EQ(s.cached_files, s.ufs_files);
   EXPECT_EQ(s.cached_ratio, 1.0);
+  ExpectSameAsScan(s, ScanCachedFiles(*engine_, *snapshot_));
   EXPECT_EQ(FluidSummary(s)["cachedPercentage"], "100.0%");
   ASSERT_TRUE(s.load.has_value());
   EXPECT_FALSE(s.load->running);
@@ -90,6 +103,69 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   EXPECT_NE(table.find("HIT RATIO counts the reads the daemon sees"), std::string::npos) << table;
   s.read_mode = "passthrough";
   EXPECT_EQ(FormatStatusTable({s}, false).find("page cache"), std::string::npos);
+}
+
+// Empty files are cached without the store holding them (IsCached says so);
+// the counter-based figures count them from the snapshot, once per version.
+TEST_F(StatusTest, EmptyFilesCountAsCachedAcrossASync) {
+  Put("a/empty1", 0);
+  Put("a/empty2", 0);
+  Put("a/x", 5000);
+  Put("b/y", 200'000);  // sparse: 4 blocks of 64 KiB
+  Open();
+  StatusReporter reporter(engine_, nullptr, "");
+  DatasetStatus s = reporter.Compute();
+  EXPECT_EQ(s.cached_files, 2u);
+  EXPECT_EQ(s.cached_bytes, 0u);
+  EXPECT_EQ(s.owned_cached_files, 2u);
+  ExpectSameAsScan(s, ScanCachedFiles(*engine_, *snapshot_));
+
+  ASSERT_TRUE(engine_->Fetch(*snapshot_->FindPath("b/y")).ok());
+  s = reporter.Compute();
+  EXPECT_EQ(s.cached_files, 3u);
+  EXPECT_EQ(s.cached_bytes, 200'000u);
+  ASSERT_TRUE(engine_->Fetch(*snapshot_->FindPath("a/x")).ok());
+  s = reporter.Compute();
+  EXPECT_EQ(s.cached_files, 4u);
+  EXPECT_EQ(s.cached_bytes, s.ufs_total_bytes);
+  EXPECT_EQ(s.cached_ratio, 1.0);
+
+  // A sync that removes an empty file, adds two and drops a cached one: the
+  // next call lists the new version's empty files.
+  ufs_->Remove("ds/a/empty1");
+  ufs_->Put("ds/c/empty3", "");
+  ufs_->Put("ds/c/empty4", "");
+  ufs_->Remove("ds/a/x");
+  ASSERT_TRUE(dataset_->Sync().ok());
+  std::shared_ptr<const Snapshot> next = engine_->snapshot();
+  s = reporter.Compute();
+  EXPECT_EQ(s.ufs_files, 4u);
+  EXPECT_EQ(s.cached_files, 4u);  // empty2, empty3, empty4, b/y (b/y's object stayed)
+  EXPECT_EQ(s.cached_bytes, 200'000u);
+  EXPECT_EQ(s.cached_ratio, 1.0);
+  ExpectSameAsScan(s, ScanCachedFiles(*engine_, *next));
+}
+
+// The store holding an object the snapshot does not list (a crash between a
+// sync's switch and its removal of stale objects) must not push CACHED past
+// UFS TOTAL: the call falls back to asking about every file.
+TEST_F(StatusTest, ObjectsTheSnapshotDoesNotListNeverExceedTheTotal) {
+  Put("a", 3000);
+  Put("b", 4000);
+  Open();
+  StatusReporter reporter(engine_, nullptr, "");
+  ASSERT_TRUE(engine_->Fetch(*snapshot_->FindPath("a")).ok());
+  ASSERT_TRUE(engine_->Fetch(*snapshot_->FindPath("b")).ok());
+  const ObjectKey a = engine_->KeyOf(*snapshot_->Get(*snapshot_->FindPath("a")));
+  ObjectKey old_version = a;
+  old_version.etag = "an-older-etag";
+  ASSERT_TRUE(store_->AdmitObject(old_version, std::string(a.size, 'o')).value());
+  EXPECT_EQ(store_->stats().complete_objects, 3u);
+  DatasetStatus s = reporter.Compute();
+  EXPECT_EQ(s.cached_files, 2u);
+  EXPECT_EQ(s.cached_bytes, 7000u);
+  EXPECT_EQ(s.cached_ratio, 1.0);
+  ExpectSameAsScan(s, ScanCachedFiles(*engine_, *snapshot_));
 }
 
 TEST_F(StatusTest, OriginErrorsMakeItDegraded) {

@@ -151,6 +151,9 @@ void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
   std::shared_ptr<const Placement> prev = placement_.exchange(next);
   GLOG_INFO("cluster: membership changed: {} -> {} members", prev ? prev->members().size() : 0,
             next->members().size());
+  // The store's owned-object counters follow the new placement. Not under
+  // clients_mu_: the recount calls Owns() for every complete object.
+  dataset_->store().RecountOwnership();
   std::lock_guard lock(clients_mu_);
   for (auto it = clients_.begin(); it != clients_.end();) {
     bool live = false;
