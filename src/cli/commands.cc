@@ -14,6 +14,7 @@ std::span<const RegisterVerbFn> AllVerbs() {
       RegisterLoadCommand,
       RegisterStatusCommand,
       RegisterSyncCommand,
+      RegisterFluidCommand,
       RegisterVersionCommand,
   };
   return kVerbs;

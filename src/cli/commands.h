@@ -23,6 +23,7 @@ void RegisterVersionCommand(CLI::App& app, CliContext& ctx);  // cmd_version.cc
 void RegisterMountCommand(CLI::App& app, CliContext& ctx);    // cmd_mount.cc
 void RegisterUmountCommand(CLI::App& app, CliContext& ctx);   // cmd_umount.cc
 void RegisterWorkerCommand(CLI::App& app, CliContext& ctx);   // cmd_mount.cc
+void RegisterFluidCommand(CLI::App& app, CliContext& ctx);    // cmd_fluid.cc
 
 // Every verb, in the order `granary --help` lists them.
 std::span<const RegisterVerbFn> AllVerbs();

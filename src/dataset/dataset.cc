@@ -170,8 +170,14 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(DatasetOptions options,
 }
 
 Status Dataset::OpenAll(std::shared_ptr<UnderStorage> ufs) {
-  ASSIGN_OR_RETURN(Uri uri, ParseUri(options_.source));
-  options_.source = uri.ToString();
+  if (!ufs) ufs = options_.origin;
+  Uri uri;
+  if (auto parsed = ParseUri(options_.source); parsed.ok()) {
+    uri = std::move(*parsed);
+    options_.source = uri.ToString();
+  } else if (!ufs) {
+    return parsed.status();
+  }  // else: a name for a caller-made origin, listed from its root (uri.key "")
   id_ = DatasetId(options_.source);
   if (ufs) {
     ufs_ = std::move(ufs);

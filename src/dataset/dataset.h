@@ -47,9 +47,14 @@ class ClusterNode;
 
 struct DatasetOptions {
   // Where the dataset lives: any URI ParseUri takes (s3://bucket/prefix, a path). Required.
+  // With `origin` set it only names the dataset (its id, its snapshot) and
+  // may be any text, e.g. "fluid://default/imagenet" for a mount table.
   std::string source;
   // Connector settings and secrets for `source` (endpoint, region, keys).
   UfsOptions ufs;
+  // An UnderStorage the caller made (Fluid's mount table, a test's MemUfs),
+  // listed from its root; null = opened from `source` and `ufs`.
+  std::shared_ptr<UnderStorage> origin;
   // Cache directories, fastest first (medium, path, quota, watermarks). At
   // least one. quota 0 = auto: min(default_cache_size, 90% of the free space
   // of the filesystem holding the directory plus what the tier directory
@@ -102,7 +107,7 @@ class Dataset {
   // snapshot, opens the store, builds the engine and joins the cluster.
   static Result<std::unique_ptr<Dataset>> Open(DatasetOptions options);
   // The same over an UnderStorage the caller made (tests: MemUfs); `source`
-  // still names the dataset (id, snapshot prefix).
+  // still names the dataset (id, snapshot prefix). Same as options.origin = ufs.
   static Result<std::unique_ptr<Dataset>> Open(DatasetOptions options,
                                                std::shared_ptr<UnderStorage> ufs);
 
