@@ -126,8 +126,11 @@ void Daemon::ResolveAutoReadMode(const Snapshot& snap) {
 
 Status Daemon::Open() {
   DaemonOptions& o = options_;
-  ASSIGN_OR_RETURN(Uri uri, ParseUri(o.dataset.source));
-  o.dataset.source = uri.ToString();
+  if (!o.dataset.origin) {
+    // A caller-made origin (Fluid's mount table) is named, not parsed.
+    ASSIGN_OR_RETURN(Uri uri, ParseUri(o.dataset.source));
+    o.dataset.source = uri.ToString();
+  }
   if (!is_worker()) {
     o.mountpoint = CanonicalMountpoint(o.mountpoint);
     RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.fuse.allow_non_empty));
