@@ -16,6 +16,7 @@ JOBS=${FUZZ_JOBS:-2}
 # target:seed corpus (relative to the repository root)
 TARGETS=(
   frame_fuzz:src/net/fuzz_corpus
+  runtime_config_fuzz:src/fluid/fuzz_corpus
 )
 
 if ! command -v clang++ >/dev/null 2>&1; then

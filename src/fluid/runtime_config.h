@@ -78,6 +78,9 @@ struct FluidRuntime {
 // are read (and must exist); `pvc_root` is where pvc:// claims are mounted.
 Result<FluidRuntime> ParseRuntimeConfig(std::string_view json_text,
                                         std::string_view source = "runtime.json");
+// "true"/"false" (also yes/no/on/off/1/0) of an option; InvalidArgument naming `field`.
+Result<bool> ParseBoolOption(const std::string& field, const std::string& value);
+
 // Reads and parses a runtime.json file.
 Result<FluidRuntime> LoadRuntimeConfig(const std::string& path);
 
