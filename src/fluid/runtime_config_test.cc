@@ -113,7 +113,12 @@ TEST_F(RuntimeConfigTest, SeveralMountsTiersOfEveryKindAndNoClient) {
   EXPECT_EQ(rt->mounts[1].uri.scheme, Scheme::kFile);
   EXPECT_EQ("/" + rt->mounts[1].uri.key, (dir_ / "pvc/nfs-imagenet/val").string());
   EXPECT_EQ("/" + rt->mounts[2].uri.key, "/mnt/extra");
-  EXPECT_FALSE(rt->client.present);
+  EXPECT_FALSE(rt->client.present);  // absent: Fluid writes no disabled component
+  auto disabled = ParseRuntimeConfig(R"({"mounts": [{"mountPoint": "s3://bkt", "name": "a"}],
+      "client": {"enabled": false, "name": "c"}})");
+  ASSERT_TRUE(disabled.ok()) << disabled.status().ToString();
+  EXPECT_TRUE(disabled->client.present);
+  EXPECT_FALSE(disabled->client.enabled);
   EXPECT_EQ(rt->access_modes, (std::vector<std::string>{"ReadOnlyMany"}));
   ASSERT_EQ(rt->worker.tiers.size(), 5u);
   EXPECT_EQ(rt->worker.tiers[0].medium, Medium::kMem);
