@@ -178,11 +178,35 @@ void Store::Impl::DropLocked(Shard& shard, const std::shared_ptr<Entry>& e) {
   tiers[e->tier]->Release(e->allocated);
   tiers[e->tier]->files.fetch_sub(1, std::memory_order_relaxed);
   if (e->complete()) UncountCompleteLocked(shard, *e);
+  SetOwnedBlockBytesLocked(shard, *e, 0);
 }
 
 bool Store::Impl::Owned(const ObjectKey& key) const {
   std::shared_ptr<const OwnershipOracle> oracle = ownership.load();
   return !oracle || !*oracle || (*oracle)(key);
+}
+
+void Store::Impl::CountOwnedBlockLocked(Shard& shard, Entry& e, uint64_t block) {
+  std::shared_ptr<const BlockOwnershipOracle> oracle = block_ownership.load();
+  if (oracle && *oracle && !(*oracle)(e.key, block)) return;
+  uint64_t len = BlockLength(e.key, block);
+  e.counted_owned_block_bytes += len;
+  shard.owned_block_bytes += len;
+}
+
+void Store::Impl::SetOwnedBlockBytesLocked(Shard& shard, Entry& e, uint64_t bytes) {
+  shard.owned_block_bytes = shard.owned_block_bytes - e.counted_owned_block_bytes + bytes;
+  e.counted_owned_block_bytes = bytes;
+}
+
+uint64_t Store::Impl::OwnedBlockBytes(const ObjectKey& key, const uint64_t* present,
+                                      uint64_t blocks, const BlockOwnershipOracle* oracle) const {
+  if (oracle && !*oracle) oracle = nullptr;
+  uint64_t bytes = 0;
+  for (uint64_t b = 0; b < blocks; ++b) {
+    if (Entry::Bit(present, b) && (!oracle || (*oracle)(key, b))) bytes += BlockLength(key, b);
+  }
+  return bytes;
 }
 
 void Store::Impl::CountCompleteLocked(Shard& shard, Entry& e) {
@@ -533,6 +557,7 @@ StoreStats Store::stats() const {
     out.complete_bytes += shard.complete.bytes;
     out.owned_complete_objects += shard.complete.owned_objects;
     out.owned_complete_bytes += shard.complete.owned_bytes;
+    out.owned_block_bytes += shard.owned_block_bytes;
   }
   for (const auto& t : s.tiers) {
     out.tiers.push_back(TierStats{.medium = t->level.medium,
@@ -553,36 +578,68 @@ void Store::SetOwnershipOracle(OwnershipOracle oracle) {
   RecountOwnership();
 }
 
+void Store::SetBlockOwnershipOracle(BlockOwnershipOracle oracle) {
+  impl_->block_ownership.store(std::make_shared<const BlockOwnershipOracle>(std::move(oracle)));
+  RecountOwnership();
+}
+
 void Store::RecountOwnership() {
   Impl& s = *impl_;
-  // Serialized, and the oracle is loaded once holding recount_mu: a later
+  // Serialized, and the oracles are loaded once holding recount_mu: a later
   // recount (after a later oracle change) always applies last.
   std::lock_guard recount(s.recount_mu);
   std::shared_ptr<const OwnershipOracle> oracle = s.ownership.load();
+  std::shared_ptr<const BlockOwnershipOracle> block_oracle = s.block_ownership.load();
   const bool all_owned = !oracle || !*oracle;
-  std::vector<std::shared_ptr<Entry>> entries;
-  std::vector<char> owned;
+  // Per shard, of each entry with a present block: what it was at the
+  // snapshot, and the oracles' answers for it.
+  struct Seen {
+    std::shared_ptr<Entry> entry;
+    bool complete;
+    uint64_t present_count;
+    size_t first_word;  // its presence bitmap in `words`
+    bool owned = true;
+    uint64_t block_bytes = 0;
+  };
+  std::vector<Seen> seen;
+  std::vector<uint64_t> words;
   for (Shard& shard : s.shards) {
-    entries.clear();
+    seen.clear();
+    words.clear();
     {
       std::lock_guard lock(shard.mu);
       for (const auto& [id, e] : shard.map) {
-        if (e->complete()) entries.push_back(e);
+        if (e->present_count == 0) continue;
+        seen.push_back({.entry = e,
+                        .complete = e->complete(),
+                        .present_count = e->present_count,
+                        .first_word = words.size()});
+        words.insert(words.end(), e->present.begin(), e->present.end());
       }
     }
-    // The key is immutable: the oracle runs without the shard lock.
-    owned.assign(entries.size(), 1);
-    if (!all_owned) {
-      for (size_t i = 0; i < entries.size(); ++i) owned[i] = (*oracle)(entries[i]->key);
+    // The key is immutable and the bitmap a copy: the oracles run without
+    // the shard lock.
+    for (Seen& v : seen) {
+      const Entry& e = *v.entry;
+      if (v.complete && !all_owned) v.owned = (*oracle)(e.key);
+      v.block_bytes = s.OwnedBlockBytes(e.key, words.data() + v.first_word, e.blocks,
+                                        block_oracle.get());
     }
     std::lock_guard lock(shard.mu);
-    for (size_t i = 0; i < entries.size(); ++i) {
-      Entry& e = *entries[i];
+    for (const Seen& v : seen) {
+      Entry& e = *v.entry;
       auto it = shard.map.find(e.id);
-      // Dropped meanwhile: already uncounted. Admitted anew: counted with
-      // the current oracle at its completion.
-      if (it == shard.map.end() || it->second != entries[i] || !e.complete()) continue;
-      s.SetCountedOwnedLocked(shard, e, owned[i] != 0);
+      // Dropped meanwhile: already uncounted.
+      if (it == shard.map.end() || it->second != v.entry) continue;
+      // Completed meanwhile: counted with the current oracle at completion.
+      if (v.complete) s.SetCountedOwnedLocked(shard, e, v.owned);
+      // Blocks arrived meanwhile (presence only grows): count them all again
+      // here, under the lock, as the block oracle allows.
+      uint64_t block_bytes = e.present_count == v.present_count
+                                 ? v.block_bytes
+                                 : s.OwnedBlockBytes(e.key, e.present.begin(), e.blocks,
+                                                     block_oracle.get());
+      s.SetOwnedBlockBytesLocked(shard, e, block_bytes);
     }
   }
 }

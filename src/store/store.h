@@ -32,6 +32,11 @@
 //    or at the last RecountOwnership). Kept per shard and updated under the
 //    shard lock at every transition (admission that completes an object,
 //    drop, recovery), so they are exact at all times, O(1) per event.
+//  - owned_block_bytes (StoreStats) = sum over the present blocks of every
+//    index entry, complete or not, of the block's length where the block
+//    ownership oracle said this node is the block's primary owner (when the
+//    block arrived, at recovery or at the last RecountOwnership). Each entry
+//    keeps what it contributed, so a drop subtracts exactly that.
 //
 // Concurrency model: every public method is thread-safe and may be called
 // from any number of threads. The index is a sharded hash map, one mutex per
@@ -165,6 +170,12 @@ struct StoreStats {
   // oracle is set), as of completion or the last RecountOwnership.
   uint64_t owned_complete_objects = 0;
   uint64_t owned_complete_bytes = 0;
+  // Bytes of the present blocks (of complete and partial objects alike)
+  // whose primary owner, by the block ownership oracle, is this node (all of
+  // them when no oracle is set), as of each block's admission or the last
+  // RecountOwnership. Summed over a cluster's members it counts every cached
+  // block once, however objects are split across nodes.
+  uint64_t owned_block_bytes = 0;
 };
 
 // Why a block is admitted (cluster placement, DESIGN §3.6).
@@ -180,6 +191,13 @@ enum class AdmitKind {
 // into the store: it runs under an index shard lock when an admission
 // completes an object.
 using OwnershipOracle = std::function<bool(const ObjectKey& key)>;
+
+// Whether this node is the primary owner of block `block` of an object (its
+// first placement candidate: with replicas, exactly one node per block says
+// true), for StoreStats::owned_block_bytes. Block 0 of a small object is the
+// whole object. Same rules as OwnershipOracle: thread-safe, cheap, never calls
+// into the store (it runs under an index shard lock when a block is admitted).
+using BlockOwnershipOracle = std::function<bool(const ObjectKey& key, uint64_t block)>;
 
 // What the store holds of one object.
 struct CachedObjectInfo {
@@ -246,12 +264,18 @@ class Store {
   // owned complete objects (RecountOwnership).
   void SetOwnershipOracle(OwnershipOracle oracle);
 
-  // Asks the current oracle again about every complete object in the index
-  // and updates owned_complete_* (and each entry's "counted as owned" bit),
-  // for when the oracle's answers changed (cluster membership). O(entries)
-  // oracle calls, made outside the shard locks; admissions and reads go on
-  // meanwhile. Recounts are serialized; the last one to start wins.
-  // Thread-safe; never call it from the oracle.
+  // Installs the block ownership test behind owned_block_bytes (null: this
+  // node owns every block). Eviction does not use it. Thread-safe; may be
+  // replaced at any time. Then recounts (RecountOwnership).
+  void SetBlockOwnershipOracle(BlockOwnershipOracle oracle);
+
+  // Asks the current oracles again about every object in the index and
+  // updates owned_complete_* (and each complete entry's "counted as owned"
+  // bit) and owned_block_bytes (each entry's present blocks), for when the
+  // oracles' answers changed (cluster membership). O(entries + present
+  // blocks) oracle calls, made outside the shard locks; admissions and reads
+  // go on meanwhile. Recounts are serialized; the last one to start wins.
+  // Thread-safe; never call it from an oracle.
   void RecountOwnership();
 
   // For FUSE passthrough: an O_RDONLY fd of the complete, verified cache file,

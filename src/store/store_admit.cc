@@ -191,6 +191,7 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
     return s;
   }
   CountCompleteLocked(shard, *e);
+  CountOwnedBlockLocked(shard, *e, 0);
   shard.map.emplace(id, std::move(e));
   tiers[tier]->files.fetch_add(1, std::memory_order_relaxed);
   counters.admissions.fetch_add(1, std::memory_order_relaxed);
@@ -264,7 +265,9 @@ Result<bool> Store::Impl::CommitBlockLocked(const std::shared_ptr<Entry>& e, uin
   Entry::SetBit(e->verified, block);
   e->present_count++;
   e->allocated += alloc;
-  if (e->complete()) CountCompleteLocked(ShardOf(e->id), *e);  // its last block
+  Shard& shard = ShardOf(e->id);
+  CountOwnedBlockLocked(shard, *e, block);
+  if (e->complete()) CountCompleteLocked(shard, *e);  // its last block
   counters.admissions.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

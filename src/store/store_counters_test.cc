@@ -1,15 +1,17 @@
 // The store's complete-object counters (StoreStats::complete_* and
-// owned_complete_*): what `granary status` reports as CACHED without a scan of
-// every file. Each test compares them with what the index itself says
-// (Describe over every key the test used) after admissions, sparse
-// completion, removal, eviction, demotion, checksum-failure drops, recovery at
-// Open and ownership changes; a property test does so after every step of
-// random sequences.
+// owned_complete_*) and its block-level owned bytes (owned_block_bytes): what
+// `granary status` reports as CACHED without a scan of every file, and what a
+// cluster sums over its members. Each test compares them with what the index
+// itself says (Describe and ContainsRange over every key the test used) after
+// admissions, sparse completion, removal, eviction, demotion,
+// checksum-failure drops, recovery at Open and ownership changes; a property
+// test does so after every step of random sequences.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <random>
@@ -79,6 +81,30 @@ Counts Reference(const Store& store, const std::vector<ObjectKey>& keys,
   }
   return c;
 }
+
+using BlockOracle = std::function<bool(const ObjectKey&, uint64_t)>;
+
+uint64_t BlockLength(const ObjectKey& k, uint64_t b) {
+  return b * kBlock >= k.size ? 0 : std::min<uint64_t>(kBlock, k.size - b * kBlock);
+}
+
+// The reference for owned_block_bytes: the present blocks among `keys` per
+// ContainsRange, owned per `owns` (null: all).
+uint64_t ReferenceBlockBytes(const Store& store, const std::vector<ObjectKey>& keys,
+                             const BlockOracle& owns = {}) {
+  uint64_t bytes = 0;
+  for (const ObjectKey& k : keys) {
+    const uint64_t blocks = k.size <= kBlock ? 1 : (k.size + kBlock - 1) / kBlock;
+    for (uint64_t b = 0; b < blocks; ++b) {
+      const uint64_t len = BlockLength(k, b);
+      if (len == 0 || !store.ContainsRange(k, b * kBlock, len)) continue;
+      if (!owns || owns(k, b)) bytes += len;
+    }
+  }
+  return bytes;
+}
+
+int Index(const ObjectKey& k) { return std::stoi(k.key.substr(4)); }
 
 TEST(StoreCountersTest, WholeAdmissionsCountOnce) {
   TempDir dir;
@@ -243,6 +269,137 @@ TEST(StoreCountersTest, OwnershipFollowsTheOracleAfterARecount) {
   EXPECT_EQ((*store)->stats().owned_complete_objects, 8u);
 }
 
+TEST(StoreCountersTest, BlockBytesCountThePrimaryOwnersBlocksOnly) {
+  TempDir dir;
+  auto store = Store::Open(Options(dir.path()));
+  ASSERT_TRUE(store.ok());
+  // Object i's block b is this node's when i + b is even: alternate blocks.
+  BlockOracle alternate = [](const ObjectKey& k, uint64_t b) { return (Index(k) + b) % 2 == 0; };
+  (*store)->SetBlockOwnershipOracle(alternate);
+  const ObjectKey sparse = Key(0, 4 * kBlock + 100);  // 5 blocks, owned: 0, 2, 4
+  const ObjectKey mine = Key(2, 3000), theirs = Key(3, 5000), whole = Key(4, 2 * kBlock + 9);
+  const std::vector<ObjectKey> keys = {sparse, mine, theirs, whole};
+  const std::string data = MakeData(sparse.size, 1);
+  uint64_t want = 0;
+  for (uint64_t b : {1, 4, 0, 3}) {
+    ASSERT_TRUE((*store)->AdmitBlock(sparse, b, std::string_view(data).substr(b * kBlock, kBlock))
+                    .value());
+    if (b % 2 == 0) want += BlockLength(sparse, b);
+    EXPECT_EQ((*store)->stats().owned_block_bytes, want) << "after block " << b;
+  }
+  EXPECT_EQ(want, kBlock + 100);
+  // Again: nothing more.
+  ASSERT_TRUE((*store)->AdmitBlock(sparse, 0, std::string_view(data).substr(0, kBlock)).value());
+  EXPECT_EQ((*store)->stats().owned_block_bytes, want);
+  // Small objects: block 0 is the whole object, whole admission or block 0.
+  ASSERT_TRUE((*store)->AdmitObject(mine, MakeData(mine.size, 2)).value());
+  ASSERT_TRUE((*store)->AdmitBlock(theirs, 0, MakeData(theirs.size, 3)).value());
+  want += mine.size;
+  EXPECT_EQ((*store)->stats().owned_block_bytes, want);
+  // A large object admitted whole counts its owned blocks: 0 and 2.
+  ASSERT_TRUE((*store)->AdmitObject(whole, MakeData(whole.size, 4)).value());
+  want += kBlock + 9;
+  StoreStats s = (*store)->stats();
+  EXPECT_EQ(s.owned_block_bytes, want);
+  EXPECT_EQ(s.owned_block_bytes, ReferenceBlockBytes(**store, keys, alternate));
+  // The object-level counters ignore the block oracle.
+  EXPECT_EQ(s.owned_complete_objects, 3u);
+
+  // Drops subtract exactly what the entry contributed: partial, then whole.
+  ASSERT_TRUE((*store)->Remove(sparse).ok());
+  want -= kBlock + 100;
+  EXPECT_EQ((*store)->stats().owned_block_bytes, want);
+  ASSERT_TRUE((*store)->Remove(theirs).ok());  // contributed nothing
+  EXPECT_EQ((*store)->stats().owned_block_bytes, want);
+  ASSERT_TRUE((*store)->Remove(whole).ok());
+  EXPECT_EQ((*store)->stats().owned_block_bytes, mine.size);
+  ASSERT_TRUE((*store)->Remove(mine).ok());
+  EXPECT_EQ((*store)->stats().owned_block_bytes, 0u);
+}
+
+TEST(StoreCountersTest, BlockBytesFollowTheOracleAfterARecount) {
+  TempDir dir;
+  auto store = Store::Open(Options(dir.path()));
+  ASSERT_TRUE(store.ok());
+  std::vector<ObjectKey> keys = {Key(0, 5 * kBlock), Key(1, 3 * kBlock + 1), Key(2, 700),
+                                 Key(3, 2 * kBlock)};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string data = MakeData(keys[i].size, i);
+    // Object 1 stays partial: blocks 0 and 3 only.
+    for (uint64_t b = 0; b * kBlock < keys[i].size; ++b) {
+      if (i == 1 && (b == 1 || b == 2)) continue;
+      ASSERT_TRUE(
+          (*store)->AdmitBlock(keys[i], b, std::string_view(data).substr(b * kBlock, kBlock))
+              .value());
+    }
+  }
+  // No oracle: every present block is owned.
+  const uint64_t present = 5 * kBlock + kBlock + 1 + 700 + 2 * kBlock;
+  EXPECT_EQ((*store)->stats().owned_block_bytes, present);
+  EXPECT_EQ(ReferenceBlockBytes(**store, keys), present);
+
+  BlockOracle even = [](const ObjectKey&, uint64_t b) { return b % 2 == 0; };
+  BlockOracle odd = [](const ObjectKey&, uint64_t b) { return b % 2 == 1; };
+  bool flipped = false;
+  (*store)->SetBlockOwnershipOracle(
+      [&](const ObjectKey& k, uint64_t b) { return flipped ? odd(k, b) : even(k, b); });
+  const uint64_t even_bytes = ReferenceBlockBytes(**store, keys, even);
+  EXPECT_EQ((*store)->stats().owned_block_bytes, even_bytes);
+  flipped = true;  // membership changed: counted as before until a recount
+  EXPECT_EQ((*store)->stats().owned_block_bytes, even_bytes);
+  (*store)->RecountOwnership();
+  EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys, odd));
+  // Together the two "nodes" count every present byte once.
+  EXPECT_EQ(even_bytes + (*store)->stats().owned_block_bytes, present);
+
+  // A block arriving after the recount counts per the current answers;
+  // the partial object's drop takes out what it contributed by then.
+  const std::string data1 = MakeData(keys[1].size, 1);
+  ASSERT_TRUE(
+      (*store)->AdmitBlock(keys[1], 1, std::string_view(data1).substr(kBlock, kBlock)).value());
+  EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys, odd));
+  ASSERT_TRUE((*store)->Remove(keys[1]).ok());
+  EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys, odd));
+
+  (*store)->SetBlockOwnershipOracle(nullptr);  // every block owned again
+  EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys));
+}
+
+TEST(StoreCountersTest, BlockBytesAfterReopenCountWhatSurvived) {
+  TempDir dir;
+  const StoreOptions opt = Options(dir.path());
+  std::vector<ObjectKey> keys = {Key(0, 1000), Key(1, 3 * kBlock + 5), Key(2, 4 * kBlock),
+                                 Key(3, 2000)};
+  BlockOracle alternate = [](const ObjectKey& k, uint64_t b) { return (Index(k) + b) % 2 == 0; };
+  std::string lost_path;
+  {
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok());
+    (*store)->SetBlockOwnershipOracle(alternate);
+    for (int i : {0, 1, 3}) {
+      ASSERT_TRUE((*store)->AdmitObject(keys[i], MakeData(keys[i].size, i)).value());
+    }
+    const std::string data = MakeData(keys[2].size, 2);
+    for (uint64_t b : {0, 1, 3}) {  // partial
+      ASSERT_TRUE(
+          (*store)->AdmitBlock(keys[2], b, std::string_view(data).substr(b * kBlock, kBlock))
+              .value());
+    }
+    EXPECT_EQ((*store)->stats().owned_block_bytes,
+              ReferenceBlockBytes(**store, keys, alternate));
+    lost_path = (*store)->Describe(keys[3])->path;
+  }
+  ASSERT_EQ(::unlink(lost_path.c_str()), 0);  // recovery drops the entry
+  auto store = Store::Open(opt);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->stats().recovery_dropped, 1u);
+  // No oracle yet after Open: every surviving block is owned.
+  EXPECT_EQ((*store)->stats().owned_block_bytes, 1000 + keys[1].size + 3 * kBlock);
+  EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys));
+  (*store)->SetBlockOwnershipOracle(alternate);
+  EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys, alternate));
+}
+
 // Random admissions (whole and by block), removals, eviction passes,
 // ownership changes, checkpoints and reopens; after every step the counters
 // equal the sum over the index (Describe), owned per the current oracle.
@@ -265,6 +422,11 @@ void RunCountersSequence(uint64_t seed, uint64_t& evictions, uint64_t& reopens) 
   uint64_t mask = rng();  // bit i: this node owns object i
   auto oracle = [&mask](const ObjectKey& k) { return (mask >> std::stoi(k.key.substr(4))) & 1; };
   s->SetOwnershipOracle(oracle);
+  uint64_t block_mask = rng();  // bit (2i + b) % 64: this node is block b's primary owner
+  BlockOracle block_oracle = [&block_mask](const ObjectKey& k, uint64_t b) {
+    return (block_mask >> ((2 * Index(k) + b) % 64)) & 1;
+  };
+  s->SetBlockOwnershipOracle(block_oracle);
   for (int step = 0; step < 300; ++step) {
     const int i = static_cast<int>(rng() % keys.size());
     const uint64_t blocks = keys[i].size <= kBlock ? 1 : (keys[i].size + kBlock - 1) / kBlock;
@@ -281,6 +443,7 @@ void RunCountersSequence(uint64_t seed, uint64_t& evictions, uint64_t& reopens) 
       s->RunEvictionOnce();
     } else if (op < 93) {
       mask = rng();
+      block_mask = rng();
       s->RecountOwnership();
     } else if (op < 96) {
       ASSERT_TRUE(s->Checkpoint().ok());
@@ -290,10 +453,14 @@ void RunCountersSequence(uint64_t seed, uint64_t& evictions, uint64_t& reopens) 
       ASSERT_TRUE(reopened.ok());
       s = std::move(*reopened);
       ASSERT_EQ(FromStats(*s), Reference(*s, keys)) << "reopened: everything owned";
+      ASSERT_EQ(s->stats().owned_block_bytes, ReferenceBlockBytes(*s, keys));
       s->SetOwnershipOracle(oracle);
+      s->SetBlockOwnershipOracle(block_oracle);
       ++reopens;
     }
     ASSERT_EQ(FromStats(*s), Reference(*s, keys, oracle)) << "after step " << step << " op " << op;
+    ASSERT_EQ(s->stats().owned_block_bytes, ReferenceBlockBytes(*s, keys, block_oracle))
+        << "after step " << step << " op " << op;
   }
   evictions += s->stats().evictions;
 }

@@ -102,6 +102,7 @@ struct Entry {
   uint64_t allocated = 0;            // bytes counted against the tier (present blocks)
   uint64_t generation = 0;           // bumped when the file moves to another tier
   bool counted_owned = false;        // complete and counted in the shard's owned_* counts
+  uint64_t counted_owned_block_bytes = 0;  // this entry's part of Shard::owned_block_bytes
   std::atomic<uint64_t> last_use{0}; // logical use tick (relaxed atomics)
 
   bool complete() const { return present_count == blocks; }
@@ -124,6 +125,8 @@ struct Shard {
   // Sum over the complete entries of map: updated with every change of an
   // entry's completeness or counted_owned bit.
   CompleteCounts complete;
+  // Sum of counted_owned_block_bytes over the entries of map.
+  uint64_t owned_block_bytes = 0;
 };
 
 // One tier's directory and accounting (lock-free).
@@ -174,6 +177,8 @@ struct Store::Impl {
 
   // Store::SetOwnershipOracle's test (null: everything owned).
   std::atomic<std::shared_ptr<const OwnershipOracle>> ownership;
+  // Store::SetBlockOwnershipOracle's test (null: every block owned).
+  std::atomic<std::shared_ptr<const BlockOwnershipOracle>> block_ownership;
 
   std::mutex bg_mu;  // guards bg_stop
   std::condition_variable bg_cv;
@@ -217,6 +222,17 @@ struct Store::Impl {
   void SetCountedOwnedLocked(Shard& shard, Entry& e, bool owned);
   // The current oracle's answer for `key` (true without an oracle).
   bool Owned(const ObjectKey& key) const;
+  // Adds block `block` of `e`, just marked present, to owned_block_bytes if
+  // the current block oracle says this node is its primary owner. Caller
+  // holds the shard lock.
+  void CountOwnedBlockLocked(Shard& shard, Entry& e, uint64_t block);
+  // Sets e's contribution to shard.owned_block_bytes to `bytes`. Caller holds
+  // the shard lock.
+  void SetOwnedBlockBytesLocked(Shard& shard, Entry& e, uint64_t bytes);
+  // Bytes of the blocks marked in `present` (bitmap words of an entry of
+  // `key`) that `oracle` gives this node (all of them when null).
+  uint64_t OwnedBlockBytes(const ObjectKey& key, const uint64_t* present, uint64_t blocks,
+                           const BlockOwnershipOracle* oracle) const;
   // Checks the unverified blocks among [first, last] against their checksums;
   // drops the entry on mismatch (returns false).
   // With `bytes`: when exactly one block needed checking, its verified bytes

@@ -141,6 +141,7 @@ void Store::Impl::ValidateFiles() {
     // Nothing else runs yet; the lock is for the *Locked helpers' contract.
     std::lock_guard lock(shard.mu);
     shard.complete = CompleteCounts{};
+    shard.owned_block_bytes = 0;
     uint64_t shard_max = 0;
     for (auto it = shard.map.begin(); it != shard.map.end();) {
       Entry& e = *it->second;
@@ -160,6 +161,10 @@ void Store::Impl::ValidateFiles() {
       tiers[e.tier]->used.fetch_add(e.allocated, std::memory_order_relaxed);
       tiers[e.tier]->files.fetch_add(1, std::memory_order_relaxed);
       if (e.complete()) CountCompleteLocked(shard, e);
+      e.counted_owned_block_bytes = 0;
+      SetOwnedBlockBytesLocked(
+          shard, e,
+          OwnedBlockBytes(e.key, e.present.begin(), e.blocks, block_ownership.load().get()));
       shard_max = std::max(shard_max, e.last_use.load(std::memory_order_relaxed));
       kept.fetch_add(1, std::memory_order_relaxed);
       ++it;

@@ -29,6 +29,7 @@ constexpr std::array kCounters = std::to_array<JsonCounter<StoreStats>>({
     {"complete_bytes", &StoreStats::complete_bytes},
     {"owned_complete_objects", &StoreStats::owned_complete_objects},
     {"owned_complete_bytes", &StoreStats::owned_complete_bytes},
+    {"owned_block_bytes", &StoreStats::owned_block_bytes},
 });
 
 Result<TierStats> TierFromJson(const nlohmann::json& j, size_t index) {

@@ -15,7 +15,7 @@ StoreStats Sample() {
                .checksum_failures = 10, .recovered_objects = 11, .recovery_dropped = 12,
                .orphans_removed = 13,   .near_refused = 14,      .near_evictions = 15,
                .complete_objects = 16,  .complete_bytes = 17,    .owned_complete_objects = 18,
-               .owned_complete_bytes = 19};
+               .owned_complete_bytes = 19, .owned_block_bytes = 20};
   s.tiers.push_back(TierStats{.medium = Medium::kMem,
                               .path = "/dev/shm/granary-abc",
                               .quota = 1 << 30,
@@ -57,6 +57,7 @@ void ExpectSame(const StoreStats& a, const StoreStats& b) {
   EXPECT_EQ(a.complete_bytes, b.complete_bytes);
   EXPECT_EQ(a.owned_complete_objects, b.owned_complete_objects);
   EXPECT_EQ(a.owned_complete_bytes, b.owned_complete_bytes);
+  EXPECT_EQ(a.owned_block_bytes, b.owned_block_bytes);
 }
 
 TEST(StoreStatsJson, EveryFieldSurvivesTheTextRoundTrip) {
