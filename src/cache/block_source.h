@@ -52,6 +52,11 @@ class ClusterSource : public BlockSource {
   // the origin itself and keeps it as owned data. False: the block comes from
   // its owner and is kept here only as a near copy (AdmitKind::kNear).
   virtual bool Owns(const ObjectKey& key, uint64_t block) const = 0;
+  // True if this node is the block's primary owner: its first placement
+  // candidate, so with replicas > 1 exactly one node says true per block (it
+  // implies Owns). What the store counts in owned_block_bytes, so that a sum
+  // over the members counts each block once.
+  virtual bool IsPrimary(const ObjectKey& key, uint64_t block) const = 0;
   // ReadBlock for a block this node does not own, saying who answers when no
   // owner does: *next_in_line is set when this node comes next in placement
   // order after the owners that failed (it takes over a dead owner's share,

@@ -50,6 +50,7 @@ void CacheEngine::SetCluster(std::shared_ptr<ClusterSource> cluster) {
   cluster_ = std::move(cluster);
   if (!cluster_) {
     store_->SetOwnershipOracle(nullptr);
+    store_->SetBlockOwnershipOracle(nullptr);
     return;
   }
   ClusterSource* c = cluster_.get();
@@ -62,6 +63,10 @@ void CacheEngine::SetCluster(std::shared_ptr<ClusterSource> cluster) {
     }
     return false;
   });
+  // Block-level owned bytes: the primary owner only, so the members' sum
+  // counts a replicated block once.
+  store_->SetBlockOwnershipOracle(
+      [c](const ObjectKey& key, uint64_t block) { return c->IsPrimary(key, block); });
 }
 
 ObjectKey CacheEngine::KeyOf(const Snapshot& snap, const EntryView& entry) const {

@@ -130,7 +130,8 @@ class CacheEngine {
   CacheEngine& operator=(const CacheEngine&) = delete;
 
   // Installs the cluster block source, between the local store and the
-  // origin, and the store's ownership oracle (null: removes both). Call
+  // origin, and the store's ownership oracles, object and block (null:
+  // removes them all). Call
   // before the engine serves anyone, reads and peers alike.
   void SetCluster(std::shared_ptr<ClusterSource> cluster);
   ClusterSource* cluster() const { return cluster_.get(); }

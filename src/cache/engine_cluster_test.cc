@@ -29,6 +29,7 @@ class FakeCluster : public ClusterSource {
 
   std::string_view name() const override { return "fake-peer"; }
   bool Owns(const ObjectKey& key, uint64_t) const override { return owned.count(key.key) > 0; }
+  bool IsPrimary(const ObjectKey& key, uint64_t block) const override { return Owns(key, block); }
   Result<BlockData> ReadFromOwner(const BlockRef& ref, Priority, bool* next_in_line) override {
     ++reads;
     *next_in_line = down;  // the owner is down and this node comes next

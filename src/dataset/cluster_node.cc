@@ -202,6 +202,15 @@ bool ClusterNode::Owns(const ObjectKey& key, uint64_t block) const {
   return p->total_capacity() == 0;
 }
 
+bool ClusterNode::IsPrimary(const ObjectKey& key, uint64_t block) const {
+  std::shared_ptr<const Placement> p = placement_.load();
+  if (!p) return true;
+  const Member* owner = p->Owner(cluster::PlacementKey(key.dataset, key.key, key.size, block,
+                                                       dataset_->engine().block_size()));
+  // No member of capacity (all clients): as Owns, the node reading it.
+  return owner ? owner->node_id == self_id_ : true;
+}
+
 std::shared_ptr<net::PeerClient> ClusterNode::ClientFor(const Member& m) {
   std::lock_guard lock(clients_mu_);
   auto& client = clients_[m.address];

@@ -70,6 +70,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   // --- ClusterSource (the engine's read path) ---
   std::string_view name() const override { return "peer"; }
   bool Owns(const ObjectKey& key, uint64_t block) const override;
+  bool IsPrimary(const ObjectKey& key, uint64_t block) const override;
   Result<BlockData> ReadFromOwner(const BlockRef& ref, Priority priority,
                                   bool* next_in_line) override;
   Result<bool> WarmRemote(const ObjectKey& key) override;
