@@ -1,6 +1,8 @@
 // DaemonServices (see control_service.h).
 #include "daemon/control_service.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "dataset/cluster_node.h"
 
@@ -84,8 +86,9 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
     auto st = StatusFromJson(m["status"]);
     if (!st.ok()) continue;
     ++up;
-    // Each object counted at its owner: near copies are not the cluster's cache.
-    cached += st->owned_cached_bytes;
+    // Each block counted at its primary owner: near copies and replicas are
+    // not the cluster's cache, and a file split across members counts whole.
+    cached += st->owned_block_bytes;
     files += st->owned_cached_files;
     capacity += st->capacity;
     hits += st->hit_reads + st->passthrough_opens + st->page_cache_stores;
@@ -93,6 +96,9 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
     origin += st->origin_requests;
   }
   const DatasetStatus self = reporter_.Compute();
+  // Blocks of objects the snapshot no longer lists (an older version) may
+  // still be counted by some member.
+  cached = std::min(cached, self.ufs_total_bytes);
   j["totals"] = {{"members", j["members"].size()},
                  {"members_up", up},
                  {"ufs_total_bytes", self.ufs_total_bytes},

@@ -99,6 +99,7 @@ DatasetStatus StatusReporter::Compute() {
   s.cached_bytes = cached.bytes;
   s.owned_cached_files = cached.owned_files;
   s.owned_cached_bytes = cached.owned_bytes;
+  s.owned_block_bytes = ss.owned_block_bytes;
   for (const TierStats& t : ss.tiers) {
     s.capacity += t.quota;
     s.tiers.push_back({.medium = std::string(MediumName(t.medium)),
@@ -165,6 +166,7 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                       {"cached_bytes", s.cached_bytes},
                       {"owned_cached_bytes", s.owned_cached_bytes},
                       {"owned_cached_files", s.owned_cached_files},
+                      {"owned_block_bytes", s.owned_block_bytes},
                       {"cached_files", s.cached_files},
                       {"capacity", s.capacity},
                       {"cached_ratio", s.cached_ratio},
@@ -200,6 +202,7 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   Field(j, "cached_files", s.cached_files, err);
   Field(j, "owned_cached_bytes", s.owned_cached_bytes, err);
   Field(j, "owned_cached_files", s.owned_cached_files, err);
+  Field(j, "owned_block_bytes", s.owned_block_bytes, err);
   Field(j, "capacity", s.capacity, err);
   Field(j, "cached_ratio", s.cached_ratio, err);
   Field(j, "reads", s.reads, err);

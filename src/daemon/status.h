@@ -68,6 +68,12 @@ struct DatasetStatus {
   // node): summed over the members, the cluster's cache without near copies.
   uint64_t owned_cached_bytes = 0;
   uint64_t owned_cached_files = 0;
+  // Bytes of the cached blocks, of complete and partial files alike, whose
+  // primary owner is this node (StoreStats::owned_block_bytes; every cached
+  // block on a single node). Summed over the members: the cluster's cache,
+  // each block counted once, also for files split block by block across
+  // nodes, which no member holds completely.
+  uint64_t owned_block_bytes = 0;
   uint64_t cached_files = 0;
   uint64_t capacity = 0;    // sum of tier quotas
   double cached_ratio = 0;  // cached_bytes / ufs_total_bytes (1 for an empty dataset)

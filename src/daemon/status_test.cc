@@ -47,6 +47,7 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   EXPECT_EQ(s.cached_bytes, want_bytes);
   EXPECT_EQ(s.owned_cached_files, want_files);  // a single node owns everything
   EXPECT_EQ(s.owned_cached_bytes, want_bytes);
+  EXPECT_EQ(s.owned_block_bytes, want_bytes);
   ExpectSameAsScan(s, ScanCachedFiles(*engine_, *snapshot_));
 
   auto job = loads.Start({.threads = 4});
@@ -56,6 +57,7 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   EXPECT_EQ(s.cached_bytes, s.ufs_total_bytes);
   EXPECT_EQ(s.cached_files, s.ufs_files);
   EXPECT_EQ(s.cached_ratio, 1.0);
+  EXPECT_EQ(s.owned_block_bytes, s.ufs_total_bytes);
   ExpectSameAsScan(s, ScanCachedFiles(*engine_, *snapshot_));
   EXPECT_EQ(FluidSummary(s)["cachedPercentage"], "100.0%");
   ASSERT_TRUE(s.load.has_value());
@@ -74,6 +76,7 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   auto back = StatusFromJson(nlohmann::json::parse(StatusToJson(s).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->cached_bytes, s.cached_bytes);
+  EXPECT_EQ(back->owned_block_bytes, s.owned_block_bytes);
   EXPECT_EQ(back->tiers.size(), 1u);
   nlohmann::json fluid = nlohmann::json::parse(FluidSummary(s).dump());
   for (const char* key :
@@ -166,6 +169,48 @@ TEST_F(StatusTest, ObjectsTheSnapshotDoesNotListNeverExceedTheTotal) {
   EXPECT_EQ(s.cached_bytes, 7000u);
   EXPECT_EQ(s.cached_ratio, 1.0);
   ExpectSameAsScan(s, ScanCachedFiles(*engine_, *snapshot_));
+}
+
+// This node is the primary owner of even blocks only; never asked to read.
+class EvenBlocksCluster : public ClusterSource {
+ public:
+  std::string_view name() const override { return "even-blocks"; }
+  bool Owns(const ObjectKey&, uint64_t block) const override { return block % 2 == 0; }
+  bool IsPrimary(const ObjectKey& key, uint64_t block) const override { return Owns(key, block); }
+  Result<BlockData> ReadFromOwner(const BlockRef&, Priority, bool*) override {
+    return NotFound("not in this test");
+  }
+  Result<bool> WarmRemote(const ObjectKey&) override { return NotFound("not in this test"); }
+};
+
+// owned_block_bytes counts the cached blocks of files no node holds whole
+// (a cluster places a large file block by block), at their primary owner only.
+TEST_F(StatusTest, OwnedBlockBytesCountBlocksOfPartlyCachedFiles) {
+  Put("big", 200'000);  // 4 blocks of 64 KiB
+  Put("small", 3000);
+  Open();
+  StatusReporter reporter(engine_, nullptr, "");
+  ASSERT_TRUE(engine_->Fetch(*snapshot_->FindPath("small")).ok());
+  const ObjectKey big = engine_->KeyOf(*snapshot_->Get(*snapshot_->FindPath("big")));
+  const uint64_t bs = 64 << 10;
+  for (uint64_t b : {1, 2}) {
+    ASSERT_TRUE(store_->AdmitBlock(big, b, std::string(bs, 'b')).value());
+  }
+  DatasetStatus s = reporter.Compute();
+  EXPECT_EQ(s.cached_files, 1u);
+  EXPECT_EQ(s.cached_bytes, 3000u);
+  EXPECT_EQ(s.owned_block_bytes, 3000u + 2 * bs);  // a single node owns every block
+
+  // In a cluster: the blocks this node is the primary owner of (block 0 of
+  // the small file, block 2 of the big one).
+  engine_->SetCluster(std::make_shared<EvenBlocksCluster>());
+  s = reporter.Compute();
+  EXPECT_EQ(s.owned_block_bytes, 3000u + bs);
+  auto back = StatusFromJson(nlohmann::json::parse(StatusToJson(s).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->owned_block_bytes, 3000u + bs);
+  engine_->SetCluster(nullptr);
+  EXPECT_EQ(reporter.Compute().owned_block_bytes, 3000u + 2 * bs);
 }
 
 TEST_F(StatusTest, OriginErrorsMakeItDegraded) {
