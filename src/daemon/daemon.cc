@@ -136,7 +136,7 @@ Status Daemon::Open() {
     RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.fuse.allow_non_empty));
   }
   run_name_ = is_worker() ? WorkerRunName(DatasetId(o.dataset.source)) : o.mountpoint;
-  if (auto pid = ReadPidFile(o.run_dir, run_name_); pid.ok() && ::kill(pid->pid, 0) == 0) {
+  if (auto pid = ReadPidFile(o.run_dir, run_name_); pid.ok() && PidFileProcessAlive(*pid)) {
     return InvalidArgument((is_worker() ? "dataset " + o.dataset.source + " already has a worker"
                                         : "mount point " + o.mountpoint) +
                            " served by granary (pid " + std::to_string(pid->pid) + ")");
@@ -155,7 +155,8 @@ Status Daemon::Open() {
   ASSIGN_OR_RETURN(dataset_, Dataset::Open(std::move(dataset_opts)));
   if (!is_worker()) RETURN_IF_ERROR(StartMount());
 
-  std::string pid_text = std::to_string(::getpid()) + "\n" + run_name_ + "\n" + source() + "\n";
+  std::string pid_text = std::to_string(::getpid()) + "\n" + run_name_ + "\n" + source() + "\n" +
+                         std::to_string(ProcessStartTicks(::getpid())) + "\n";
   RETURN_IF_ERROR(WriteFileAtomically(pid_path(), pid_text));
   std::function<FuseStats()> fuse_stats;
   if (!is_worker()) fuse_stats = [this] { return fuse_->stats(); };

@@ -226,12 +226,25 @@ Result<std::string> WorkerSocketPath(std::string_view run_dir, std::string_view 
 std::string RunFilePath(std::string_view run_dir, std::string_view mountpoint,
                         std::string_view ext);
 
-// What a pid file says.
+// What a pid file says: "pid\nmountpoint\nsource\nstart time\n".
 struct DaemonPidInfo {
   pid_t pid = 0;
   std::string mountpoint;
   std::string source;
+  // The process's start time (/proc/PID/stat field 22, clock ticks since
+  // boot); 0 in pid files of older versions.
+  uint64_t start_ticks = 0;
 };
+
+// Start time of process `pid` in clock ticks since boot (/proc/PID/stat
+// field 22); 0 when the process does not exist.
+uint64_t ProcessStartTicks(pid_t pid);
+
+// True when the process a pid file names is still that daemon: alive, not a
+// zombie, and started at the recorded time (or, for a pid file without one,
+// running the same executable as this process). After a kill -9 and pid
+// reuse this is false, so nobody signals an unrelated process (issue 23).
+bool PidFileProcessAlive(const DaemonPidInfo& info);
 
 // Reads the pid file of `mountpoint`. NotFound when there is none.
 Result<DaemonPidInfo> ReadPidFile(std::string_view run_dir, std::string_view mountpoint);

@@ -56,6 +56,37 @@ bool ProcessAlive(pid_t pid) {
   return close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'Z';
 }
 
+}  // namespace
+
+uint64_t ProcessStartTicks(pid_t pid) {
+  if (pid <= 0) return 0;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  // Fields after the command name (which may hold spaces and parentheses):
+  // state is field 3, starttime field 22.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return 0;
+  }
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+bool PidFileProcessAlive(const DaemonPidInfo& info) {
+  if (!ProcessAlive(info.pid)) return false;
+  if (info.start_ticks != 0) return ProcessStartTicks(info.pid) == info.start_ticks;
+  // An older pid file: the process must at least run this program.
+  std::error_code a, b;
+  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(info.pid) + "/exe", a);
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", b);
+  return !a && !b && exe == self;
+}
+
+namespace {
+
 // Writes all of `text` to fd (best effort).
 void WriteAllFd(int fd, std::string_view text) {
   while (!text.empty()) {
@@ -136,6 +167,8 @@ Result<DaemonPidInfo> ReadPidFile(std::string_view run_dir, std::string_view mou
   } catch (...) {
     return Corruption("pid file " + path + ": bad pid '" + pid_line + "'");
   }
+  std::string start_line;
+  if (std::getline(in, start_line)) info.start_ticks = std::strtoull(start_line.c_str(), nullptr, 10);
   return info;
 }
 
@@ -212,7 +245,13 @@ Status StopDaemon(std::string_view run_dir, std::string_view mountpoint,
   const std::string mp = CanonicalMountpoint(mountpoint);
   Result<DaemonPidInfo> info = ReadPidFile(run_dir, mp);
   const std::string pid_path = RunFilePath(run_dir, mp, "pid");
-  if (info.ok() && ProcessAlive(info->pid)) {
+  if (info.ok() && !ProcessAlive(info->pid)) {
+    // Nothing to signal.
+  } else if (info.ok() && !PidFileProcessAlive(*info)) {
+    GLOG_WARN("pid file {}: pid {} now belongs to another process (the daemon died); not "
+              "signalling it",
+              pid_path, info->pid);
+  } else if (info.ok()) {
     if (::kill(info->pid, SIGTERM) != 0 && errno != ESRCH) {
       return ErrnoStatus("signal granary daemon pid " + std::to_string(info->pid), errno);
     }

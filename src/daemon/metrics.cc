@@ -220,7 +220,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& a
   std::string host = addr.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
-  if (host.empty()) host = "0.0.0.0";
+  if (host.empty()) host = "127.0.0.1";  // ":9100": loopback unless a host is named
   std::string port_text = addr.substr(colon + 1);
   addrinfo hints{
       .ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
