@@ -1,4 +1,4 @@
-// S3 ListObjectsV2 and Content-Length parsing (see s3_list_parse.h).
+// S3 ListObjectsV2, error document and Content-Length parsing (see s3_list_parse.h).
 #include "ufs/s3_list_parse.h"
 
 #include <charconv>
@@ -82,6 +82,13 @@ Result<ListPage> ParseListPage(std::string_view body, const std::string& what) {
     }
   }
   return page;
+}
+
+S3ErrorDocument ParseS3Error(std::string_view body) {
+  pugi::xml_document doc;
+  if (body.empty() || !doc.load_buffer(body.data(), body.size())) return {};
+  auto err = doc.child("Error");
+  return {.code = err.child_value("Code"), .message = err.child_value("Message")};
 }
 
 }  // namespace granary

@@ -1,6 +1,7 @@
-// Parsing of S3 responses that carry object sizes: the ListObjectsV2 page
-// (XML) and the Content-Length of a HEAD. Split from s3_ufs.cc so that the
-// parsers of outside input are tested (and fuzzed) without a server.
+// Parsing of S3 response bodies and headers: the ListObjectsV2 page (XML), the
+// <Error> document of a failed request, and the Content-Length of a HEAD.
+// Split from s3_ufs.cc so that the parsers of outside input are tested (and
+// fuzzed, fuzz/s3_list_fuzz.cc and fuzz/s3_error_fuzz.cc) without a server.
 //
 // Invariant: an ObjectInfo returned from here has a size that parsed fully as
 // a decimal number and is at most kMaxS3ObjectSize; a listing entry that does
@@ -35,5 +36,15 @@ std::string UnquoteEtag(std::string s);
 // key. Unavailable (naming `what`) if the document is not a ListBucketResult,
 // or is truncated without a continuation token.
 Result<ListPage> ParseListPage(std::string_view body, const std::string& what);
+
+// The fields of an S3 error document: <Error><Code>..</Code><Message>..</Message></Error>.
+struct S3ErrorDocument {
+  std::string code;     // e.g. "NoSuchKey"; "" when absent
+  std::string message;  // human-readable text; "" when absent
+};
+
+// Code and Message of `body`; both "" when the body is empty, not XML, or has
+// no <Error> root element.
+S3ErrorDocument ParseS3Error(std::string_view body);
 
 }  // namespace granary

@@ -1,5 +1,5 @@
 // S3Ufs implementation: option resolution, URL building and addressing,
-// signing, retries, response parsing (pugixml) and error mapping. See s3_ufs.h.
+// signing, retries, response parsing (s3_list_parse.h) and error mapping. See s3_ufs.h.
 #include "ufs/s3_ufs.h"
 
 #include <arpa/inet.h>
@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <ctime>
-#include <pugixml.hpp>
 #include <set>
 
 #include "common/log.h"
@@ -107,14 +106,6 @@ Status ApplyTunables(const std::map<std::string, std::string>& opts, S3Options& 
     }
   }
   return Status::Ok();
-}
-
-// Code and Message of an S3 <Error> document ("" when absent).
-std::pair<std::string, std::string> ErrorCode(const std::string& body) {
-  pugi::xml_document doc;
-  if (body.empty() || !doc.load_buffer(body.data(), body.size())) return {};
-  auto err = doc.child("Error");
-  return {err.child_value("Code"), err.child_value("Message")};
 }
 
 std::string HeaderOr(const HttpResponse& r, const std::string& name) {
@@ -248,7 +239,7 @@ Result<HttpResponse> S3Ufs::SendOnce(const std::string& method, std::string_view
   if (!resp.ok()) return resp;
   // Server-side trouble is transient: 5xx (503 SlowDown among them) and 429.
   if (resp->status >= 500 || resp->status == 429) {
-    auto [code, message] = ErrorCode(resp->body);
+    auto [code, message] = ParseS3Error(resp->body);
     return Unavailable("HTTP " + std::to_string(resp->status) + (code.empty() ? "" : " " + code));
   }
   return resp;
@@ -280,7 +271,7 @@ Result<HttpResponse> S3Ufs::Execute(const std::string& method, std::string_view 
 
 // Maps a non-2xx response to a Status naming `what` and the S3 error code.
 static Status S3Error(const HttpResponse& r, const std::string& what, std::string_view missing) {
-  auto [code, message] = ErrorCode(r.body);
+  auto [code, message] = ParseS3Error(r.body);
   const std::string status = std::to_string(r.status);
   const std::string detail = message.empty() ? "" : ": " + message;
   switch (r.status) {
@@ -379,9 +370,9 @@ Status S3Ufs::CreateBucket() {
   }
   ASSIGN_OR_RETURN(HttpResponse r, Execute("PUT", "", "", body, std::nullopt, nullptr, Root()));
   if (r.status == 200) return Status::Ok();
-  if (r.status == 409 && ErrorCode(r.body).first == "BucketAlreadyOwnedByYou") return Status::Ok();
+  if (r.status == 409 && ParseS3Error(r.body).code == "BucketAlreadyOwnedByYou") return Status::Ok();
   if (r.status == 409) {
-    return InvalidArgument(Root() + ": cannot create bucket (409 " + ErrorCode(r.body).first + ")");
+    return InvalidArgument(Root() + ": cannot create bucket (409 " + ParseS3Error(r.body).code + ")");
   }
   return S3Error(r, Root(), "NoSuchBucket");
 }
