@@ -91,23 +91,14 @@ Result<int> ConnectUnix(const std::string& path) {
   return fd;
 }
 
-Result<LoadRequest> ParseLoadRequest(const json& req) {
-  LoadRequest r;
-  r.path = req.value("path", std::string());
-  // Wider than int first, so a huge number is refused, not wrapped.
-  const int64_t threads = req.value("threads", int64_t{kDefaultOriginConcurrency});
-  r.threads = static_cast<int>(std::clamp<int64_t>(threads, -1, int64_t{kMaxLoadThreads} + 1));
-  r.check_only = req.value("check", false);
-  if (auto it = req.find("list"); it != req.end())
-    r.list_lines = it->get<std::vector<std::string>>();
-  std::string list_file = req.value("list_file", std::string());
-  if (!list_file.empty()) {
-    std::ifstream in(list_file);
-    if (!in) return InvalidArgument("cannot read list file " + list_file);
-    for (std::string line; std::getline(in, line);) r.list_lines.push_back(std::move(line));
-    if (r.list_lines.empty()) return InvalidArgument("list file " + list_file + " is empty");
-  }
-  return r;
+// Appends the lines of `list_file` to request.list_lines. InvalidArgument when
+// it cannot be read or is empty.
+Status ReadListFile(const std::string& list_file, LoadRequest& request) {
+  std::ifstream in(list_file);
+  if (!in) return InvalidArgument("cannot read list file " + list_file);
+  for (std::string line; std::getline(in, line);) request.list_lines.push_back(std::move(line));
+  if (request.list_lines.empty()) return InvalidArgument("list file " + list_file + " is empty");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -237,63 +228,55 @@ void ControlServer::Serve(Connection* conn) {
 
 bool ControlServer::HandleLine(Connection* conn, std::string_view line) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return true;
-  json req = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (req.is_discarded() || !req.is_object()) {
-    return WriteLine(conn->fd, ErrorReply("malformed request: not a JSON object"));
-  }
-  auto v = req.find("v");
-  if (v == req.end() || !v->is_number_integer() || v->get<int64_t>() != kControlProtocolVersion) {
-    return WriteLine(conn->fd, ErrorReply("unsupported protocol version " +
-                                          (v == req.end() ? std::string("(none)") : v->dump()) +
-                                          "; this daemon speaks version 1"));
-  }
-  std::string op;
+  Result<ControlRequest> req = ParseControlRequest(line);
+  if (!req.ok()) return WriteLine(conn->fd, ErrorReply(req.status().message()));
   try {
-    auto op_field = req.find("op");
-    if (op_field == req.end() || !op_field->is_string()) {
-      return WriteLine(conn->fd, ErrorReply("malformed request: \"op\" must be a string"));
-    }
-    op = op_field->get<std::string>();
-    if (op == "status") {
-      auto st = handler_->GetStatus();
-      if (!st.ok()) return WriteLine(conn->fd, ErrorReply(st.status().ToString()));
-      json reply = OkReply();
-      reply["status"] = std::move(*st);
-      return WriteLine(conn->fd, reply);
-    }
-    if (op == "cluster_status") {
-      auto st = handler_->GetClusterStatus();
-      if (!st.ok()) return WriteLine(conn->fd, ErrorReply(st.status().ToString()));
-      json reply = OkReply();
-      reply["cluster"] = std::move(*st);
-      return WriteLine(conn->fd, reply);
-    }
-    if (op == "load") return HandleLoad(conn, req);
-    if (op == "cancel") {
-      Status s = handler_->CancelLoad();
-      return WriteLine(conn->fd, s.ok() ? OkReply() : ErrorReply(s.ToString()));
-    }
-    if (op == "sync") {
-      Result<json> r = handler_->Sync();
-      if (!r.ok()) return WriteLine(conn->fd, ErrorReply(r.status().ToString()));
-      json reply = OkReply();
-      reply["sync"] = *r;
-      return WriteLine(conn->fd, reply);
+    switch (req->op) {
+      case ControlOp::kStatus: {
+        auto st = handler_->GetStatus();
+        if (!st.ok()) return WriteLine(conn->fd, ErrorReply(st.status().ToString()));
+        json reply = OkReply();
+        reply["status"] = std::move(*st);
+        return WriteLine(conn->fd, reply);
+      }
+      case ControlOp::kClusterStatus: {
+        auto st = handler_->GetClusterStatus();
+        if (!st.ok()) return WriteLine(conn->fd, ErrorReply(st.status().ToString()));
+        json reply = OkReply();
+        reply["cluster"] = std::move(*st);
+        return WriteLine(conn->fd, reply);
+      }
+      case ControlOp::kLoad:
+        return HandleLoad(conn, *req);
+      case ControlOp::kCancel: {
+        Status s = handler_->CancelLoad();
+        return WriteLine(conn->fd, s.ok() ? OkReply() : ErrorReply(s.ToString()));
+      }
+      case ControlOp::kSync: {
+        Result<json> r = handler_->Sync();
+        if (!r.ok()) return WriteLine(conn->fd, ErrorReply(r.status().ToString()));
+        json reply = OkReply();
+        reply["sync"] = *r;
+        return WriteLine(conn->fd, reply);
+      }
     }
   } catch (const json::exception& e) {
     return WriteLine(conn->fd, ErrorReply(std::string("bad request fields: ") + e.what()));
   }
-  return WriteLine(conn->fd,
-                   ErrorReply("unknown op '" + op + "' (expected status, cluster_status, load, cancel or sync)"));
+  return WriteLine(conn->fd, ErrorReply("internal error: unhandled control op"));
 }
 
-bool ControlServer::HandleLoad(Connection* conn, const json& req) {
-  auto request = ParseLoadRequest(req);
-  if (!request.ok()) return WriteLine(conn->fd, ErrorReply(request.status().ToString()));
-  auto job = handler_->StartLoad(*request);
+bool ControlServer::HandleLoad(Connection* conn, const ControlRequest& req) {
+  LoadRequest request = req.load;
+  if (!req.list_file.empty()) {
+    if (Status s = ReadListFile(req.list_file, request); !s.ok()) {
+      return WriteLine(conn->fd, ErrorReply(s.ToString()));
+    }
+  }
+  auto job = handler_->StartLoad(request);
   if (!job.ok()) return WriteLine(conn->fd, ErrorReply(job.status().ToString()));
   std::shared_ptr<LoadJob> j = *job;
-  if (req.value("background", false)) {
+  if (req.background) {
     json reply = OkReply();
     reply["started"] = true;
     reply["progress"] = LoadProgressToJson(j->progress());

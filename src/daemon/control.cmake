@@ -4,6 +4,7 @@ target_sources(granary PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/loader.cc
   ${CMAKE_CURRENT_LIST_DIR}/status.cc
   ${CMAKE_CURRENT_LIST_DIR}/control.cc
+  ${CMAKE_CURRENT_LIST_DIR}/control_request.cc
   ${CMAKE_CURRENT_LIST_DIR}/control_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/metrics.cc)
 if(GRANARY_BUILD_TESTS)

@@ -36,12 +36,11 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/control_request.h"
 #include "daemon/loader.h"
 #include "granary/status.h"
 
 namespace granary {
-
-inline constexpr int kControlProtocolVersion = 1;
 
 struct ControlOptions {
   // Socket path (see ControlSocketPath). Required. Its directory is created 0700 if missing.
@@ -95,7 +94,7 @@ class ControlServer {
   void Serve(Connection* conn);
   // Handles one request line; false when the connection must close.
   bool HandleLine(Connection* conn, std::string_view line);
-  bool HandleLoad(Connection* conn, const nlohmann::json& req);
+  bool HandleLoad(Connection* conn, const ControlRequest& req);
   void ReapFinished();
 
   ControlOptions options_;

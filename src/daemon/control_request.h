@@ -1,0 +1,48 @@
+// Parsing of one control-socket request line (the protocol is in control.h and
+// docs/load-status.md) into a validated request. Kept apart from the server's
+// sockets and threads so that it is unit-tested and fuzzed on its own
+// (fuzz/control_request_fuzz.cc, issue 23).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "daemon/loader.h"
+#include "granary/status.h"
+
+namespace granary {
+
+inline constexpr int kControlProtocolVersion = 1;
+
+// The operations of the control protocol.
+enum class ControlOp {
+  kStatus,         // the dataset status
+  kClusterStatus,  // every cluster member's status and the totals
+  kLoad,           // warm the cache (fields in ControlRequest::load)
+  kCancel,         // cancel the running load
+  kSync,           // re-list the origin and switch to the new snapshot
+};
+
+// One request as the server acts on it.
+struct ControlRequest {
+  ControlOp op = ControlOp::kStatus;
+  // kLoad: path, check_only, the inline "list" lines and threads (clamped to
+  // -1..kMaxLoadThreads+1 so a huge value is refused later, not wrapped;
+  // ResolveLoadTargets checks the range).
+  LoadRequest load;
+  // kLoad: a list file whose lines the server appends to load.list_lines
+  // ("" = none). Not read here: parsing touches no files.
+  std::string list_file;
+  // kLoad: reply once the load has started instead of streaming progress.
+  bool background = false;
+};
+
+// Parses one request line (JSON). Blank lines are the caller's to skip.
+// InvalidArgument, whose message is the text of the error reply, when the line
+// is not a JSON object, "v" is not kControlProtocolVersion, "op" is missing,
+// not a string or unknown, or a field of a load has the wrong type.
+Result<ControlRequest> ParseControlRequest(std::string_view line);
+
+}  // namespace granary
