@@ -17,6 +17,12 @@ JOBS=${FUZZ_JOBS:-2}
 TARGETS=(
   frame_fuzz:src/net/fuzz_corpus
   runtime_config_fuzz:src/fluid/fuzz_corpus
+  s3_list_fuzz:fuzz/corpus/s3_list_fuzz
+  s3_error_fuzz:fuzz/corpus/s3_error_fuzz
+  snapshot_fuzz:fuzz/corpus/snapshot_fuzz
+  index_format_fuzz:fuzz/corpus/index_format_fuzz
+  control_request_fuzz:fuzz/corpus/control_request_fuzz
+  config_fuzz:fuzz/corpus/config_fuzz
 )
 
 if ! command -v clang++ >/dev/null 2>&1; then
