@@ -42,6 +42,9 @@ CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<cons
       readahead_pool_(std::make_unique<ThreadPool>(2, "granary-ahead")) {}
 
 CacheEngine::~CacheEngine() {
+  // SetCluster's oracles call the cluster node, which asks this engine its
+  // block size: the store must not call them once the engine is gone.
+  if (cluster_) store_->SetOwnershipOracle(nullptr);
   readahead_pool_.reset();
   admission_pool_.reset();
 }
@@ -50,22 +53,21 @@ void CacheEngine::SetCluster(std::shared_ptr<ClusterSource> cluster) {
   cluster_ = std::move(cluster);
   if (!cluster_) {
     store_->SetOwnershipOracle(nullptr);
-    store_->SetBlockOwnershipOracle(nullptr);
     return;
   }
   ClusterSource* c = cluster_.get();
   const uint64_t bs = block_size_;
-  // A large object counts as owned when this node owns any of its blocks.
-  store_->SetOwnershipOracle([c, bs](const ObjectKey& key) {
-    const uint64_t blocks = key.size <= bs ? 1 : (key.size + bs - 1) / bs;
-    for (uint64_t b = 0; b < blocks; ++b) {
-      if (c->Owns(key, b)) return true;
-    }
-    return false;
-  });
-  // Block-level owned bytes: the primary owner only, so the members' sum
-  // counts a replicated block once.
-  store_->SetBlockOwnershipOracle(
+  store_->SetOwnershipOracle(
+      // A large object counts as owned when this node owns any of its blocks.
+      [c, bs](const ObjectKey& key) {
+        const uint64_t blocks = key.size <= bs ? 1 : (key.size + bs - 1) / bs;
+        for (uint64_t b = 0; b < blocks; ++b) {
+          if (c->Owns(key, b)) return true;
+        }
+        return false;
+      },
+      // Block-level owned bytes: the primary owner only, so the members' sum
+      // counts a replicated block once.
       [c](const ObjectKey& key, uint64_t block) { return c->IsPrimary(key, block); });
 }
 

@@ -124,7 +124,8 @@ class CacheEngine {
   // Borrows `store` (must outlive the engine); shares the UFS and snapshot.
   CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<const Snapshot> snapshot,
               Store* store, EngineOptions options);
-  // Waits for pending admissions.
+  // Removes the store's ownership oracles SetCluster installed, then waits
+  // for pending admissions.
   ~CacheEngine();
   CacheEngine(const CacheEngine&) = delete;
   CacheEngine& operator=(const CacheEngine&) = delete;

@@ -569,17 +569,14 @@ StoreStats Store::stats() const {
   return out;
 }
 
-void Store::SetOwnershipOracle(OwnershipOracle oracle) {
+void Store::SetOwnershipOracle(OwnershipOracle oracle, BlockOwnershipOracle block_oracle) {
   {
     // Eviction passes hold maintenance_mu: once this returns, none uses the old oracle.
     std::lock_guard lock(impl_->maintenance_mu);
     impl_->ownership.store(std::make_shared<const OwnershipOracle>(std::move(oracle)));
+    impl_->block_ownership.store(
+        std::make_shared<const BlockOwnershipOracle>(std::move(block_oracle)));
   }
-  RecountOwnership();
-}
-
-void Store::SetBlockOwnershipOracle(BlockOwnershipOracle oracle) {
-  impl_->block_ownership.store(std::make_shared<const BlockOwnershipOracle>(std::move(oracle)));
   RecountOwnership();
 }
 

@@ -258,16 +258,13 @@ class Store {
 
   // Installs the ownership test eviction uses: objects for which it answers
   // false (near copies) are evicted before any owned object, each group in
-  // the policy's order. Without one every object counts as owned. Thread-safe;
-  // may be replaced at any time; once it returns, no eviction pass calls the
-  // previous oracle (so its captures may be destroyed). Then recounts the
-  // owned complete objects (RecountOwnership).
-  void SetOwnershipOracle(OwnershipOracle oracle);
-
-  // Installs the block ownership test behind owned_block_bytes (null: this
-  // node owns every block). Eviction does not use it. Thread-safe; may be
-  // replaced at any time. Then recounts (RecountOwnership).
-  void SetBlockOwnershipOracle(BlockOwnershipOracle oracle);
+  // the policy's order. Without one every object counts as owned. And the
+  // block ownership test behind owned_block_bytes (null: this node owns every
+  // block; eviction does not use it). Both are replaced together, so clearing
+  // them (nullptr) never calls either. Thread-safe; may be called at any
+  // time; once it returns, no eviction pass calls the previous oracle (so its
+  // captures may be destroyed). Then recounts (RecountOwnership).
+  void SetOwnershipOracle(OwnershipOracle oracle, BlockOwnershipOracle block_oracle = nullptr);
 
   // Asks the current oracles again about every object in the index and
   // updates owned_complete_* (and each complete entry's "counted as owned"

@@ -275,7 +275,7 @@ TEST(StoreCountersTest, BlockBytesCountThePrimaryOwnersBlocksOnly) {
   ASSERT_TRUE(store.ok());
   // Object i's block b is this node's when i + b is even: alternate blocks.
   BlockOracle alternate = [](const ObjectKey& k, uint64_t b) { return (Index(k) + b) % 2 == 0; };
-  (*store)->SetBlockOwnershipOracle(alternate);
+  (*store)->SetOwnershipOracle(nullptr, alternate);
   const ObjectKey sparse = Key(0, 4 * kBlock + 100);  // 5 blocks, owned: 0, 2, 4
   const ObjectKey mine = Key(2, 3000), theirs = Key(3, 5000), whole = Key(4, 2 * kBlock + 9);
   const std::vector<ObjectKey> keys = {sparse, mine, theirs, whole};
@@ -341,8 +341,8 @@ TEST(StoreCountersTest, BlockBytesFollowTheOracleAfterARecount) {
   BlockOracle even = [](const ObjectKey&, uint64_t b) { return b % 2 == 0; };
   BlockOracle odd = [](const ObjectKey&, uint64_t b) { return b % 2 == 1; };
   bool flipped = false;
-  (*store)->SetBlockOwnershipOracle(
-      [&](const ObjectKey& k, uint64_t b) { return flipped ? odd(k, b) : even(k, b); });
+  (*store)->SetOwnershipOracle(
+      nullptr, [&](const ObjectKey& k, uint64_t b) { return flipped ? odd(k, b) : even(k, b); });
   const uint64_t even_bytes = ReferenceBlockBytes(**store, keys, even);
   EXPECT_EQ((*store)->stats().owned_block_bytes, even_bytes);
   flipped = true;  // membership changed: counted as before until a recount
@@ -361,7 +361,7 @@ TEST(StoreCountersTest, BlockBytesFollowTheOracleAfterARecount) {
   ASSERT_TRUE((*store)->Remove(keys[1]).ok());
   EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys, odd));
 
-  (*store)->SetBlockOwnershipOracle(nullptr);  // every block owned again
+  (*store)->SetOwnershipOracle(nullptr);  // every block owned again
   EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys));
 }
 
@@ -375,7 +375,7 @@ TEST(StoreCountersTest, BlockBytesAfterReopenCountWhatSurvived) {
   {
     auto store = Store::Open(opt);
     ASSERT_TRUE(store.ok());
-    (*store)->SetBlockOwnershipOracle(alternate);
+    (*store)->SetOwnershipOracle(nullptr, alternate);
     for (int i : {0, 1, 3}) {
       ASSERT_TRUE((*store)->AdmitObject(keys[i], MakeData(keys[i].size, i)).value());
     }
@@ -396,7 +396,7 @@ TEST(StoreCountersTest, BlockBytesAfterReopenCountWhatSurvived) {
   // No oracle yet after Open: every surviving block is owned.
   EXPECT_EQ((*store)->stats().owned_block_bytes, 1000 + keys[1].size + 3 * kBlock);
   EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys));
-  (*store)->SetBlockOwnershipOracle(alternate);
+  (*store)->SetOwnershipOracle(nullptr, alternate);
   EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys, alternate));
 }
 
@@ -421,12 +421,11 @@ void RunCountersSequence(uint64_t seed, uint64_t& evictions, uint64_t& reopens) 
   std::unique_ptr<Store> s = std::move(*store);
   uint64_t mask = rng();  // bit i: this node owns object i
   auto oracle = [&mask](const ObjectKey& k) { return (mask >> std::stoi(k.key.substr(4))) & 1; };
-  s->SetOwnershipOracle(oracle);
   uint64_t block_mask = rng();  // bit (2i + b) % 64: this node is block b's primary owner
   BlockOracle block_oracle = [&block_mask](const ObjectKey& k, uint64_t b) {
     return (block_mask >> ((2 * Index(k) + b) % 64)) & 1;
   };
-  s->SetBlockOwnershipOracle(block_oracle);
+  s->SetOwnershipOracle(oracle, block_oracle);
   for (int step = 0; step < 300; ++step) {
     const int i = static_cast<int>(rng() % keys.size());
     const uint64_t blocks = keys[i].size <= kBlock ? 1 : (keys[i].size + kBlock - 1) / kBlock;
@@ -454,8 +453,7 @@ void RunCountersSequence(uint64_t seed, uint64_t& evictions, uint64_t& reopens) 
       s = std::move(*reopened);
       ASSERT_EQ(FromStats(*s), Reference(*s, keys)) << "reopened: everything owned";
       ASSERT_EQ(s->stats().owned_block_bytes, ReferenceBlockBytes(*s, keys));
-      s->SetOwnershipOracle(oracle);
-      s->SetBlockOwnershipOracle(block_oracle);
+      s->SetOwnershipOracle(oracle, block_oracle);
       ++reopens;
     }
     ASSERT_EQ(FromStats(*s), Reference(*s, keys, oracle)) << "after step " << step << " op " << op;

@@ -177,7 +177,7 @@ struct Store::Impl {
 
   // Store::SetOwnershipOracle's test (null: everything owned).
   std::atomic<std::shared_ptr<const OwnershipOracle>> ownership;
-  // Store::SetBlockOwnershipOracle's test (null: every block owned).
+  // Store::SetOwnershipOracle's block test (null: every block owned).
   std::atomic<std::shared_ptr<const BlockOwnershipOracle>> block_ownership;
 
   std::mutex bg_mu;  // guards bg_stop
