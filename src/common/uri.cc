@@ -9,8 +9,9 @@
 namespace granary {
 namespace {
 
+// The error names the URI without any "user:password@" in it.
 Status Bad(std::string_view text, std::string_view why) {
-  return InvalidArgument("uri '" + std::string(text) + "': " + std::string(why));
+  return InvalidArgument("uri '" + StripUserinfo(text) + "': " + std::string(why));
 }
 
 // Collapses repeated slashes and strips leading ones.
@@ -118,6 +119,17 @@ Result<Uri> ParseUri(std::string_view text) {
     return uri;
   }
   return Bad(text, "unsupported scheme '" + scheme + "' (expected s3, s3a, oss, bos, file, http, https)");
+}
+
+std::string StripUserinfo(std::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return std::string(url);
+  const size_t start = scheme + 3;
+  size_t end = url.find_first_of("/?#", start);
+  if (end == std::string_view::npos) end = url.size();
+  const size_t at = url.substr(start, end - start).rfind('@');
+  if (at == std::string_view::npos) return std::string(url);
+  return std::string(url.substr(0, start)) + "***" + std::string(url.substr(start + at));
 }
 
 }  // namespace granary

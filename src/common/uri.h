@@ -42,4 +42,9 @@ struct Uri {
 // problem, e.g. "uri 's3:///x': missing bucket name".
 Result<Uri> ParseUri(std::string_view text);
 
+// `url` without the "user:password@" of its authority, for logs and error
+// messages: "http://u:p@host:9000/x" -> "http://***@host:9000/x". Text that
+// is not a URL with userinfo comes back unchanged.
+std::string StripUserinfo(std::string_view url);
+
 }  // namespace granary

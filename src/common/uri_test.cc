@@ -63,10 +63,21 @@ TEST(ParseUri, BadInputNamesValueAndProblem) {
     auto r = ParseUri(c.uri);
     ASSERT_FALSE(r.ok()) << c.uri;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
-    EXPECT_NE(r.status().message().find(std::string("'") + c.uri + "'"), std::string::npos)
+    EXPECT_NE(r.status().message().find(std::string("'") + StripUserinfo(c.uri) + "'"),
+              std::string::npos)
         << r.status().message();
     EXPECT_NE(r.status().message().find(c.why), std::string::npos) << r.status().message();
   }
+}
+
+TEST(Uri, Issue23UserinfoIsNeverEchoed) {
+  EXPECT_EQ(StripUserinfo("http://u:hunter2@host:9000/x?y"), "http://***@host:9000/x?y");
+  EXPECT_EQ(StripUserinfo("https://host/a@b"), "https://host/a@b");  // '@' in the path
+  EXPECT_EQ(StripUserinfo("s3://bucket/key"), "s3://bucket/key");
+  EXPECT_EQ(StripUserinfo("no scheme u:p@h"), "no scheme u:p@h");
+  auto r = ParseUri("http://user:hunter2@host/x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find("hunter2"), std::string::npos) << r.status().message();
 }
 
 TEST(Uri, Child) {

@@ -92,10 +92,15 @@ Result<int> ReceiveFd(int sock) {
   return fd;
 }
 
-// Runs `argv` with _FUSE_COMMFD=<commfd> added; returns the exit status.
+// Runs `argv` with a minimal environment (PATH, and _FUSE_COMMFD=<commfd>):
+// the daemon's own environment may hold AWS_* secrets, which a setuid helper
+// has no business seeing (issue 23). Returns the exit status.
 Result<int> RunHelper(const std::vector<std::string>& argv, int commfd) {
   std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).starts_with("PATH=")) env_storage.emplace_back(*e);
+  }
+  if (env_storage.empty()) env_storage.emplace_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
   if (commfd >= 0) env_storage.push_back("_FUSE_COMMFD=" + std::to_string(commfd));
   std::vector<char*> envp, args;
   for (auto& e : env_storage) envp.push_back(e.data());

@@ -116,12 +116,19 @@ std::string HeaderOr(const HttpResponse& r, const std::string& name) {
 }  // namespace
 
 Status S3Options::Validate() const {
+  // Never echo credentials someone put into the endpoint (issue 23).
+  const std::string shown = StripUserinfo(endpoint);
   if (!endpoint.starts_with("http://") && !endpoint.starts_with("https://")) {
-    return InvalidArgument("s3 option endpoint: '" + endpoint +
+    return InvalidArgument("s3 option endpoint: '" + shown +
                            "' must start with http:// or https://");
   }
+  if (Authority(endpoint).find('@') != std::string_view::npos) {
+    return InvalidArgument("s3 option endpoint: '" + shown +
+                           "': credentials in the URL are not supported (give accessKeyId and "
+                           "secretAccessKey, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
+  }
   if (Authority(endpoint).empty()) {
-    return InvalidArgument("s3 option endpoint: '" + endpoint + "' has no host");
+    return InvalidArgument("s3 option endpoint: '" + shown + "' has no host");
   }
   if (region.empty()) return InvalidArgument("s3 option region: must not be empty");
   if (max_concurrency < 1) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -163,6 +164,71 @@ TEST(CliS3KillTest, KilledServerGivesAClearErrorNotAHang) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(IsErrorLine(r.err, "s3://granary-gone/x", "unreachable")) << r.err;
+}
+
+// Issue 23: a whole session — listing, reading, stat, a mount with its log at
+// debug level, status JSON, the metrics page, a failed command with
+// credentials in the endpoint — never shows a secret value.
+TEST_F(CliS3Test, Issue23SecretsNeverAppearInLogsErrorsStatusOrMetrics) {
+  const std::vector<std::string> secrets = {"AKIAGRANARYSECRET0001", "granary-secret-value-9d3f",
+                                            "granary-session-token-77aa", "hunter2pass"};
+  ::setenv("AWS_ACCESS_KEY_ID", secrets[0].c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", secrets[1].c_str(), 1);
+  ::setenv("AWS_SESSION_TOKEN", secrets[2].c_str(), 1);
+  std::string seen;  // every byte the session showed a user
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--log-level", "debug"});
+    ProcessResult r = Granary(args);
+    seen += r.out + r.err;
+    return r;
+  };
+  EXPECT_EQ(run({"ls", "-r", S3("data")}).exit_code, 0);
+  EXPECT_EQ(run({"cat", S3("data/train/n00/1.JPEG")}).exit_code, 0);
+  EXPECT_EQ(run({"stat", S3("data/big.bin"), "--json"}).exit_code, 0);
+  // Credentials in an endpoint are refused without being echoed.
+  ProcessResult bad = RunGranary({"--log-level", "debug", "--endpoint",
+                                  "http://user:" + secrets[3] + "@127.0.0.1:1", "ls", S3("data")});
+  seen += bad.out + bad.err;
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("credentials in the URL"), std::string::npos) << bad.err;
+
+  if (::geteuid() == 0 && ::access("/dev/fuse", R_OK | W_OK) == 0) {
+    TempDir dir;
+    const std::string mnt = dir.path() + "/mnt", run_dir = dir.path() + "/run";
+    std::filesystem::create_directories(mnt);
+    auto port = FreeLoopbackPort();
+    ASSERT_TRUE(port.ok());
+    ProcessResult m = run({"mount", S3("data"), mnt, "--cache-dir", dir.path() + "/cache:1G",
+                           "--run-dir", run_dir, "--log-file", dir.path() + "/daemon.log",
+                           "--metrics-addr", "127.0.0.1:" + std::to_string(*port)});
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    for (const auto& [key, data] : *objects_) {
+      if (!key.starts_with("data/")) continue;
+      std::ifstream in(mnt + "/" + key.substr(5), std::ios::binary);
+      std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(got.size(), data.size()) << key;
+    }
+    ProcessResult st = run({"status", mnt, "--json", "--run-dir", run_dir});
+    EXPECT_EQ(st.exit_code, 0) << st.err;
+    ProcessResult metrics = RunProcess({"/usr/bin/curl", "-s", "http://127.0.0.1:" + std::to_string(*port) + "/metrics"});
+    EXPECT_NE(metrics.out.find("granary_"), std::string::npos);
+    seen += metrics.out;
+    EXPECT_EQ(run({"umount", mnt, "--run-dir", run_dir}).exit_code, 0);
+    std::ifstream log(dir.path() + "/daemon.log");
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(text.empty());
+    seen += text;
+    for (const auto& entry : std::filesystem::directory_iterator(run_dir)) {
+      if (entry.path().extension() != ".json") continue;  // the stats file
+      std::ifstream f(entry.path());
+      seen += std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    }
+  }
+  SetTestEnvironment();
+  for (const std::string& secret : secrets) {
+    EXPECT_EQ(seen.find(secret), std::string::npos) << "secret shown: " << secret;
+  }
+  EXPECT_GT(seen.size(), 1000u);  // the session did show something
 }
 
 }  // namespace
