@@ -259,10 +259,12 @@ Status Dataset::Close() {
   closed_ = true;
   // The cluster first: peers stop calling into the engine. The node itself
   // lives until the engine's readahead (which may still ask it, and gets
-  // NotFound) and the store's eviction (its ownership oracle) are done with it.
+  // NotFound) is done with it.
   if (cluster_) cluster_->Stop();
+  // The store's ownership oracles call into the cluster node and the engine:
+  // removed before either goes (an eviction pass may be running).
+  if (store_) store_->SetOwnershipOracle(nullptr, nullptr);
   engine_.reset();  // waits for queued admissions and readahead
-  if (store_) store_->SetOwnershipOracle(nullptr);
   cluster_.reset();
   Status result;
   if (store_) result = store_->Checkpoint();
