@@ -259,5 +259,31 @@ TEST_F(ControlTest, MetricsParseAndCountersMove) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << body;
 }
 
+// Found while writing fuzz/control_request_fuzz.cc (issue 23): a float "threads" was
+// converted to int64 unchecked (undefined for 1e300), and a deeply nested "v"
+// was dumped into the version error one recursion per level.
+TEST(ControlRequestTest, Issue23FloatThreadsAreClampedAndNestedVersionsNamed) {
+  auto huge = ParseControlRequest(R"({"v":1,"op":"load","threads":1e300})");
+  ASSERT_TRUE(huge.ok()) << huge.status().ToString();
+  EXPECT_EQ(huge->load.threads, kMaxLoadThreads + 1);  // refused later as out of range
+  auto negative = ParseControlRequest(R"({"v":1,"op":"load","threads":-1e300})");
+  ASSERT_TRUE(negative.ok());
+  EXPECT_EQ(negative->load.threads, -1);
+  auto fraction = ParseControlRequest(R"({"v":1,"op":"load","threads":2.5,"background":true})");
+  ASSERT_TRUE(fraction.ok());
+  EXPECT_EQ(fraction->load.threads, 2);
+  EXPECT_TRUE(fraction->background);
+
+  const size_t depth = 200000;
+  auto nested = ParseControlRequest(R"({"op":"status","v":)" + std::string(depth, '[') +
+                                    std::string(depth, ']') + "}");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("unsupported protocol version array"), std::string::npos)
+      << nested.status().message();
+  auto bad_background = ParseControlRequest(R"({"v":1,"op":"load","background":"yes"})");
+  ASSERT_FALSE(bad_background.ok());
+  EXPECT_NE(bad_background.status().message().find("bad request fields"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace granary

@@ -92,5 +92,15 @@ TEST(S3ListParseTest, MalformedPagesAreUnavailable) {
             Code::kUnavailable);
 }
 
+TEST(S3ListParseTest, Issue23ErrorDocumentsGiveCodeAndMessageOrNothing) {
+  S3ErrorDocument e = ParseS3Error("<Error><Code>NoSuchKey</Code><Message>gone</Message></Error>");
+  EXPECT_EQ(e.code, "NoSuchKey");
+  EXPECT_EQ(e.message, "gone");
+  for (std::string_view body : {"", "<html>502</html>", "<Error><Code>A", "\xff\xfe<"}) {
+    S3ErrorDocument none = ParseS3Error(body);
+    EXPECT_TRUE(none.code.empty() && none.message.empty()) << body;
+  }
+}
+
 }  // namespace
 }  // namespace granary
