@@ -173,16 +173,20 @@ Result<ServedBlock> CacheEngine::ServePeer(const ObjectKey& key, uint64_t block)
   if (key.size <= block_size_) {
     if (auto fd = store_->OpenCompleteFile(key); fd.ok()) {
       c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
+      c_.served_hits.fetch_add(1, std::memory_order_relaxed);
       c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
       return ServedBlock{.fd = *fd, .file_offset = 0, .length = length};
     }
   }
+  // A hit when the store holds the block now (the cluster's hit ratio).
+  const bool hit = store_->ContainsRange(key, offset, length);
   auto got = GetBlock(key, block, Want{.priority = Priority::kHigh, .for_peer = true});
   if (!got.ok()) {
     c_.served_errors.fetch_add(1, std::memory_order_relaxed);
     return got.status();
   }
   c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
+  if (hit) c_.served_hits.fetch_add(1, std::memory_order_relaxed);
   c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
   return ServedBlock{.bytes = got->data, .file_offset = offset, .length = length};
 }
@@ -392,6 +396,7 @@ EngineStats CacheEngine::stats() const {
       .peer_bytes = ld(c_.peer_bytes),
       .peer_fallbacks = ld(c_.peer_fallbacks),
       .served_blocks = ld(c_.served_blocks),
+      .served_hits = ld(c_.served_hits),
       .served_bytes = ld(c_.served_bytes),
       .served_errors = ld(c_.served_errors),
       .origin_latency_buckets = o.latency_buckets,

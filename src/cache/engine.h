@@ -98,6 +98,7 @@ struct EngineStats {
   uint64_t peer_bytes = 0;       // their bytes
   uint64_t peer_fallbacks = 0;   // blocks the cluster could not supply (-> origin)
   uint64_t served_blocks = 0;    // blocks served to peers
+  uint64_t served_hits = 0;      // of those, straight from this node's store (no origin fetch)
   uint64_t served_bytes = 0;     // their bytes
   uint64_t served_errors = 0;    // peer requests that failed here
   // Origin GET latency (the UFS call, not the wait for a slot): count per
@@ -264,7 +265,7 @@ class CacheEngine {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
         read_errors{0}, flight_joins{0}, admitted{0}, not_admitted{0}, admit_errors{0},
         near_admitted{0}, peer_blocks{0}, peer_bytes{0}, peer_fallbacks{0}, served_blocks{0},
-        served_bytes{0}, served_errors{0};
+        served_hits{0}, served_bytes{0}, served_errors{0};
   };
   mutable Counters c_;
 

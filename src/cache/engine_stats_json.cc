@@ -30,6 +30,7 @@ constexpr std::array kCounters = std::to_array<JsonCounter<EngineStats>>({
     {"peer_bytes", &EngineStats::peer_bytes},
     {"peer_fallbacks", &EngineStats::peer_fallbacks},
     {"served_blocks", &EngineStats::served_blocks},
+    {"served_hits", &EngineStats::served_hits},
     {"served_bytes", &EngineStats::served_bytes},
     {"served_errors", &EngineStats::served_errors},
 });

@@ -16,8 +16,8 @@ EngineStats Sample() {
                 .origin_bytes = 10,    .origin_errors = 11,    .flight_joins = 12,
                 .admitted = 13,        .not_admitted = 14,     .admit_errors = 15,
                 .near_admitted = 16,   .peer_blocks = 17,      .peer_bytes = 18,
-                .peer_fallbacks = 19,  .served_blocks = 20,    .served_bytes = 21,
-                .served_errors = 22};
+                .peer_fallbacks = 19,  .served_blocks = 20,    .served_hits = 23,
+                .served_bytes = 21,    .served_errors = 22};
   for (size_t i = 0; i < s.origin_latency_buckets.size(); ++i) s.origin_latency_buckets[i] = 100 + i;
   for (size_t i = 0; i < s.origin_errors_by_code.size(); ++i) s.origin_errors_by_code[i] = 200 + i;
   s.origin_latency_sum_s = 1.25;
@@ -45,6 +45,7 @@ void ExpectSame(const EngineStats& a, const EngineStats& b) {
   EXPECT_EQ(a.peer_bytes, b.peer_bytes);
   EXPECT_EQ(a.peer_fallbacks, b.peer_fallbacks);
   EXPECT_EQ(a.served_blocks, b.served_blocks);
+  EXPECT_EQ(a.served_hits, b.served_hits);
   EXPECT_EQ(a.served_bytes, b.served_bytes);
   EXPECT_EQ(a.served_errors, b.served_errors);
   EXPECT_EQ(a.origin_latency_buckets, b.origin_latency_buckets);

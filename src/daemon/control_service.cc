@@ -91,8 +91,10 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
     cached += st->owned_block_bytes;
     files += st->owned_cached_files;
     capacity += st->capacity;
-    hits += st->hit_reads + st->passthrough_opens + st->page_cache_stores;
-    reads += st->reads + st->passthrough_opens + st->page_cache_stores;
+    // Reads on the member itself and blocks it served to others (clients of
+    // a workers-only cluster read only through the workers).
+    hits += st->hit_reads + st->passthrough_opens + st->page_cache_stores + st->peer_served_hits;
+    reads += st->reads + st->passthrough_opens + st->page_cache_stores + st->peer_served_blocks;
     origin += st->origin_requests;
   }
   const DatasetStatus self = reporter_.Compute();

@@ -190,6 +190,8 @@ void RenderCluster(Writer& w, const EngineStats& e, const StoreStats& s, const C
             c.peer_latency_buckets, c.peer_latency_sum_s);
   w.One("granary_cluster_served_blocks_total", "counter", "Blocks served to peers.",
         e.served_blocks);
+  w.One("granary_cluster_served_hits_total", "counter",
+        "Blocks served to peers straight from this node's cache (no origin fetch).", e.served_hits);
   w.One("granary_cluster_served_bytes_total", "counter", "Bytes served to peers.", e.served_bytes);
   w.One("granary_cluster_served_errors_total", "counter", "Peer requests that failed here.",
         e.served_errors);

@@ -125,6 +125,8 @@ DatasetStatus StatusReporter::Compute() {
     s.userspace_opens = fs.userspace_opens;
     s.page_cache_stores = fs.stores;
   }
+  s.peer_served_blocks = es.served_blocks;
+  s.peer_served_hits = es.served_hits;
   // A passthrough open is served wholly from the cache file by the kernel, and
   // a file a load put into the mount's page cache is read from there: one hit
   // each.
@@ -182,6 +184,8 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                       {"passthrough_opens", s.passthrough_opens},
                       {"userspace_opens", s.userspace_opens},
                       {"page_cache_stores", s.page_cache_stores},
+                      {"peer_served_blocks", s.peer_served_blocks},
+                      {"peer_served_hits", s.peer_served_hits},
                       {"read_mode", s.read_mode},
                       {"phase", s.phase},
                       {"tiers", tiers}};
@@ -217,6 +221,9 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   Field(j, "passthrough_opens", s.passthrough_opens, err);
   Field(j, "userspace_opens", s.userspace_opens, err);
   if (j.contains("page_cache_stores")) Field(j, "page_cache_stores", s.page_cache_stores, err);
+  // Absent in the status of older members.
+  if (j.contains("peer_served_blocks")) Field(j, "peer_served_blocks", s.peer_served_blocks, err);
+  if (j.contains("peer_served_hits")) Field(j, "peer_served_hits", s.peer_served_hits, err);
   if (j.contains("read_mode")) Field(j, "read_mode", s.read_mode, err);
   Field(j, "phase", s.phase, err);
   RETURN_IF_ERROR(err);

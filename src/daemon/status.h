@@ -94,6 +94,11 @@ struct DatasetStatus {
   uint64_t passthrough_opens = 0;  // opens served by the kernel from the cache file
   uint64_t userspace_opens = 0;
   uint64_t page_cache_stores = 0;  // ranges a load put into the mount's page cache
+  // Blocks this node served to its cluster's peers, and of those the ones
+  // straight from its cache: the cluster's hit ratio counts them (a worker
+  // has no reads of its own).
+  uint64_t peer_served_blocks = 0;
+  uint64_t peer_served_hits = 0;
   // "cached" | "passthrough" | "" (no mount). In cached mode the kernel serves
   // every re-read from the mount's page cache without asking the daemon, so
   // HIT RATIO cannot count those reads (the table says so).

@@ -277,6 +277,9 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   json s2 = Summary();
   EXPECT_EQ(s2["cached"], FluidSize(total));
   EXPECT_EQ(s2["cachedPercentage"], "100.0");
+  // The train files came from the workers' caches (loaded above): the
+  // cluster's hit ratio counts the blocks the workers served from cache.
+  EXPECT_NE(s2["cacheHitRatio"], "0.0");
   const auto gets = testing::Delta(origin_->GetsPerKey(), gets0);
   EXPECT_EQ(testing::Sum(gets), testing::BlocksOf(data_, kBlock));
   for (const auto& [key, n] : gets) {
