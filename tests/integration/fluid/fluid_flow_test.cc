@@ -9,7 +9,8 @@
 //   - `granary fluid dataload` of one sub-path, then `report-summary` equal to
 //     the truth (bytes of exactly the loaded files; then everything after an
 //     epoch through the client), each block fetched from the origin once;
-//   - rewriting runtime.json adds a second mount, without a restart;
+//   - rewriting runtime.json adds a second mount, and removing it again takes it
+//     away, without a restart;
 //   - killing worker 1 leaves every read working.
 // And the entry points' answers to bad input: one line naming the field.
 //
@@ -315,6 +316,23 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   EXPECT_EQ(after.failures + after.mismatches, 0u)
       << (after.first_errors.empty() ? "" : after.first_errors[0]);
   EXPECT_EQ(Summary()["fileNum"], std::to_string(data_.size() + val_.size()));
+
+  // Fluid removes the second mount again: it disappears, without a restart.
+  WriteRuntime(/*with_val=*/false);
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    struct stat st {};
+    gone = ::stat(val_file.c_str(), &st) != 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling the mount
+  }
+  EXPECT_TRUE(gone) << Tail(ReadFile(dir_.path() + "/client.log"), 10);
+  for (int i = 0; i < 100; ++i) {
+    if (Summary()["fileNum"] == std::to_string(data_.size())) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // worker 0 syncing
+  }
+  EXPECT_EQ(Summary()["fileNum"], std::to_string(data_.size()));
+  ProcessResult mu2 = Granary(0, {"fluid", "mount-ufs", "--run-dir", pod(0) + "/run"});
+  EXPECT_EQ(json::parse(mu2.out, nullptr, false), (json{{"mounted", {"/imagenet"}}}));
 }
 
 TEST_F(FluidFlowTest, BadRuntimeConfigIsOneLineNamingTheFieldAndTheValue) {
