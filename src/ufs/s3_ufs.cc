@@ -108,6 +108,18 @@ Status ApplyTunables(const std::map<std::string, std::string>& opts, S3Options& 
   return Status::Ok();
 }
 
+// True when S3 refused the request's credentials as expired or invalid, so
+// fresh ones may succeed. S3 answers those with 400; a HEAD answer carries no
+// error body, so a bodiless 400 to a HEAD counts too (a 403 does not: S3 also
+// answers a missing key with 403 when listing is not allowed).
+bool CredentialsRefused(const HttpResponse& r, const std::string& method) {
+  if (r.status != 400 && r.status != 401 && r.status != 403) return false;
+  if (method == "HEAD" && r.body.empty()) return r.status == 400;
+  const std::string code = ParseS3Error(r.body).code;
+  return code == "ExpiredToken" || code == "InvalidToken" || code == "TokenRefreshRequired" ||
+         code == "ExpiredTokenException";
+}
+
 std::string HeaderOr(const HttpResponse& r, const std::string& name) {
   auto it = r.headers.find(name);
   return it == r.headers.end() ? "" : it->second;
@@ -154,10 +166,14 @@ Result<S3Options> ResolveS3Options(const UfsOptions& ufs_options, const EnvLooku
   while (out.endpoint.ends_with("/")) out.endpoint.pop_back();
   // An http:// endpoint ignores any CA bundle (from AWS_CA_BUNDLE or elsewhere).
   out.ca_bundle = out.endpoint.starts_with("https://") ? aws.ca_bundle : "";
-  if (!out.anonymous && aws.credentials) {
-    out.credentials = *aws.credentials;
-  } else {
-    out.anonymous = true;
+  if (!out.anonymous) {
+    ASSIGN_OR_RETURN(out.credentials_provider, NewAwsCredentialsProvider(aws, env));
+    if (out.credentials_provider == nullptr) {
+      out.anonymous = true;
+    } else {
+      ASSIGN_OR_RETURN(auto current, out.credentials_provider->Get());
+      out.credentials = *current;
+    }
   }
   RETURN_IF_ERROR(out.Validate());
   return out;
@@ -188,6 +204,11 @@ S3Ufs::S3Ufs(std::string bucket, S3Options options, Clock* clock)
       path_style_ = IsIpOrLocalhost(HostOnly(Authority(endpoint_))) ||
                     bucket_.find('.') != std::string::npos;
       break;
+  }
+  if (!options_.anonymous) {
+    credentials_ = options_.credentials_provider != nullptr
+                       ? options_.credentials_provider
+                       : std::make_shared<AwsCredentialsProvider>(options_.credentials);
   }
   http_ = std::make_unique<CurlClient>(CurlClientOptions{
       .max_in_flight = options_.max_concurrency,
@@ -220,12 +241,13 @@ S3Ufs::Target S3Ufs::MakeTarget(std::string_view key, std::string_view query) co
 
 Result<HttpResponse> S3Ufs::SendOnce(const std::string& method, std::string_view key,
                                      std::string_view query, std::string_view body,
-                                     std::optional<ByteRange> range, std::span<char>* into) {
+                                     std::optional<ByteRange> range, std::span<char>* into,
+                                     const AwsCredentials* credentials) {
   Target target = MakeTarget(key, query);
   HttpRequest req{.method = method, .url = target.url, .range = range};
   if (method == "PUT") req.body = body;
   req.headers.emplace_back("Host", target.host);
-  if (!options_.anonymous) {
+  if (credentials != nullptr) {
     const std::string payload = method == "PUT" ? Sha256Hex(body) : std::string(kUnsignedPayload);
     SigV4Request sig{.method = method,
                      .canonical_uri = target.canonical_uri,
@@ -234,13 +256,13 @@ Result<HttpResponse> S3Ufs::SendOnce(const std::string& method, std::string_view
                                  {"x-amz-content-sha256", payload},
                                  {"x-amz-date", AmzDate(clock_->WallNanos())}},
                      .payload_hash = payload};
-    if (!options_.credentials.session_token.empty()) {
-      sig.headers.emplace_back("x-amz-security-token", options_.credentials.session_token);
+    if (!credentials->session_token.empty()) {
+      sig.headers.emplace_back("x-amz-security-token", credentials->session_token);
     }
     for (size_t i = 1; i < sig.headers.size(); ++i) req.headers.push_back(sig.headers[i]);
     const SigV4Scope scope{.region = options_.region, .service = "s3",
                            .amz_date = sig.headers[2].second};
-    req.headers.emplace_back("Authorization", AuthorizationHeader(sig, scope, options_.credentials));
+    req.headers.emplace_back("Authorization", AuthorizationHeader(sig, scope, *credentials));
   }
   auto resp = into != nullptr ? http_->SendInto(req, *into) : http_->Send(req);
   if (!resp.ok()) return resp;
@@ -263,9 +285,19 @@ Result<HttpResponse> S3Ufs::Execute(const std::string& method, std::string_view 
   }
   std::mt19937_64 rng(seed);
   RetryOutcome outcome;
-  auto resp = Retry(
-      options_.retry, clock_, rng,
-      [&] { return SendOnce(method, key, query, body, range, into); }, &outcome);
+  std::shared_ptr<const AwsCredentials> used;  // what the last attempt signed with
+  const auto attempt = [&]() -> Result<HttpResponse> {
+    if (credentials_ != nullptr) {
+      ASSIGN_OR_RETURN(used, credentials_->Get());
+    }
+    return SendOnce(method, key, query, body, range, into, used.get());
+  };
+  auto resp = Retry(options_.retry, clock_, rng, attempt, &outcome);
+  if (resp.ok() && used != nullptr && CredentialsRefused(*resp, method)) {
+    // Expired mid-flight (or revoked early): re-fetch and send once more.
+    auto refreshed = credentials_->RefreshAfterRejection(*used);
+    if (refreshed.ok() && *refreshed) resp = Retry(options_.retry, clock_, rng, attempt, &outcome);
+  }
   if (!resp.ok() && resp.status().code() == Code::kUnavailable) {
     const bool http_error = resp.status().message().starts_with("HTTP ");
     return Unavailable(what + ": endpoint " + endpoint_ + (http_error ? " failed" : " unreachable") +

@@ -7,6 +7,10 @@
 // Addressing: path-style (http://host/bucket/key) or virtual-host
 // (http://bucket.host/key); "auto" picks path-style when the endpoint host is
 // an IP address or localhost.
+// Credentials: every signed request asks the AwsCredentialsProvider for the
+// current ones. An answer that says they expired (ExpiredToken, InvalidToken,
+// TokenRefreshRequired; for HEAD, which has no error body, a 400) makes the provider re-fetch them and the
+// request is sent once more with the new ones.
 // Errors: 404 NoSuchBucket / NoSuchKey -> kNotFound, 403 -> kPermissionDenied
 // naming the S3 error code, 5xx / SlowDown / timeouts / resets / refused
 // connections are retried with jittered exponential backoff (common/retry.h)
@@ -54,7 +58,10 @@ struct S3Options {
   std::chrono::milliseconds connect_timeout{5000};   // TCP/TLS connect
   std::chrono::milliseconds request_timeout{120000}; // one whole request (0 = no limit)
   RetryPolicy retry;                 // attempts and backoff for transient failures
-  AwsCredentials credentials;        // used unless anonymous
+  AwsCredentials credentials;        // used unless anonymous, when credentials_provider is null
+  // Where signed requests get credentials from (refreshed ahead of expiry and
+  // after an ExpiredToken answer); null = the static `credentials` above.
+  std::shared_ptr<AwsCredentialsProvider> credentials_provider;
 
   // InvalidArgument naming the field and value.
   Status Validate() const;
@@ -97,9 +104,11 @@ class S3Ufs : public UnderStorage {
                                std::string_view query, std::string_view body,
                                std::optional<ByteRange> range, std::span<char>* into,
                                const std::string& what);
+  // `credentials`: null when anonymous.
   Result<HttpResponse> SendOnce(const std::string& method, std::string_view key,
                                 std::string_view query, std::string_view body,
-                                std::optional<ByteRange> range, std::span<char>* into);
+                                std::optional<ByteRange> range, std::span<char>* into,
+                                const AwsCredentials* credentials);
 
   std::string bucket_;
   S3Options options_;
@@ -107,6 +116,7 @@ class S3Ufs : public UnderStorage {
   bool path_style_;
   std::string endpoint_;  // resolved, without a trailing slash
   std::unique_ptr<CurlClient> http_;
+  std::shared_ptr<AwsCredentialsProvider> credentials_;  // null when anonymous
   std::mutex rng_mu_;  // guards rng_; leaf lock
   std::mt19937_64 rng_;
 };
