@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "common/uri.h"
 #include "dataset/cluster_node.h"
@@ -97,6 +98,28 @@ Status ProbeSource(UnderStorage& ufs, const Uri& uri) {
     return NotFound("no objects under " + uri.ToString());
   }
   return Status::Ok();
+}
+
+// A dataset's own cache directory (a tier dir: <cache dir>/<id> or the memory
+// tier's /dev/shm/granary-<id>): writable and private to this user, also when
+// an older version left it world-readable. Its parents are the user's.
+Status PrepareCacheDir(const std::string& dir, std::string_view what) {
+  RETURN_IF_ERROR(PrepareWritableDir(dir, what));
+  if (::chmod(dir.c_str(), kCacheDirMode) != 0) {
+    return PermissionDenied(std::string(what) + " " + dir + " cannot be made private: " +
+                            std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+// The snapshot file at `path`, if there is one, private to this user (the
+// store does the same for its own files).
+void MakeSnapshotPrivate(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & 07777) == kCacheFileMode) return;
+  if (::chmod(path.c_str(), kCacheFileMode) != 0) {
+    GLOG_WARN("cannot make {} private: {}", path, std::strerror(errno));
+  }
 }
 
 }  // namespace
@@ -205,13 +228,13 @@ Status Dataset::OpenCache(const std::string& prefix) {
   std::vector<TierLevel> tiers;
   if (o.mem_cache > 0) {
     std::string dir = "/dev/shm/granary-" + id_;
-    RETURN_IF_ERROR(PrepareWritableDir(dir, "memory cache dir"));
+    RETURN_IF_ERROR(PrepareCacheDir(dir, "memory cache dir"));
     tiers.push_back(TierLevel{.medium = Medium::kMem, .path = dir, .quota = o.mem_cache});
   }
   for (const TierLevel& t : o.cache_dirs) {
     TierLevel tier = t;
     tier.path = (fs::path(t.path) / id_).string();
-    RETURN_IF_ERROR(PrepareWritableDir(tier.path, "cache dir"));
+    RETURN_IF_ERROR(PrepareCacheDir(tier.path, "cache dir"));
     // A full disk does not refuse the dataset (issue 23): reads go to the
     // origin, admissions fail (counted) until space frees up.
     const bool full = !HasRoom(tier.path);
@@ -230,6 +253,7 @@ Status Dataset::OpenCache(const std::string& prefix) {
   }
   dir_ = (fs::path(o.cache_dirs.front().path) / id_).string();
 
+  MakeSnapshotPrivate(dir_ + "/snapshot");
   SnapshotOptions snap_opts{.source_uri = o.source, .prefix = prefix};
   Result<std::unique_ptr<Snapshot>> snap =
       Snapshot::LoadOrBuild(*ufs_, snap_opts, dir_ + "/snapshot");

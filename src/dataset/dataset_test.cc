@@ -8,10 +8,12 @@
 #include <netinet/in.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -117,6 +119,90 @@ TEST_F(DatasetTest, SyncDropsChangedObjects) {
   EXPECT_EQ(r->changed, 1u);
   EXPECT_EQ(r->cache_files_dropped, 1u);
   ReadAll(**ds);
+}
+
+// Modes (permission bits) of `root` and of everything under it that are not
+// `dir_mode` for directories or `file_mode` for files: "path mode" lines for
+// the first five, then how many there are.
+std::string WrongModes(const fs::path& root, mode_t dir_mode, mode_t file_mode) {
+  std::string wrong;
+  int count = 0;
+  auto check = [&](const fs::path& p) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) return;
+    const mode_t want = S_ISDIR(st.st_mode) ? dir_mode : file_mode;
+    if ((st.st_mode & 07777) != want && ++count <= 5) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+      wrong += p.string() + " " + mode + "\n";
+    }
+  };
+  check(root);
+  for (const auto& e : fs::recursive_directory_iterator(root)) check(e.path());
+  return count == 0 ? "" : wrong + std::to_string(count) + " with wider modes";
+}
+
+// Sets every directory under `root` (and root) to 0755 and every file to 0644.
+void MakeWorldReadable(const fs::path& root) {
+  ::chmod(root.c_str(), 0755);
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    ::chmod(e.path().c_str(), e.is_directory() ? 0755 : 0644);
+  }
+}
+
+// Issue 23: cache dirs (disk and memory tier, dataset dir, index) are 0700 and
+// cache files (blocks, snapshot, index, LOCK) 0600 whatever the umask; a cache
+// left 0755/0644 by an older version is made private at open.
+TEST_F(DatasetTest, Issue23CacheIsPrivateToItsUser) {
+  // A dataset of its own: the memory tier's /dev/shm dir is named by dataset id.
+  const std::string prefix = "private-" + std::to_string(getpid());
+  origin_->Put(prefix + "/one", std::string(40'000, '1'));
+  origin_->Put(prefix + "/two", std::string(3'000, '2'));
+  DatasetOptions o = Options("a");
+  o.source = "s3://bkt/" + prefix;
+  o.mem_cache = 32 << 10;  // the MEM tier holds a block or two; the rest goes to disk
+  const std::string id = DatasetId(o.source);
+  const fs::path disk = dir_ / "a" / id;
+  const fs::path mem = "/dev/shm/granary-" + id;
+  struct RemoveMem {
+    fs::path dir;
+    ~RemoveMem() { fs::remove_all(dir); }
+  } remove_mem{mem};
+  const mode_t old_umask = ::umask(022);
+
+  auto read = [&](Dataset& ds, const std::string& name, size_t size) {
+    auto snap = ds.snapshot();
+    auto ino = snap->FindPath(name);
+    ASSERT_TRUE(ino.has_value()) << name;
+    std::string out(size, '\0');
+    auto n = ds.engine().Read(snap, *ino, 0, std::span<char>(out.data(), out.size()));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, size);
+  };
+  {
+    auto ds = Dataset::Open(o, origin_);
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    read(**ds, "one", 40'000);
+    ASSERT_TRUE((*ds)->Close().ok());
+  }
+  ASSERT_TRUE(fs::exists(disk / "snapshot"));
+  ASSERT_TRUE(fs::exists(disk / "index"));
+  EXPECT_EQ(WrongModes(disk, 0700, 0600), "") << "a new cache is private";
+  EXPECT_EQ(WrongModes(mem, 0700, 0600), "") << "a new memory tier is private";
+
+  MakeWorldReadable(disk);
+  MakeWorldReadable(mem);
+  {
+    auto ds = Dataset::Open(o, origin_);
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    EXPECT_EQ(WrongModes(disk, 0700, 0600), "") << "an old cache is made private at open";
+    EXPECT_EQ(WrongModes(mem, 0700, 0600), "") << "an old memory tier is made private at open";
+    read(**ds, "two", 3'000);  // admitted into the reopened cache
+    ASSERT_TRUE((*ds)->Close().ok());
+  }
+  EXPECT_EQ(WrongModes(disk, 0700, 0600), "");
+  EXPECT_EQ(WrongModes(mem, 0700, 0600), "");
+  ::umask(old_umask);
 }
 
 TEST_F(DatasetTest, BadClusterOptionsNameTheFlag) {

@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "meta/snapshot.h"
 #include "meta/snapshot_format.h"
@@ -327,7 +328,7 @@ class TempFile {
     auto t = std::unique_ptr<TempFile>(new TempFile);
     t->final_ = path;
     t->tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-    t->fd_ = ::open(t->tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    t->fd_ = ::open(t->tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, kCacheFileMode);
     if (t->fd_ < 0) return ErrnoStatus("create " + t->tmp_, errno);
     return t;
   }

@@ -2,12 +2,15 @@
 #include "store/index_format.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include "common/file_modes.h"
 
 namespace granary::store_format {
 namespace {
@@ -237,7 +240,7 @@ Journal::~Journal() { ::close(fd_); }
 
 Result<std::unique_ptr<Journal>> Journal::Create(const std::string& dir, uint64_t generation) {
   std::string path = dir + "/" + JournalFileName(generation);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kCacheFileMode);
   if (fd < 0) return ErrnoStatus("create journal " + path, errno);
   std::string header = FileHeader(kJournalMagic);
   Status s = WriteAll(fd, header, "write journal header " + path);
@@ -344,8 +347,9 @@ Status WriteCheckpoint(const std::string& dir, uint64_t generation, int64_t wall
                        const std::function<bool(EntryRecord&)>& next_entry) {
   std::string path = dir + "/" + std::string(kCheckpointFileName);
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kCacheFileMode);
   if (fd < 0) return ErrnoStatus("create checkpoint " + tmp, errno);
+  ::fchmod(fd, kCacheFileMode);  // a temp file left by an older version may be wider
   Status s = WriteCheckpointBody(fd, tmp, generation, wall_nanos, next_entry);
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus("fsync checkpoint " + tmp, errno);
   ::close(fd);

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "store/store.h"
 #include "store/store_impl.h"
@@ -101,7 +102,7 @@ int Store::Impl::WriteNewFile(int tier, const std::string& path, std::string_vie
   bool direct = want_direct && t.level.medium != Medium::kMem &&
                 t.direct_ok.load(std::memory_order_relaxed);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0),
-                  0644);
+                  kCacheFileMode);
   if (fd < 0 && direct && errno == EINVAL) {
     // This file system does not do O_DIRECT (nothing was created).
     t.direct_ok.store(false, std::memory_order_relaxed);
@@ -216,7 +217,7 @@ Result<std::shared_ptr<Entry>> Store::Impl::CreateLargeEntryLocked(Shard& shard,
   }
   auto tier = static_cast<uint32_t>(t);
   std::string path = FilePath(tier, id);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kCacheFileMode);
   int err = fd < 0 ? errno : (::ftruncate(fd, static_cast<off_t>(key.size)) != 0 ? errno : 0);
   if (fd >= 0) ::close(fd);
   if (err != 0) {

@@ -1,7 +1,10 @@
 // Store::Open and crash recovery: load the checkpoint, replay journals up to
 // the first torn record, drop entries whose file is missing or has the wrong
 // size, delete orphan files (tmp files and files the index does not know),
-// then write a fresh checkpoint. See docs/format-store.md.
+// then write a fresh checkpoint. See docs/format-store.md. Directories and
+// files of a cache written with wider modes are made private on the way
+// (common/file_modes.h): the tier and index dirs here, each kept file where
+// ValidateFiles stats it anyway.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -14,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "common/thread_pool.h"
 #include "store/store.h"
@@ -23,8 +27,41 @@ namespace granary {
 namespace {
 
 Status MakeDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::Ok();
+  if (::mkdir(path.c_str(), kCacheDirMode) == 0 || errno == EEXIST) return Status::Ok();
   return ErrnoStatus("store: mkdir " + path, errno);
+}
+
+// Sets `path` to `mode` unless it has it already (stat'ed as `st`). A failure
+// (not the owner) leaves the cache working, with a warning.
+void RestrictMode(const std::string& path, const struct stat& st, mode_t mode) {
+  if ((st.st_mode & 07777) == mode) return;
+  if (::chmod(path.c_str(), mode) != 0) {
+    GLOG_WARN("store: cannot make {} private (chmod {:o}): {}", path, mode, std::strerror(errno));
+  }
+}
+
+// A cache directory: created with kCacheDirMode, or set to it if it exists.
+Status MakePrivateDir(const std::string& path) {
+  RETURN_IF_ERROR(MakeDir(path));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("store: stat " + path, errno);
+  RestrictMode(path, st, kCacheDirMode);
+  return Status::Ok();
+}
+
+// Sets the regular files directly in `dir` (journals, checkpoint, LOCK) to kCacheFileMode.
+void MakeFilesPrivate(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* ent = ::readdir(d)) {
+    struct stat st {};
+    if (ent->d_type != DT_REG && ent->d_type != DT_UNKNOWN) continue;
+    if (::fstatat(::dirfd(d), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    RestrictMode(dir + "/" + ent->d_name, st, kCacheFileMode);
+  }
+  ::closedir(d);
 }
 
 Status MakeDirs(const std::string& path) {
@@ -146,14 +183,15 @@ void Store::Impl::ValidateFiles() {
     for (auto it = shard.map.begin(); it != shard.map.end();) {
       Entry& e = *it->second;
       struct stat st;
-      bool ok = e.tier < tiers.size() && e.present_count > 0 &&
-                ::stat(FilePath(e.tier, e.id).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-                static_cast<uint64_t>(st.st_size) == e.key.size;
+      const std::string path = e.tier < tiers.size() ? FilePath(e.tier, e.id) : std::string();
+      bool ok = e.tier < tiers.size() && e.present_count > 0 && ::stat(path.c_str(), &st) == 0 &&
+                S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.key.size;
       if (!ok) {
         dropped.fetch_add(1, std::memory_order_relaxed);
         it = shard.map.erase(it);
         continue;
       }
+      RestrictMode(path, st, kCacheFileMode);
       e.allocated = 0;
       for (uint64_t b = 0; b < e.blocks; ++b) {
         if (Entry::Bit(e.present, b)) e.allocated += RoundUpAlloc(BlockLength(e.key, b));
@@ -228,6 +266,7 @@ Status Store::Impl::Recover() {
         });
     if (!replayed.ok()) GLOG_WARN("store: skipping journal: {}", replayed.status().ToString());
   }
+  MakeFilesPrivate(options.index_dir);
   ValidateFiles();
   RemoveOrphans();
   // A full disk does not refuse the store (issue 23): it serves what it
@@ -258,9 +297,11 @@ Store::Impl::~Impl() {
 
 Status Store::Impl::LockDir(const std::string& dir) {
   std::string path = dir + "/LOCK";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kCacheFileMode);
   if (fd < 0) return ErrnoStatus("store: open " + path, errno);
   lock_fds.push_back(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) RestrictMode(path, st, kCacheFileMode);  // an older, wider LOCK
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     return Unavailable("store: " + dir + " is in use by another Granary store (" + path +
                        " is locked)");
@@ -278,16 +319,18 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   impl->shards = std::vector<Shard>(static_cast<size_t>(options.index_shards));
   for (const TierLevel& level : options.tiers) {
     RETURN_IF_ERROR(MakeDirs(level.path));
+    RETURN_IF_ERROR(MakePrivateDir(level.path));
     for (int sub = 0; sub < 256; ++sub) {
       char name[3];
       std::snprintf(name, sizeof(name), "%02x", sub);
-      RETURN_IF_ERROR(MakeDir(level.path + "/" + name));
+      RETURN_IF_ERROR(MakePrivateDir(level.path + "/" + name));
     }
     auto tier = std::make_unique<TierState>();
     tier->level = level;
     impl->tiers.push_back(std::move(tier));
   }
   RETURN_IF_ERROR(MakeDirs(impl->options.index_dir));
+  RETURN_IF_ERROR(MakePrivateDir(impl->options.index_dir));
   // One store per directory: a second one would delete the first one's files
   // as orphans.
   std::vector<std::string> lock_dirs{impl->options.index_dir};
