@@ -102,10 +102,18 @@ void WriteAllFd(int fd, std::string_view text) {
   ::setsid();
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-  int log = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // The log is the daemon user's alone (it names datasets and paths) and its
+  // size is capped (issue 23): log lines go through a rotating sink; stdout
+  // and stderr keep pointing at the file for what does not use the logger.
+  int log = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log >= 0) {
+    ::fchmod(log, 0600);
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
+    ::close(log);
+    if (Status s = LogToFile(options.log_file, kLogFileMaxBytes, kLogFileRotated); !s.ok()) {
+      GLOG_WARN("logging to stderr: {}", s.ToString());
+    }
   }
   Result<std::unique_ptr<Daemon>> d = Daemon::Start(options);
   if (!d.ok()) {
@@ -126,6 +134,10 @@ void WriteAllFd(int fd, std::string_view text) {
 }  // namespace
 
 Result<std::string> WorkerSocketPath(std::string_view run_dir, std::string_view source) {
+  // A Fluid dataset is named "fluid://<namespace>/<name>", not a URI.
+  if (source.starts_with("fluid://")) {
+    return RunFilePath(run_dir, WorkerRunName(DatasetId(source)), "sock");
+  }
   ASSIGN_OR_RETURN(Uri uri, ParseUri(source));
   return RunFilePath(run_dir, WorkerRunName(DatasetId(uri.ToString())), "sock");
 }
