@@ -218,8 +218,9 @@ class Daemon {
 // with trailing slashes stripped).
 std::string CanonicalMountpoint(std::string_view mountpoint);
 
-// The control socket of the worker serving `source` on this node.
-// InvalidArgument for a source ParseUri refuses.
+// The control socket of the worker serving `source` on this node (a URI, or
+// a Fluid dataset's "fluid://<namespace>/<name>"). InvalidArgument for a
+// source ParseUri refuses.
 Result<std::string> WorkerSocketPath(std::string_view run_dir, std::string_view source);
 
 // <run_dir>/mount-<12 hex of the canonical mount point>.<ext> (ext: "pid", "stats.json", "log").

@@ -336,9 +336,34 @@ Result<LoadResult> RunDataLoad(const FluidRuntime& rt, const FluidRunOptions& op
                                const std::vector<std::string>& paths,
                                const std::vector<int>& replicas, int threads,
                                const std::function<void(const std::string&)>& progress) {
-  ASSIGN_OR_RETURN(std::vector<OpenedMount> mounts, OpenMounts(rt));
+  // The Job may not reach every mount (a pvc:// claim is mounted into the
+  // workers, not into Fluid's DataLoad pod): a mount it cannot open is left
+  // out unless a target lies under it.
   std::vector<UfsMount> table;
-  for (const OpenedMount& m : mounts) table.push_back(m.mount);
+  for (size_t i = 0; i < rt.mounts.size(); ++i) {
+    FluidRuntime one = rt;
+    one.mounts = {rt.mounts[i]};
+    auto opened = OpenMounts(one);
+    if (opened.ok()) {
+      table.push_back(opened->front().mount);
+      continue;
+    }
+    const std::string dir = "/" + rt.mounts[i].path;
+    for (const std::string& p : paths) {
+      std::string rel = p;
+      while (rel.size() > 1 && rel.ends_with("/")) rel.pop_back();
+      if (rt.mounts[i].path.empty() || rel == dir || rel.starts_with(dir + "/") || rel == "/" ||
+          (dir + "/").starts_with(rel + "/")) {
+        return Status(opened.status().code(),
+                      "mounts[" + std::to_string(i) + "] (" + dir + ") holds target " + p +
+                          " but cannot be opened in this pod: " + opened.status().message() +
+                          " (mount its secrets/claim into the DataLoad pod, or run `granary load "
+                          "--worker " + DatasetSource(rt) + " " + rt.mounts[i].path + "` in a worker)");
+      }
+    }
+    progress("dataload: skipping mount " + dir + " (no target under it; cannot be opened here: " +
+             opened.status().message() + ")");
+  }
   const std::string source = DatasetSource(rt);
   ASSIGN_OR_RETURN(std::unique_ptr<MountTableUfs> t, MountTableUfs::Make(source, table));
   ASSIGN_OR_RETURN(DaemonOptions d, BuildDaemonOptions(rt, Role::kDataLoad, options, std::move(t)));

@@ -270,6 +270,13 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   EXPECT_EQ(s1["cached"], FluidSize(train_bytes));
   EXPECT_EQ(s1["fileNum"], std::to_string(data_.size()));
 
+  // The rest through a worker (what docs/kubernetes.md says to run with
+  // `kubectl exec` when a DataLoad pod cannot open a mount).
+  ProcessResult wl = Granary(0, {"load", "--worker", "fluid://default/imnet", "imagenet/big", "--run-dir",
+                                 pod(0) + "/run"});
+  EXPECT_EQ(wl.exit_code, 0) << wl.out << wl.err;
+  EXPECT_EQ(Summary()["cached"], FluidSize(total));
+
   // An epoch through the client: every byte right, everything cached at its
   // owner, and each block left the origin once for the whole cluster.
   auto epoch = testing::ReadEpoch(mnt + "/imagenet", data_, keys_, EpochOptions{.threads = 8, .block_size = kBlock});
