@@ -4,8 +4,8 @@
 // Validation before use: magic, format version, header checksum, sizes and
 // offsets against the real file size, body checksum, then one pass over the
 // records checking every string and inode reference is in bounds and the tree
-// is well formed (each entry lies in its parent's child range, ranges do not
-// overlap, siblings strictly name-sorted). After that, queries index the
+// is well formed (each name one path component, each entry lies in its
+// parent's child range, ranges do not overlap, siblings strictly name-sorted). After that, queries index the
 // mapping without further checks.
 //
 // Thread safety: a loaded Snapshot is immutable; queries are lock-free reads.
@@ -78,6 +78,13 @@ bool InStrings(uint64_t off, uint64_t len, uint64_t strings_size) {
   return off <= strings_size && len <= strings_size - off;
 }
 
+// A name the builder can write: not ".", "..", no '/' and no NUL (paths are
+// looked up and listed by component).
+bool IsPathComponent(std::string_view name) {
+  return name != "." && name != ".." &&
+         name.find_first_of(std::string_view("/\0", 2)) == std::string_view::npos;
+}
+
 // One pass over the records; "" if the tree is well formed.
 std::string CheckRecords(const Record* rec, uint64_t n, const char* strings, uint64_t strings_size,
                          const FileHeader& h) {
@@ -94,6 +101,9 @@ std::string CheckRecords(const Record* rec, uint64_t n, const char* strings, uin
       if (!IsDir(r) || r.parent != 1 || r.name_len != 0) return where() + "bad root";
     } else {
       if (r.name_len == 0 || r.parent < 1 || r.parent >= ino) return where() + "bad name or parent";
+      if (!IsPathComponent(std::string_view(strings + r.name_off, r.name_len))) {
+        return where() + "name is not one path component";
+      }
       const Record& p = rec[r.parent - 1];
       if (!IsDir(p) || ino < p.first_child || ino - p.first_child >= p.child_count) {
         return where() + "not in its parent's child range";

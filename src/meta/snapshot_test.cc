@@ -6,14 +6,18 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <xxhash.h>
 
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "meta/snapshot_format.h"
 #include "testing/mem_ufs.h"
 
 namespace granary {
@@ -293,6 +297,110 @@ TEST(Snapshot, CorruptFilesAreDetectedAndRebuiltFromTheOrigin) {
     EXPECT_EQ((*rebuilt)->version(), header_intact ? 8u : 1u);
     EXPECT_TRUE(Snapshot::Load(path).ok());
   }
+}
+
+// Applies `edit` to the header, the records and the string table of the
+// snapshot at `path`, then seals it again with correct checksums: damage only
+// the structural checks can catch (a bug in a writer, not a flipped bit).
+void EditAndReseal(const std::string& path,
+                   const std::function<void(snapshot_format::FileHeader&,
+                                            std::vector<snapshot_format::Record>&, char*)>& edit) {
+  using snapshot_format::FileHeader;
+  using snapshot_format::Record;
+  std::string data;
+  {
+    std::ifstream in(path, std::ios::binary);
+    data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  FileHeader h;
+  std::memcpy(&h, data.data(), sizeof(h));
+  std::vector<Record> records(h.entry_count);
+  std::memcpy(records.data(), data.data() + h.records_offset, records.size() * sizeof(Record));
+  edit(h, records, data.data() + h.strings_offset);
+  std::memcpy(data.data() + h.records_offset, records.data(), records.size() * sizeof(Record));
+  h.body_checksum = XXH3_64bits(data.data() + h.header_size, data.size() - h.header_size);
+  h.header_checksum = 0;
+  std::memcpy(data.data(), &h, sizeof(h));
+  h.header_checksum = XXH3_64bits(data.data(), h.header_size);
+  std::memcpy(data.data(), &h, sizeof(h));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+// Issue 23: snapshots whose checksums are right but whose structure is not are
+// refused by the structural checks, each naming what is wrong.
+TEST(Snapshot, Issue23StructuralDamageBehindGoodChecksumsIsRejectedByName) {
+  using snapshot_format::FileHeader;
+  using snapshot_format::Record;
+  using Records = std::vector<Record>;
+  testing::MemUfs ufs;
+  // Inodes: 1 /, 2 a/, 3 b, 4 c, 5 a/x, 6 a/yy.
+  for (const char* key : {"ds/a/x", "ds/a/yy", "ds/b", "ds/c"}) ufs.Put(key, "body");
+  struct Damage {
+    std::string name;
+    std::function<void(FileHeader&, Records&, char*)> edit;
+    std::string expect;  // in the message
+  };
+  const std::vector<Damage> damages = {
+      {"unknown flag", [](FileHeader&, Records& r, char*) { r[2].flags |= 0x80; }, "unknown flags"},
+      {"name past the string table",
+       [](FileHeader& h, Records& r, char*) { r[2].name_off = h.strings_size; },
+       "string outside the string table"},
+      {"root with a parent", [](FileHeader&, Records& r, char*) { r[0].parent = 2; }, "bad root"},
+      {"parent after the child", [](FileHeader&, Records& r, char*) { r[2].parent = 5; },
+       "bad name or parent"},
+      {"outside the parent's range", [](FileHeader&, Records& r, char*) { r[0].child_count = 1; },
+       "not in its parent's child range"},
+      {"siblings swapped",
+       [](FileHeader&, Records& r, char*) { std::swap(r[2].name_off, r[3].name_off); },
+       "siblings not sorted by name"},
+      {"directory with a size", [](FileHeader&, Records& r, char*) { r[1].size = 7; },
+       "directory with size or etag"},
+      {"child range past the end", [](FileHeader&, Records& r, char*) { r[1].first_child = 100; },
+       "child range out of bounds"},
+      {"file with children", [](FileHeader&, Records& r, char*) { r[2].child_count = 1; },
+       "file with children"},
+      {"file turned directory",
+       [](FileHeader&, Records& r, char*) {
+         r[3].flags = snapshot_format::kFlagDir;
+         r[3].size = 0;
+         r[3].etag_len = 0;
+       },
+       "counts differ from the header"},
+      {"header total bytes", [](FileHeader& h, Records&, char*) { h.total_bytes += 1; },
+       "counts differ from the header"},
+      {"section offsets", [](FileHeader& h, Records&, char*) { h.strings_offset += 8; },
+       "inconsistent section offsets"},
+      {"name with a slash", [](FileHeader&, Records& r, char* s) { s[r[5].name_off + 1] = '/'; },
+       "not one path component"},
+      {"name with a NUL", [](FileHeader&, Records& r, char* s) { s[r[5].name_off + 1] = '\0'; },
+       "not one path component"},
+  };
+  for (const Damage& d : damages) {
+    SCOPED_TRACE(d.name);
+    TempDir dir;
+    const std::string path = dir.File("snap");
+    {
+      auto built = Snapshot::Build(ufs, DsOptions(), path, 1);
+      ASSERT_TRUE(built.ok()) << built.status().ToString();
+      ASSERT_EQ((*built)->FindPath("a").value_or(0), 2u);
+      ASSERT_EQ((*built)->FindPath("b").value_or(0), 3u);
+      ASSERT_EQ((*built)->FindPath("a/yy").value_or(0), 6u);
+    }
+    EditAndReseal(path, d.edit);
+    auto loaded = Snapshot::Load(path);
+    ASSERT_FALSE(loaded.ok()) << "accepted";
+    EXPECT_EQ(loaded.status().code(), Code::kCorruption) << loaded.status().ToString();
+    EXPECT_NE(loaded.status().message().find(d.expect), std::string::npos)
+        << loaded.status().ToString();
+    EXPECT_EQ(loaded.status().message().find("checksum"), std::string::npos)
+        << "the checksums are good: " << loaded.status().ToString();
+  }
+  // The helper itself leaves a good snapshot good.
+  TempDir dir;
+  ASSERT_TRUE(Snapshot::Build(ufs, DsOptions(), dir.File("snap"), 1).ok());
+  EditAndReseal(dir.File("snap"), [](FileHeader&, Records&, char*) {});
+  EXPECT_TRUE(Snapshot::Load(dir.File("snap")).ok());
 }
 
 TEST(Snapshot, LoadOrBuildLoadsWithoutListingAndRebuildsForAnotherSource) {
