@@ -96,9 +96,9 @@ void LogLimited(SiteState& site, spdlog::level::level_enum level,
 }  // namespace log_internal
 }  // namespace granary
 
-#define GRANARY_LOG_LIMITED(level, ...)                                         \
-  do {                                                                          \
-    static ::granary::log_internal::SiteState granary_log_site;                 \
+#define GRANARY_LOG_LIMITED(level, ...)                                        \
+  do {                                                                         \
+    static ::granary::log_internal::SiteState granary_log_site;                \
     ::granary::log_internal::LogLimited(granary_log_site, level, __VA_ARGS__); \
   } while (0)
 

@@ -106,7 +106,7 @@ TEST_F(LogTest, Issue23LogFileIsPrivateAndCapped) {
   ASSERT_TRUE(LogToFile(path, 4096, 1).ok());
   const std::string line(100, 'x');
   for (int i = 0; i < 500; ++i) spdlog::warn("{} {}", i, line);  // ~50 KB, unlimited sink calls
-  spdlog::set_default_logger(saved_);  // closes the file
+  spdlog::set_default_logger(saved_);  // the file logger goes: closes the file
   ::umask(old_umask);
 
   uint64_t total = 0;

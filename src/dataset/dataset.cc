@@ -106,8 +106,8 @@ Status ProbeSource(UnderStorage& ufs, const Uri& uri) {
 Status PrepareCacheDir(const std::string& dir, std::string_view what) {
   RETURN_IF_ERROR(PrepareWritableDir(dir, what));
   if (::chmod(dir.c_str(), kCacheDirMode) != 0) {
-    return PermissionDenied(std::string(what) + " " + dir + " cannot be made private: " +
-                            std::strerror(errno));
+    return PermissionDenied(std::string(what) + " " + dir +
+                            " cannot be made private: " + std::strerror(errno));
   }
   return Status::Ok();
 }

@@ -5,8 +5,8 @@
 // offsets against the real file size, body checksum, then one pass over the
 // records checking every string and inode reference is in bounds and the tree
 // is well formed (each name one path component, each entry lies in its
-// parent's child range, ranges do not overlap, siblings strictly name-sorted). After that, queries index the
-// mapping without further checks.
+// parent's child range, ranges do not overlap, siblings strictly
+// name-sorted). After that, queries index the mapping without further checks.
 //
 // Thread safety: a loaded Snapshot is immutable; queries are lock-free reads.
 

@@ -278,10 +278,13 @@ TEST(StoreTest, TornJournalTailLosesOnlyTheTornRecord) {
     ASSERT_TRUE(store.ok());
     for (int i = 0; i < 5; ++i) ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
     ASSERT_TRUE((*store)->Checkpoint().ok());  // covers 0..4
-    for (int i = 5; i < 9; ++i) ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
+    for (int i = 5; i < 9; ++i) {
+      ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
+    }
     // The crash: the directory as it is now, before the clean close checkpoints.
-    std::filesystem::copy(dir.path(), crash.path(), std::filesystem::copy_options::recursive |
-                                                        std::filesystem::copy_options::overwrite_existing);
+    using std::filesystem::copy_options;
+    std::filesystem::copy(dir.path(), crash.path(),
+                          copy_options::recursive | copy_options::overwrite_existing);
   }
   for (auto& f : std::filesystem::directory_iterator(crash.path())) {
     const std::string name = f.path().filename().string();
@@ -317,7 +320,9 @@ TEST(StoreTest, CorruptCheckpointComesBackColdNeverWrong) {
   {
     auto store = Store::Open(opt);
     ASSERT_TRUE(store.ok());
-    for (int i = 0; i < 8; ++i) ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
+    for (int i = 0; i < 8; ++i) {
+      ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
+    }
   }  // the clean close checkpoints everything; the journal after it is empty
   std::string ckpt = dir.path() + "/index.ckpt";
   int fd = ::open(ckpt.c_str(), O_WRONLY);
