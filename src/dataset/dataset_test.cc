@@ -108,6 +108,11 @@ TEST_F(DatasetTest, SyncDropsChangedObjects) {
   auto ds = Dataset::Open(Options("a"), origin_);
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   ReadAll(**ds);
+  // Reads admit in the background: wait until f1's cache file exists (Fetch
+  // waits for the admission), so the sync has one to drop.
+  auto snap = (*ds)->snapshot();
+  auto f1 = (*ds)->engine().Fetch(snap, *snap->FindPath("f1"));
+  ASSERT_TRUE(f1.ok() && *f1) << (f1.ok() ? "not admitted" : f1.status().ToString());
   origin_->Put("ds/f1", "changed");
   objects_["f1"] = "changed";
   bool switched = false;
