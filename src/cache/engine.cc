@@ -16,6 +16,7 @@ struct CacheEngine::Flight {
   bool data_ready = false;
   Status status;     // the fetch's outcome, once data_ready
   BlockData data;    // the block's bytes, once data_ready and status.ok()
+  bool from_store = false;  // the bytes were read from the local store, once data_ready
   bool admit_done = false;
   bool admitted = false;  // the store holds the block (admitted now, or already had it)
 };
@@ -178,15 +179,13 @@ Result<ServedBlock> CacheEngine::ServePeer(const ObjectKey& key, uint64_t block)
       return ServedBlock{.fd = *fd, .file_offset = 0, .length = length};
     }
   }
-  // A hit when the store holds the block now (the cluster's hit ratio).
-  const bool hit = store_->ContainsRange(key, offset, length);
   auto got = GetBlock(key, block, Want{.priority = Priority::kHigh, .for_peer = true});
   if (!got.ok()) {
     c_.served_errors.fetch_add(1, std::memory_order_relaxed);
     return got.status();
   }
   c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
-  if (hit) c_.served_hits.fetch_add(1, std::memory_order_relaxed);
+  if (got->from_store) c_.served_hits.fetch_add(1, std::memory_order_relaxed);
   c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
   return ServedBlock{.bytes = got->data, .file_offset = offset, .length = length};
 }
@@ -241,6 +240,7 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
       std::lock_guard lock(flight->mu);
       flight->data_ready = true;
       flight->status = data.status();
+      flight->from_store = from_store;
       if (data.ok()) flight->data = *data;
     }
     flight->cv.notify_all();
@@ -275,7 +275,7 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
   std::unique_lock lock(flight->mu);
   flight->cv.wait(lock, [&] { return flight->data_ready; });
   if (!flight->status.ok()) return flight->status;
-  Got got{.data = flight->data};
+  Got got{.data = flight->data, .from_store = flight->from_store};
   if (want.wait_admission) {
     flight->cv.wait(lock, [&] { return flight->admit_done; });
     got.admitted = flight->admitted;

@@ -223,7 +223,8 @@ class CacheEngine {
   };
   struct Got {
     BlockData data;
-    bool admitted = false;  // with wait_admission: the store holds the block
+    bool from_store = false;  // read from the local store, no other source asked
+    bool admitted = false;    // with wait_admission: the store holds the block
   };
 
   static FlightKey FlightKeyOf(const ObjectKey& key, uint64_t block);
