@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "granary/status.h"
@@ -28,5 +29,9 @@ Result<std::chrono::nanoseconds> ParseDuration(std::string_view text);
 
 // "1.2s", "15ms", "2m03s".
 std::string FormatDuration(std::chrono::nanoseconds d);
+
+// The items of a `sep`-separated list ("a,b", "/x:/y"), each without
+// surrounding spaces; empty items are dropped.
+std::vector<std::string> SplitList(std::string_view text, char sep);
 
 }  // namespace granary

@@ -44,5 +44,12 @@ TEST(ParseDuration, AcceptsCommonUnits) {
   EXPECT_FALSE(ParseDuration("10 parsecs").ok());
 }
 
+TEST(SplitList, TrimsItemsAndDropsEmptyOnes) {
+  EXPECT_EQ(SplitList("a,b , c", ','), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(SplitList("/x::/y/z:", ':'), (std::vector<std::string>{"/x", "/y/z"}));
+  EXPECT_TRUE(SplitList("", ',').empty());
+  EXPECT_TRUE(SplitList(" , ", ',').empty());
+}
+
 }  // namespace
 }  // namespace granary

@@ -8,6 +8,7 @@
 #include "cluster/etcd_membership.h"
 #include "cluster/static_membership.h"
 #include "common/log.h"
+#include "common/units.h"
 #include "dataset/dataset.h"
 #include "net/auth.h"
 
@@ -16,22 +17,6 @@ namespace {
 
 using cluster::Member;
 using cluster::Placement;
-
-// "a,b , c" -> {"a", "b", "c"}.
-std::vector<std::string> SplitCsv(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(start, comma - start);
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (!item.empty()) out.push_back(item);
-    start = comma + 1;
-  }
-  return out;
-}
 
 uint64_t StoreCapacity(Store& store) {
   uint64_t total = 0;
@@ -125,7 +110,7 @@ Status ClusterNode::StartAll() {
                     .started_unix_ms = NowUnixMs()};
   if (!options_.etcd.empty()) {
     membership_ = std::make_unique<cluster::EtcdMembership>(cluster::EtcdMembershipOptions{
-        .endpoints = SplitCsv(options_.etcd),
+        .endpoints = SplitList(options_.etcd, ','),
         .cluster = options_.name.empty() ? dataset_->id() : options_.name,
         .dataset = dataset_->id(),
         .self = self,
