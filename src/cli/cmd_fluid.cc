@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "common/log.h"
+#include "common/units.h"
 #include "daemon/control.h"
 #include "fluid/fluid_node.h"
 
@@ -68,6 +69,20 @@ Result<Role> ProbeRole(const FluidFlags& f) {
   return InvalidArgument("--component '" + c + "': expected worker or client");
 }
 
+// The state file of this node's `role` pod and its control socket's answer to `op`.
+struct PodAnswer {
+  nlohmann::json state;
+  nlohmann::json reply;
+};
+Result<PodAnswer> AskPod(const fluid::FluidRuntime& rt, const FluidFlags& f, Role role,
+                         const char* op) {
+  PodAnswer a;
+  ASSIGN_OR_RETURN(a.state, fluid::ReadState(f.run_dir, role, fluid::DatasetSource(rt)));
+  ASSIGN_OR_RETURN(a.reply, ControlCall(a.state.value("control_socket", ""),
+                                        {{"v", kControlProtocolVersion}, {"op", op}}));
+  return a;
+}
+
 // Exit 0 when the role's pod serves every mount (readiness), or answers at
 // all (--liveness).
 int Probe(const FluidFlags& f) {
@@ -75,17 +90,12 @@ int Probe(const FluidFlags& f) {
   if (!role.ok()) return ReportError("fluid probe", role.status());
   auto rt = LoadRuntime(f);
   if (!rt.ok()) return ReportError("fluid probe", rt.status());
-  auto state = fluid::ReadState(f.run_dir, *role, fluid::DatasetSource(*rt));
-  if (!state.ok()) {
-    ReportError("fluid probe", state.status());
+  auto pod = AskPod(*rt, f, *role, "status");
+  if (!pod.ok()) {
+    ReportError("fluid probe", pod.status());
     return kExitFailure;
   }
-  auto reply = ControlCall(state->value("control_socket", ""),
-                           {{"v", kControlProtocolVersion}, {"op", "status"}});
-  if (!reply.ok()) {
-    ReportError("fluid probe", reply.status());
-    return kExitFailure;
-  }
+  const nlohmann::json* state = &pod->state;
   if (f.liveness) return kExitOk;
   if (!state->value("ready", false)) {
     std::cerr << "granary: fluid probe: not ready: " << state->value("error", "") << std::endl;
@@ -108,18 +118,13 @@ int Probe(const FluidFlags& f) {
 int ReportSummary(const FluidFlags& f) {
   auto rt = LoadRuntime(f);
   if (!rt.ok()) return ReportError("fluid report-summary", rt.status());
-  auto state = fluid::ReadState(f.run_dir, Role::kWorker, fluid::DatasetSource(*rt));
-  if (!state.ok()) {
-    ReportError("fluid report-summary", state.status());
+  auto pod = AskPod(*rt, f, Role::kWorker, "cluster_status");
+  if (!pod.ok()) {
+    ReportError("fluid report-summary", pod.status());
     return kExitFailure;
   }
-  auto reply = ControlCall(state->value("control_socket", ""),
-                           {{"v", kControlProtocolVersion}, {"op", "cluster_status"}});
-  if (!reply.ok()) {
-    ReportError("fluid report-summary", reply.status());
-    return kExitFailure;
-  }
-  auto summary = fluid::ReportSummaryFromTotals((*reply)["cluster"].value("totals", nlohmann::json()));
+  auto summary =
+      fluid::ReportSummaryFromTotals(pod->reply["cluster"].value("totals", nlohmann::json()));
   if (!summary.ok()) {
     ReportError("fluid report-summary", summary.status());
     return kExitFailure;
@@ -150,28 +155,15 @@ int MountUfs(const FluidFlags& f) {
   return kExitOk;
 }
 
-// "a:b:c" -> {"a", "b", "c"} (empty parts dropped).
-std::vector<std::string> SplitColons(const std::string& text) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= text.size()) {
-    size_t j = text.find(':', i);
-    if (j == std::string::npos) j = text.size();
-    if (j > i) out.push_back(text.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
 int DataLoad(const FluidFlags& f) {
   auto rt = LoadRuntime(f);
   if (!rt.ok()) return ReportError("fluid dataload", rt.status());
   const char* data_path = std::getenv("FLUID_DATALOAD_DATA_PATH");
-  std::vector<std::string> paths = SplitColons(data_path ? data_path : "");
+  std::vector<std::string> paths = SplitList(data_path ? data_path : "", ':');
   if (paths.empty()) paths.push_back("/");
   std::vector<int> replicas;
   const char* rep = std::getenv("FLUID_DATALOAD_PATH_REPLICAS");
-  for (const std::string& r : SplitColons(rep ? rep : "")) {
+  for (const std::string& r : SplitList(rep ? rep : "", ':')) {
     char* end = nullptr;
     const long n = std::strtol(r.c_str(), &end, 10);
     if (*end != '\0' || n < 1 || n > 8) {

@@ -64,6 +64,8 @@ Status CheckMountpoint(const std::string& mp, bool allow_non_empty) {
   return Status::Ok();
 }
 
+}  // namespace
+
 Status WriteFileAtomically(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   {
@@ -74,8 +76,6 @@ Status WriteFileAtomically(const std::string& path, const std::string& text) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
   return Status::Ok();
 }
-
-}  // namespace
 
 Status DaemonOptions::Validate() const {
   RETURN_IF_ERROR(dataset.Validate());

@@ -223,6 +223,10 @@ std::string CanonicalMountpoint(std::string_view mountpoint);
 // source ParseUri refuses.
 Result<std::string> WorkerSocketPath(std::string_view run_dir, std::string_view source);
 
+// Writes `text` to `path` through a temporary file renamed into place, so a
+// reader sees the old or the new contents, never a part (pid, stats and state files).
+Status WriteFileAtomically(const std::string& path, const std::string& text);
+
 // <run_dir>/mount-<12 hex of the canonical mount point>.<ext> (ext: "pid", "stats.json", "log").
 std::string RunFilePath(std::string_view run_dir, std::string_view mountpoint,
                         std::string_view ext);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -30,30 +31,45 @@ using json = nlohmann::json;
 // snapshot's neighbours and a few near copies, not a cache.
 constexpr uint64_t kScratchQuota = 64ull << 20;
 
-std::string Option(const std::map<std::string, std::string>& o, const std::string& key) {
-  auto it = o.find(key);
-  return it == o.end() ? "" : it->second;
+// The mount table's entries of opened mounts.
+std::vector<UfsMount> TableOf(const std::vector<OpenedMount>& mounts) {
+  std::vector<UfsMount> out;
+  for (const OpenedMount& m : mounts) out.push_back(m.mount);
+  return out;
 }
 
-Result<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("runtime config " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// "train" is the top directory a mount at "train/x" appears under.
+std::string TopDir(const std::string& path) { return path.substr(0, path.find('/')); }
+
+// Whether dataset paths `a` and `b` ("imagenet/train", "" = the root) are
+// one inside the other.
+bool Nested(const std::string& a, const std::string& b) {
+  return a.empty() || b.empty() || a == b || a.starts_with(b + "/") || b.starts_with(a + "/");
 }
 
-// Writes `text` to `path` atomically (temp file + rename).
-Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return ErrnoStatus("write " + tmp, errno);
-    out << text;
-    if (!out.flush()) return ErrnoStatus("write " + tmp, errno);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
-  return Status::Ok();
+// "/imagenet/train/" -> "imagenet/train".
+std::string DatasetPath(std::string path) {
+  while (path.starts_with("/")) path.erase(0, 1);
+  while (path.ends_with("/")) path.pop_back();
+  return path;
+}
+
+// Opens mounts[index]'s connector and proves it answers (a List of its prefix).
+Result<OpenedMount> OpenMount(const FluidMount& spec, size_t index) {
+  const std::string what = "mounts[" + std::to_string(index) + "] (" +
+                           (spec.name.empty() ? "/" + spec.path : spec.name) + ") " +
+                           spec.uri.ToString();
+  auto ufs = OpenUnderStorage(spec.uri, spec.ufs);
+  if (!ufs.ok()) return ufs.status().WithContext(what);
+  std::shared_ptr<UnderStorage> shared = std::move(*ufs);
+  std::string prefix = spec.uri.key;
+  if (!prefix.empty() && !prefix.ends_with("/")) prefix += "/";
+  // Usable now: a missing bucket, refused credentials or an unreachable
+  // endpoint fail here, naming the mount.
+  auto page = shared->List(ListRequest{.prefix = prefix, .max_keys = 1});
+  if (!page.ok()) return page.status().WithContext(what);
+  return OpenedMount{.spec = spec,
+                     .mount = UfsMount{.path = spec.path, .ufs = shared, .prefix = prefix}};
 }
 
 // The tiers of a role: worker tiers; the client's own (near copies) or a
@@ -71,8 +87,6 @@ std::vector<TierLevel> RoleTiers(const FluidRuntime& rt, Role role, const std::s
                     .quota = kScratchQuota}};
 }
 
-bool ProcessAlive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
-
 // Whether the snapshot's top level matches the mount table (a pod restarted
 // after Fluid changed the mounts serves a stale snapshot otherwise).
 bool SnapshotMatches(const Snapshot& snap, const std::vector<OpenedMount>& mounts) {
@@ -80,14 +94,14 @@ bool SnapshotMatches(const Snapshot& snap, const std::vector<OpenedMount>& mount
     if (m.spec.path.empty()) return true;  // one mount at the root
   }
   std::set<std::string> want;
-  for (const OpenedMount& m : mounts) want.insert(m.spec.path.substr(0, m.spec.path.find('/')));
+  for (const OpenedMount& m : mounts) want.insert(TopDir(m.spec.path));
   std::set<std::string> have;
   for (const EntryView& e : snap.ReadDir(1, 0, want.size() + 1)) have.insert(std::string(e.name));
   for (const std::string& h : have) {
     if (!want.contains(h)) return false;  // a removed mount
   }
   for (const OpenedMount& m : mounts) {
-    if (have.contains(m.spec.path.substr(0, m.spec.path.find('/')))) continue;
+    if (have.contains(TopDir(m.spec.path))) continue;
     // An added mount, unless it is empty (an empty mount shows no directory).
     auto page = m.mount.ufs->List(ListRequest{.prefix = m.mount.prefix, .max_keys = 1});
     if (!page.ok() || !page->objects.empty() || !page->common_prefixes.empty()) return false;
@@ -111,28 +125,14 @@ Result<std::vector<OpenedMount>> OpenMounts(const FluidRuntime& rt,
   std::vector<OpenedMount> out;
   for (size_t i = 0; i < rt.mounts.size(); ++i) {
     const FluidMount& spec = rt.mounts[i];
-    const OpenedMount* same = nullptr;
-    for (const OpenedMount& r : reuse) {
-      if (r.spec == spec) same = &r;
-    }
-    if (same != nullptr) {
+    auto same = std::find_if(reuse.begin(), reuse.end(),
+                             [&](const OpenedMount& r) { return r.spec == spec; });
+    if (same != reuse.end()) {
       out.push_back(*same);
       continue;
     }
-    const std::string what = "mounts[" + std::to_string(i) + "] (" +
-                             (spec.name.empty() ? "/" + spec.path : spec.name) + ") " +
-                             spec.uri.ToString();
-    auto ufs = OpenUnderStorage(spec.uri, spec.ufs);
-    if (!ufs.ok()) return ufs.status().WithContext(what);
-    std::shared_ptr<UnderStorage> shared = std::move(*ufs);
-    std::string prefix = spec.uri.key;
-    if (!prefix.empty() && !prefix.ends_with("/")) prefix += "/";
-    // Usable now: a missing bucket, refused credentials or an unreachable
-    // endpoint fail here, naming the mount.
-    auto page = shared->List(ListRequest{.prefix = prefix, .max_keys = 1});
-    if (!page.ok()) return page.status().WithContext(what);
-    out.push_back(OpenedMount{.spec = spec,
-                              .mount = UfsMount{.path = spec.path, .ufs = shared, .prefix = prefix}});
+    ASSIGN_OR_RETURN(OpenedMount opened, OpenMount(spec, i));
+    out.push_back(std::move(opened));
   }
   return out;
 }
@@ -145,13 +145,13 @@ Result<DaemonOptions> BuildDaemonOptions(const FluidRuntime& rt, Role role,
   o.dataset.source = DatasetSource(rt);
   o.dataset.origin = std::move(table);
   o.dataset.cache_dirs = RoleTiers(rt, role, options.run_dir);
-  if (const std::string v = Option(opts, "policy"); !v.empty()) o.dataset.policy = v;
-  if (const std::string v = Option(opts, "blockSize"); !v.empty()) {
+  if (const std::string v = OptionOr(opts, "policy"); !v.empty()) o.dataset.policy = v;
+  if (const std::string v = OptionOr(opts, "blockSize"); !v.empty()) {
     auto b = ParseSize(v);
     if (!b.ok() || *b == 0) return InvalidArgument("option blockSize '" + v + "': expected a size");
     o.dataset.block_size = *b;
   }
-  if (const std::string v = Option(opts, "originConcurrency"); !v.empty()) {
+  if (const std::string v = OptionOr(opts, "originConcurrency"); !v.empty()) {
     char* end = nullptr;
     const long n = std::strtol(v.c_str(), &end, 10);
     if (*end != '\0' || n < 1 || n > 4096) {
@@ -162,7 +162,7 @@ Result<DaemonOptions> BuildDaemonOptions(const FluidRuntime& rt, Role role,
   ASSIGN_OR_RETURN(o.dataset.cluster, BuildClusterOptions(rt, role, options.pod));
   o.run_dir = options.run_dir;
   o.foreground = true;
-  o.metrics_addr = Option(opts, "metricsAddr");
+  o.metrics_addr = OptionOr(opts, "metricsAddr");
   if (role == Role::kClient) {
     o.mountpoint = options.mountpoint;
     if (o.mountpoint.empty()) {
@@ -176,7 +176,7 @@ Result<DaemonOptions> BuildDaemonOptions(const FluidRuntime& rt, Role role,
     std::error_code ec;
     fs::create_directories(o.mountpoint, ec);  // Fluid's target path may not exist yet
     o.fuse.allow_other = true;  // the application pods' users read through it
-    const std::string mode = Option(opts, "readMode");
+    const std::string mode = OptionOr(opts, "readMode");
     if (mode.empty() || mode == "auto") {
       o.read_mode_auto = true;
     } else if (auto m = ParseFuseReadMode(mode); m.ok()) {
@@ -203,7 +203,8 @@ Result<json> ReadState(const std::string& run_dir, Role role, const std::string&
   json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corruption(path + ": not a JSON object");
   const pid_t pid = j.value("pid", 0);
-  if (!ProcessAlive(pid)) {
+  const uint64_t start = j.value("start_ticks", uint64_t{0});
+  if (!PidFileProcessAlive(DaemonPidInfo{.pid = pid, .start_ticks = start})) {
     return Unavailable("the granary fluid " + std::string(RoleName(role)) + " (pid " +
                        std::to_string(pid) + ") is not running");
   }
@@ -213,13 +214,12 @@ Result<json> ReadState(const std::string& run_dir, Role role, const std::string&
 Result<std::unique_ptr<FluidServer>> FluidServer::Start(Role role, FluidRunOptions options) {
   if (role == Role::kDataLoad) return InvalidArgument("a data load is not a server");
   std::unique_ptr<FluidServer> s(new FluidServer(role, std::move(options)));
-  ASSIGN_OR_RETURN(s->config_text_, ReadText(s->options_.config_path));
+  ASSIGN_OR_RETURN(s->config_text_, ReadRuntimeConfigText(s->options_.config_path));
   ASSIGN_OR_RETURN(s->runtime_, ParseRuntimeConfig(s->config_text_, s->options_.config_path));
   s->source_ = DatasetSource(s->runtime_);
   ASSIGN_OR_RETURN(s->mounts_, OpenMounts(s->runtime_));
-  std::vector<UfsMount> table;
-  for (const OpenedMount& m : s->mounts_) table.push_back(m.mount);
-  ASSIGN_OR_RETURN(std::unique_ptr<MountTableUfs> t, MountTableUfs::Make(s->source_, table));
+  ASSIGN_OR_RETURN(std::unique_ptr<MountTableUfs> t,
+                   MountTableUfs::Make(s->source_, TableOf(s->mounts_)));
   s->table_ = std::move(t);
   ASSIGN_OR_RETURN(DaemonOptions d, BuildDaemonOptions(s->runtime_, role, s->options_, s->table_));
   ASSIGN_OR_RETURN(s->daemon_, Daemon::Start(std::move(d)));
@@ -263,7 +263,7 @@ void FluidServer::WatchLoop() {
     lock.unlock();
     // Fluid updates the ConfigMap by swapping a symlink: read the content,
     // not the inode or mtime.
-    auto text = ReadText(options_.config_path);
+    auto text = ReadRuntimeConfigText(options_.config_path);
     if (text.ok() && *text != config_text_) {
       config_text_ = *text;
       auto next = ParseRuntimeConfig(*text, options_.config_path);
@@ -293,15 +293,11 @@ Status FluidServer::Apply(const FluidRuntime& next) {
   }
   if (same_mounts) return Status::Ok();
   ASSIGN_OR_RETURN(std::vector<OpenedMount> opened, OpenMounts(next, mounts_));
-  std::vector<UfsMount> table;
-  for (const OpenedMount& m : opened) table.push_back(m.mount);
-  RETURN_IF_ERROR(table_->SetMounts(table));
+  RETURN_IF_ERROR(table_->SetMounts(TableOf(opened)));
   auto synced = daemon_->Sync();
   if (!synced.ok()) {
     // Back to the mounts the snapshot shows.
-    std::vector<UfsMount> old;
-    for (const OpenedMount& m : mounts_) old.push_back(m.mount);
-    table_->SetMounts(old).IgnoreError();
+    table_->SetMounts(TableOf(mounts_)).IgnoreError();
     return synced.status().WithContext("listing the new mounts");
   }
   mounts_ = std::move(opened);
@@ -318,6 +314,7 @@ void FluidServer::WriteState(bool ready, const std::string& error) {
   for (const OpenedMount& m : mounts_) mounted.push_back("/" + m.spec.path);
   const std::string run_name = daemon_->run_name();
   json j = {{"pid", static_cast<int64_t>(::getpid())},
+            {"start_ticks", ProcessStartTicks(::getpid())},
             {"role", RoleName(role_)},
             {"source", source_},
             {"dataset_id", daemon_->dataset_id()},
@@ -326,7 +323,7 @@ void FluidServer::WriteState(bool ready, const std::string& error) {
             {"mounted", mounted},
             {"ready", ready},
             {"error", error}};
-  if (Status s = WriteAtomically(StatePath(options_.run_dir, role_, source_), j.dump() + "\n");
+  if (Status s = WriteFileAtomically(StatePath(options_.run_dir, role_, source_), j.dump() + "\n");
       !s.ok()) {
     GLOG_WARN("fluid: writing the state file: {}", s.ToString());
   }
@@ -336,36 +333,32 @@ Result<LoadResult> RunDataLoad(const FluidRuntime& rt, const FluidRunOptions& op
                                const std::vector<std::string>& paths,
                                const std::vector<int>& replicas, int threads,
                                const std::function<void(const std::string&)>& progress) {
+  std::vector<std::string> targets;
+  for (const std::string& p : paths) targets.push_back(DatasetPath(p));
   // The Job may not reach every mount (a pvc:// claim is mounted into the
   // workers, not into Fluid's DataLoad pod): a mount it cannot open is left
   // out unless a target lies under it.
-  std::vector<UfsMount> table;
+  std::vector<OpenedMount> mounts;
   for (size_t i = 0; i < rt.mounts.size(); ++i) {
-    FluidRuntime one = rt;
-    one.mounts = {rt.mounts[i]};
-    auto opened = OpenMounts(one);
+    const FluidMount& spec = rt.mounts[i];
+    auto opened = OpenMount(spec, i);
     if (opened.ok()) {
-      table.push_back(opened->front().mount);
+      mounts.push_back(std::move(*opened));
       continue;
     }
-    const std::string dir = "/" + rt.mounts[i].path;
-    for (const std::string& p : paths) {
-      std::string rel = p;
-      while (rel.size() > 1 && rel.ends_with("/")) rel.pop_back();
-      if (rt.mounts[i].path.empty() || rel == dir || rel.starts_with(dir + "/") || rel == "/" ||
-          (dir + "/").starts_with(rel + "/")) {
-        return Status(opened.status().code(),
-                      "mounts[" + std::to_string(i) + "] (" + dir + ") holds target " + p +
-                          " but cannot be opened in this pod: " + opened.status().message() +
-                          " (mount its secrets/claim into the DataLoad pod, or run `granary load "
-                          "--worker " + DatasetSource(rt) + " " + rt.mounts[i].path + "` in a worker)");
-      }
+    for (const std::string& t : targets) {
+      if (!Nested(t, spec.path)) continue;
+      return Status(opened.status().code(),
+                    "target /" + t + " lies in a mount this pod cannot open: " +
+                        opened.status().message() +
+                        " (mount its secrets/claim into the DataLoad pod, or run `granary load "
+                        "--worker " + DatasetSource(rt) + " " + spec.path + "` in a worker)");
     }
-    progress("dataload: skipping mount " + dir + " (no target under it; cannot be opened here: " +
-             opened.status().message() + ")");
+    progress("dataload: skipping mount /" + spec.path +
+             " (no target under it; cannot be opened here: " + opened.status().message() + ")");
   }
-  const std::string source = DatasetSource(rt);
-  ASSIGN_OR_RETURN(std::unique_ptr<MountTableUfs> t, MountTableUfs::Make(source, table));
+  ASSIGN_OR_RETURN(std::unique_ptr<MountTableUfs> t,
+                   MountTableUfs::Make(DatasetSource(rt), TableOf(mounts)));
   ASSIGN_OR_RETURN(DaemonOptions d, BuildDaemonOptions(rt, Role::kDataLoad, options, std::move(t)));
   for (int r : replicas) {
     if (r > d.dataset.cluster.replicas) {
@@ -375,43 +368,30 @@ Result<LoadResult> RunDataLoad(const FluidRuntime& rt, const FluidRunOptions& op
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(std::move(d.dataset)));
   std::shared_ptr<const Snapshot> snap = ds->snapshot();
-  LoadResult total;
-  for (const std::string& path : paths) {
-    std::string rel = path;
-    while (rel.starts_with("/")) rel.erase(0, 1);
-    while (rel.ends_with("/")) rel.pop_back();
-    auto targets = ResolveLoadTargets(*snap, LoadRequest{.path = rel, .threads = threads});
-    if (!targets.ok()) return targets.status().WithContext("dataload " + path);
-    progress("dataload: " + path + ": " + std::to_string(targets->inos.size()) + " files, " +
-             FormatSize(targets->bytes));
-    LoadJob job(&ds->engine(), snap, std::move(*targets), threads, /*check_only=*/false);
-    job.Start();
-    while (!job.WaitFor(std::chrono::seconds(2))) {
-      const LoadProgress p = job.progress();
-      char line[256];
-      std::snprintf(line, sizeof line, "dataload: %s: %llu/%llu files, %s/s", path.c_str(),
-                    static_cast<unsigned long long>(p.files_done),
-                    static_cast<unsigned long long>(p.files_total),
-                    FormatSize(static_cast<uint64_t>(p.bytes_per_s)).c_str());
-      progress(line);
-    }
-    const LoadResult r = job.Wait();
-    total.files_requested += r.files_requested;
-    total.bytes_requested += r.bytes_requested;
-    total.files_cached += r.files_cached;
-    total.bytes_cached += r.bytes_cached;
-    total.files_not_fitted += r.files_not_fitted;
-    total.bytes_not_fitted += r.bytes_not_fitted;
-    total.files_failed += r.files_failed;
-    total.files_not_loaded += r.files_not_loaded;
-    total.missing_count += r.missing_count;
-    total.elapsed_s += r.elapsed_s;
-    for (const LoadFailure& f : r.failures) total.failures.push_back(f);
+  // Every target's files, once, in one job.
+  LoadTargets all;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    auto one = ResolveLoadTargets(*snap, LoadRequest{.path = targets[i], .threads = threads});
+    if (!one.ok()) return one.status().WithContext("dataload " + paths[i]);
+    progress("dataload: " + paths[i] + ": " + std::to_string(one->inos.size()) + " files, " +
+             FormatSize(one->bytes));
+    all.inos.insert(all.inos.end(), one->inos.begin(), one->inos.end());
   }
+  std::sort(all.inos.begin(), all.inos.end());
+  all.inos.erase(std::unique(all.inos.begin(), all.inos.end()), all.inos.end());
+  for (uint64_t ino : all.inos) all.bytes += snap->Get(ino)->size;
+  LoadJob job(&ds->engine(), snap, std::move(all), threads, /*check_only=*/false);
+  job.Start();
+  while (!job.WaitFor(std::chrono::seconds(2))) {
+    const LoadProgress p = job.progress();
+    progress("dataload: " + std::to_string(p.files_done) + "/" + std::to_string(p.files_total) +
+             " files, " + FormatSize(static_cast<uint64_t>(p.bytes_per_s)) + "/s");
+  }
+  LoadResult result = job.Wait();
   RETURN_IF_ERROR(ds->Close());
   std::error_code ec;
   fs::remove_all(options.run_dir + "/dataload-scratch", ec);
-  return total;
+  return result;
 }
 
 Result<json> ReportSummaryFromTotals(const json& totals) {

@@ -20,14 +20,8 @@
 namespace granary::fluid {
 namespace {
 
-std::string Option(const std::map<std::string, std::string>& o, const std::string& key,
-                   const std::string& fallback = "") {
-  auto it = o.find(key);
-  return it == o.end() ? fallback : it->second;
-}
-
 Result<int> PortOption(const std::map<std::string, std::string>& o) {
-  const std::string text = Option(o, "peerPort", std::to_string(kDefaultPeerPort));
+  const std::string text = OptionOr(o, "peerPort", std::to_string(kDefaultPeerPort));
   char* end = nullptr;
   const long v = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || v < 1 || v > 65535) {
@@ -42,6 +36,12 @@ std::string Env(const char* name) {
 }
 
 }  // namespace
+
+std::string OptionOr(const std::map<std::string, std::string>& options, const std::string& key,
+                     const std::string& fallback) {
+  auto it = options.find(key);
+  return it == options.end() ? fallback : it->second;
+}
 
 std::string RuntimeConfigPath(const std::string& flag) {
   if (!flag.empty()) return flag;
@@ -89,7 +89,7 @@ Result<int> WorkerOrdinal(const FluidComponent& worker, std::string_view pod_nam
 
 Result<std::vector<std::string>> WorkerAddresses(const FluidComponent& worker) {
   std::vector<std::string> out;
-  const std::string explicit_peers = Option(worker.options, "peers");
+  const std::string explicit_peers = OptionOr(worker.options, "peers");
   if (!explicit_peers.empty()) {
     ASSIGN_OR_RETURN(std::vector<cluster::Member> members,
                      cluster::ParsePeerList(explicit_peers, 1));
@@ -132,13 +132,13 @@ Result<ClusterOptions> BuildClusterOptions(const FluidRuntime& rt, Role role,
                                            const PodIdentity& pod) {
   const std::map<std::string, std::string> o = RoleOptions(rt, role);
   ClusterOptions c;
-  c.etcd = Option(o, "etcd");
-  c.name = Option(o, "clusterName");
-  c.secret_file = Option(o, "secretFile");
-  if (const std::string v = Option(o, "insecure"); !v.empty()) {
+  c.etcd = OptionOr(o, "etcd");
+  c.name = OptionOr(o, "clusterName");
+  c.secret_file = OptionOr(o, "secretFile");
+  if (const std::string v = OptionOr(o, "insecure"); !v.empty()) {
     ASSIGN_OR_RETURN(c.insecure, ParseBoolOption("option insecure", v));
   }
-  if (const std::string v = Option(o, "cacheReplicas"); !v.empty()) {
+  if (const std::string v = OptionOr(o, "cacheReplicas"); !v.empty()) {
     char* end = nullptr;
     const long r = std::strtol(v.c_str(), &end, 10);
     if (*end != '\0' || r < 1 || r > 8) {
@@ -146,7 +146,7 @@ Result<ClusterOptions> BuildClusterOptions(const FluidRuntime& rt, Role role,
     }
     c.replicas = static_cast<int>(r);
   }
-  if (const std::string v = Option(o, "peerTimeout"); !v.empty()) {
+  if (const std::string v = OptionOr(o, "peerTimeout"); !v.empty()) {
     auto d = ParseDuration(v);
     if (!d.ok()) return InvalidArgument("option peerTimeout: " + d.status().message());
     c.peer_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);

@@ -74,15 +74,22 @@ struct FluidRuntime {
   FluidComponent master, worker, client;
 };
 
-// Parses runtime.json text. `source` names the file in errors. Secret files
-// are read (and must exist); `pvc_root` is where pvc:// claims are mounted.
+// Parses runtime.json text. Errors start with `source` (the file). Secret
+// files are read (and must exist); pvc:// claims are looked for under the
+// worker option pvcRoot.
 Result<FluidRuntime> ParseRuntimeConfig(std::string_view json_text,
                                         std::string_view source = "runtime.json");
 // "true"/"false" (also yes/no/on/off/1/0) of an option; InvalidArgument naming `field`.
 Result<bool> ParseBoolOption(const std::string& field, const std::string& value);
 
-// Reads and parses a runtime.json file.
+// The text of a runtime.json file; NotFound naming it when it cannot be read.
+Result<std::string> ReadRuntimeConfigText(const std::string& path);
+// ReadRuntimeConfigText + ParseRuntimeConfig.
 Result<FluidRuntime> LoadRuntimeConfig(const std::string& path);
+
+// options[key], or `fallback` when the key is absent.
+std::string OptionOr(const std::map<std::string, std::string>& options, const std::string& key,
+                     const std::string& fallback = "");
 
 // The path of runtime.json: `flag` when given, else $FLUID_RUNTIME_CONFIG_PATH,
 // else /etc/fluid/config/runtime.json.

@@ -279,17 +279,7 @@ Result<double> Ratio(const json& level, const char* key, double fallback, const 
 Result<std::vector<std::string>> StringList(const json& v, const std::string& field) {
   std::vector<std::string> out;
   if (v.is_null()) return out;
-  if (v.is_string()) {  // "a,b"
-    std::string s = v.get<std::string>();
-    size_t i = 0;
-    while (i <= s.size()) {
-      size_t j = s.find(',', i);
-      if (j == std::string::npos) j = s.size();
-      if (j > i) out.push_back(s.substr(i, j - i));
-      i = j + 1;
-    }
-    return out;
-  }
+  if (v.is_string()) return SplitList(v.get<std::string>(), ',');  // "a,b"
   if (!v.is_array()) return InvalidArgument(field + ": expected a list, not " + v.dump());
   for (size_t i = 0; i < v.size(); ++i) {
     ASSIGN_OR_RETURN(std::string s, Scalar(v[i], field + "[" + std::to_string(i) + "]"));
@@ -393,11 +383,13 @@ bool FluidMount::operator==(const FluidMount& o) const {
          ufs.secrets == o.ufs.secrets;
 }
 
-Result<FluidRuntime> ParseRuntimeConfig(std::string_view json_text, std::string_view source) {
-  const std::string src(source);
+namespace {
+
+// ParseRuntimeConfig without the file's name in front of its errors.
+Result<FluidRuntime> ParseRuntimeFields(std::string_view json_text) {
   json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument(src + ": not valid JSON");
-  if (!j.is_object()) return InvalidArgument(src + ": expected a JSON object");
+  if (j.is_discarded()) return InvalidArgument("not valid JSON");
+  if (!j.is_object()) return InvalidArgument("expected a JSON object");
   FluidRuntime rt;
   try {
     ASSIGN_OR_RETURN(rt.master, ParseComponent(j.value("master", json()), "master"));
@@ -408,7 +400,7 @@ Result<FluidRuntime> ParseRuntimeConfig(std::string_view json_text, std::string_
         pvc == rt.worker.options.end() ? std::string(kDefaultPvcRoot) : pvc->second;
     const json mounts = j.value("mounts", json());
     if (!mounts.is_array() || mounts.empty()) {
-      return InvalidArgument(src + ": mounts: at least one mount is required");
+      return InvalidArgument("mounts: at least one mount is required");
     }
     std::set<std::string> paths;
     for (size_t i = 0; i < mounts.size(); ++i) {
@@ -435,22 +427,30 @@ Result<FluidRuntime> ParseRuntimeConfig(std::string_view json_text, std::string_
       ASSIGN_OR_RETURN(rt.target_path, Scalar(*t, "targetPath"));
     }
   } catch (const json::exception& e) {
-    return InvalidArgument(src + ": " + e.what());
+    return InvalidArgument(e.what());
   }
   return rt;
 }
 
-Result<FluidRuntime> LoadRuntimeConfig(const std::string& path) {
+}  // namespace
+
+Result<FluidRuntime> ParseRuntimeConfig(std::string_view json_text, std::string_view source) {
+  auto rt = ParseRuntimeFields(json_text);
+  if (!rt.ok()) return Status(rt.status().code(), std::string(source) + ": " + rt.status().message());
+  return rt;
+}
+
+Result<std::string> ReadRuntimeConfigText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("runtime config " + path + ": " + std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
-  auto rt = ParseRuntimeConfig(ss.str(), path);
-  if (!rt.ok()) {
-    const std::string msg = rt.status().message();
-    return Status(rt.status().code(), msg.starts_with(path) ? msg : path + ": " + msg);
-  }
-  return rt;
+  return ss.str();
+}
+
+Result<FluidRuntime> LoadRuntimeConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadRuntimeConfigText(path));
+  return ParseRuntimeConfig(text, path);
 }
 
 }  // namespace granary::fluid
