@@ -134,12 +134,10 @@ void WriteAllFd(int fd, std::string_view text) {
 }  // namespace
 
 Result<std::string> WorkerSocketPath(std::string_view run_dir, std::string_view source) {
-  // A Fluid dataset is named "fluid://<namespace>/<name>", not a URI.
-  if (source.starts_with("fluid://")) {
-    return RunFilePath(run_dir, WorkerRunName(DatasetId(source)), "sock");
-  }
-  ASSIGN_OR_RETURN(Uri uri, ParseUri(source));
-  return RunFilePath(run_dir, WorkerRunName(DatasetId(uri.ToString())), "sock");
+  // A Fluid dataset is named "fluid://<namespace>/<name>", not a URI;
+  // DatasetId canonicalizes the URIs it can parse.
+  if (!source.starts_with("fluid://")) RETURN_IF_ERROR(ParseUri(source).status());
+  return RunFilePath(run_dir, WorkerRunName(DatasetId(source)), "sock");
 }
 
 std::string CanonicalMountpoint(std::string_view mountpoint) {

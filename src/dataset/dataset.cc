@@ -177,23 +177,24 @@ nlohmann::json SyncResultToJson(const SyncResult& r) {
 
 Dataset::Dataset(DatasetOptions options) : options_(std::move(options)) {}
 
-Result<std::unique_ptr<Dataset>> Dataset::Open(DatasetOptions options) {
-  return Open(std::move(options), nullptr);
-}
-
 Result<std::unique_ptr<Dataset>> Dataset::Open(DatasetOptions options,
                                                std::shared_ptr<UnderStorage> ufs) {
+  options.origin = std::move(ufs);
+  return Open(std::move(options));
+}
+
+Result<std::unique_ptr<Dataset>> Dataset::Open(DatasetOptions options) {
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<Dataset> d(new Dataset(std::move(options)));
-  if (Status s = d->OpenAll(std::move(ufs)); !s.ok()) {
+  if (Status s = d->OpenAll(); !s.ok()) {
     d->Close().IgnoreError();
     return s;
   }
   return d;
 }
 
-Status Dataset::OpenAll(std::shared_ptr<UnderStorage> ufs) {
-  if (!ufs) ufs = options_.origin;
+Status Dataset::OpenAll() {
+  std::shared_ptr<UnderStorage> ufs = options_.origin;
   Uri uri;
   if (auto parsed = ParseUri(options_.source); parsed.ok()) {
     uri = std::move(*parsed);

@@ -147,7 +147,7 @@ class Dataset {
 
  private:
   explicit Dataset(DatasetOptions options);
-  Status OpenAll(std::shared_ptr<UnderStorage> ufs);
+  Status OpenAll();
   Status OpenCache(const std::string& prefix);
 
   DatasetOptions options_;
