@@ -5,7 +5,8 @@
 //     (POD_NAME from the "downward API"), each in a network namespace of its own
 //     and a mount namespace of its own in which the runtime's tier path is
 //     bind-mounted onto that pod's directory, as a hostPath is on its node;
-//   - a `granary fluid client` FUSE mount (a member that owns nothing);
+//   - a `granary fluid client` FUSE mount (a member that owns nothing, keeping
+//     near copies in its own tier);
 //   - `granary fluid dataload` of one sub-path, then `report-summary` equal to
 //     the truth (bytes of exactly the loaded files; then everything after an
 //     epoch through the client), each block fetched from the origin once;
@@ -149,7 +150,10 @@ class FluidFlowTest : public ::testing::Test {
          {{"enabled", true},
           {"name", "imnet-client"},
           {"options", {{"peerPort", "7171"}}},
-          {"service", {{"name", ""}}}}}};
+          {"service", {{"name", ""}}},
+          {"tieredStoreLevels",
+           {{{"mountPaths", {dir_.path() + "/client/tier"}}, {"mediumType", "SSD"},
+             {"quotas", {"1Gi"}}}}}}}};
     // As a ConfigMap update does: a new file renamed into place.
     std::ofstream(config() + ".tmp") << rt.dump(2);
     fs::rename(config() + ".tmp", config());
@@ -288,6 +292,14 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   // The train files came from the workers' caches (loaded above): the
   // cluster's hit ratio counts the blocks the workers served from cache.
   EXPECT_NE(s2["cacheHitRatio"], "0.0");
+  // The client has a tier: it kept near copies of what it read (its own
+  // status), which the cluster's figures above do not count.
+  ProcessResult cs = Granary(kClientHost, {"status", mnt, "--json", "--run-dir", dir_.path() + "/client/run"});
+  ASSERT_EQ(cs.exit_code, 0) << cs.err;
+  json client_status = json::parse(cs.out, nullptr, false);
+  if (client_status.is_array()) client_status = client_status[0];
+  EXPECT_GT(client_status.value("cached_bytes", uint64_t{0}), 0u) << cs.out;
+  EXPECT_EQ(client_status.value("owned_block_bytes", uint64_t{1}), 0u) << cs.out;
   const auto gets = testing::Delta(origin_->GetsPerKey(), gets0);
   EXPECT_EQ(testing::Sum(gets), testing::BlocksOf(data_, kBlock));
   for (const auto& [key, n] : gets) {
