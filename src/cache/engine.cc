@@ -236,24 +236,27 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
     AdmitKind kind = AdmitKind::kOwned;
     bool from_store = false;
     Result<BlockData> data = FetchFromSources(ref, want, &kind, &from_store);
+    const bool done = !data.ok() || from_store;
+    if (done) {
+      // Leave the single-flight map before the result is published: a read
+      // that starts after this fetch failed must start a new fetch, never
+      // join this finished one and get its stale error.
+      std::lock_guard lock(flights_mu_);
+      flights_.erase(fk);
+    }
     {
       std::lock_guard lock(flight->mu);
       flight->data_ready = true;
       flight->status = data.status();
       flight->from_store = from_store;
       if (data.ok()) flight->data = *data;
-    }
-    flight->cv.notify_all();
-    if (!data.ok() || from_store) {
-      {
-        std::lock_guard lock(flight->mu);
+      if (done) {
         flight->admit_done = true;
         flight->admitted = from_store;
       }
-      flight->cv.notify_all();
-      std::lock_guard lock(flights_mu_);
-      flights_.erase(fk);
-    } else {
+    }
+    flight->cv.notify_all();
+    if (!done) {
       // A demand read hands these bytes to its reader right away; warm-up and
       // readahead (low priority) fetch them for a reader still to come,
       // unless the hook hands them over now.

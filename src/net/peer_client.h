@@ -113,9 +113,12 @@ class PeerClient {
 
   const std::string address_;
   const PeerClientOptions opts_;
+  // Declared before slots_: members are destroyed in reverse order, and a
+  // connection's reader thread (joined when its slot goes) may still count a
+  // late reply, so the counters must outlive every slot.
+  std::unique_ptr<Counters> counters_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<uint64_t> next_slot_{0};
-  std::unique_ptr<Counters> counters_;
 };
 
 }  // namespace granary::net
