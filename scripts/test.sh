@@ -1,16 +1,38 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds Granary, runs every test with
-# ctest, then runs every libFuzzer target for FUZZ_SECONDS (default 30) each.
-#   scripts/test.sh            # release-ish build in build/
-#   GRANARY_SANITIZE=address scripts/test.sh   # ASan+UBSan build in build-asan/
+# The test command (what CI runs): installs dependencies, builds Granary, runs
+# every test with ctest, runs every libFuzzer target for FUZZ_SECONDS (default
+# 30) each, then builds the unit tests (ctest label `unit`) under ASan+UBSan
+# and under TSan and runs them; any sanitizer report fails the run.
+#   scripts/test.sh                          # all of the above
+#   GRANARY_SANITIZERS=0 scripts/test.sh     # without the sanitizer runs
+#   GRANARY_SANITIZE=address scripts/test.sh # only: every test in an ASan+UBSan build (build-address/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 
+jobs=$(nproc)
 san="${GRANARY_SANITIZE:-}"
 build="build${san:+-$san}"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRANARY_SANITIZE="$san" >/dev/null
-cmake --build "$build" -j"$(nproc)"
-(cd "$build" && ctest --output-on-failure -j"$(nproc)" "$@")
+cmake --build "$build" -j"$jobs"
+(cd "$build" && ctest --output-on-failure -j"$jobs" "$@")
+[[ -n "$san" ]] && exit 0
 FUZZ_SECONDS="${FUZZ_SECONDS:-30}" scripts/fuzz.sh
+
+[[ "${GRANARY_SANITIZERS:-1}" == 0 ]] && exit 0
+# Every report is fatal: the sanitizer builds compile with
+# -fno-sanitize-recover, and TSan exits non-zero after any report.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+for s in address thread; do
+  b="build-$s"
+  start=$SECONDS
+  cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRANARY_SANITIZE="$s" \
+    -DGRANARY_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build "$b" -j"$jobs" --target unit_tests
+  echo "sanitize ($s): unit tests built in $((SECONDS - start)) s"
+  (cd "$b" && ctest --output-on-failure -j"$jobs" -L unit)
+  echo "sanitize ($s): unit tests ran clean in $((SECONDS - start)) s in all"
+done

@@ -103,13 +103,50 @@ Status ProbeSource(UnderStorage& ufs, const Uri& uri) {
 // A dataset's own cache directory (a tier dir: <cache dir>/<id> or the memory
 // tier's /dev/shm/granary-<id>): writable and private to this user, also when
 // an older version left it world-readable. Its parents are the user's.
+//
+// The directory itself must be a real directory (not a symlink) owned by this
+// user: a predictable path such as /dev/shm/granary-<id> can be created first
+// by another local user, who could then read the cache or plant links in it
+// (issue 23). Such a directory is refused, naming its owner; it is never
+// chmod'ed through a link. Once it is ours and 0700 nobody else can add
+// entries, and the store opens cache files with O_NOFOLLOW.
 Status PrepareCacheDir(const std::string& dir, std::string_view what) {
-  RETURN_IF_ERROR(PrepareWritableDir(dir, what));
-  if (::chmod(dir.c_str(), kCacheDirMode) != 0) {
+  std::error_code ec;
+  fs::create_directories(fs::path(dir).parent_path(), ec);
+  if (::mkdir(dir.c_str(), kCacheDirMode) != 0 && errno != EEXIST) {
     return PermissionDenied(std::string(what) + " " + dir +
-                            " cannot be made private: " + std::strerror(errno));
+                            " cannot be created: " + std::strerror(errno));
   }
-  return Status::Ok();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    struct stat lst {};
+    if (::lstat(dir.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      return PermissionDenied(std::string(what) + " " + dir +
+                              " is a symbolic link: refusing it (remove it; Granary creates "
+                              "the directory itself)");
+    }
+    return PermissionDenied(std::string(what) + " " + dir +
+                            " cannot be opened: " + std::strerror(err));
+  }
+  struct stat st {};
+  Status status;
+  if (::fstat(fd, &st) != 0) {
+    status = PermissionDenied(std::string(what) + " " + dir +
+                              " cannot be stat'ed: " + std::strerror(errno));
+  } else if (st.st_uid != ::geteuid()) {
+    status = PermissionDenied(std::string(what) + " " + dir + " belongs to uid " +
+                              std::to_string(st.st_uid) + ", not to this user (uid " +
+                              std::to_string(::geteuid()) +
+                              "): refusing it, another user could read or redirect the cache "
+                              "(remove it; Granary creates the directory itself)");
+  } else if ((st.st_mode & 07777) != kCacheDirMode && ::fchmod(fd, kCacheDirMode) != 0) {
+    status = PermissionDenied(std::string(what) + " " + dir +
+                              " cannot be made private: " + std::strerror(errno));
+  }
+  ::close(fd);
+  RETURN_IF_ERROR(status);
+  return PrepareWritableDir(dir, what);
 }
 
 // The snapshot file at `path`, if there is one, private to this user (the

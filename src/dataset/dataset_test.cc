@@ -210,6 +210,64 @@ TEST_F(DatasetTest, Issue23CacheIsPrivateToItsUser) {
   ::umask(old_umask);
 }
 
+TEST_F(DatasetTest, Issue23TierDirOfAnotherUserOrALinkIsRefused) {
+  // The memory tier's path is predictable: another local user can create it
+  // first, as a directory of theirs or as a link to one.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a directory of another user";
+  const std::string prefix = "foreign-" + std::to_string(getpid());
+  origin_->Put(prefix + "/one", std::string(3'000, '1'));
+  DatasetOptions o = Options("a");
+  o.source = "s3://bkt/" + prefix;
+  o.mem_cache = 32 << 10;
+  const std::string id = DatasetId(o.source);
+  const fs::path mem = "/dev/shm/granary-" + id;
+  const fs::path elsewhere = dir_ / "planted";
+  struct Remove {
+    fs::path a, b;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(a, ec);
+      fs::remove_all(b, ec);
+    }
+  } remove{mem, elsewhere};
+
+  // A directory owned by someone else (nobody, 65534), world-writable.
+  ASSERT_TRUE(fs::create_directory(mem));
+  ASSERT_EQ(::chmod(mem.c_str(), 0777), 0);
+  ASSERT_EQ(::chown(mem.c_str(), 65534, 65534), 0) << std::strerror(errno);
+  auto ds = Dataset::Open(o, origin_);
+  ASSERT_FALSE(ds.ok()) << "a tier dir of uid 65534 was used";
+  EXPECT_EQ(ds.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(ds.status().message().find(mem.string()), std::string::npos) << ds.status().ToString();
+  EXPECT_NE(ds.status().message().find("uid 65534"), std::string::npos) << ds.status().ToString();
+  struct stat st {};
+  ASSERT_EQ(::stat(mem.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0777u) << "the foreign directory was changed";
+  EXPECT_TRUE(fs::is_empty(mem)) << "something was written into the foreign directory";
+  fs::remove_all(mem);
+
+  // A symbolic link to a directory elsewhere.
+  ASSERT_TRUE(fs::create_directory(elsewhere));
+  ASSERT_EQ(::chmod(elsewhere.c_str(), 0755), 0);
+  fs::create_directory_symlink(elsewhere, mem);
+  ds = Dataset::Open(o, origin_);
+  ASSERT_FALSE(ds.ok()) << "a tier dir that is a symlink was followed";
+  EXPECT_NE(ds.status().message().find("symbolic link"), std::string::npos)
+      << ds.status().ToString();
+  EXPECT_TRUE(fs::is_empty(elsewhere)) << "the cache was written through the link";
+  ASSERT_EQ(::stat(elsewhere.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u) << "the link's target was chmod'ed";
+  fs::remove(mem);
+
+  // Once the path is free, the dataset opens and makes its own directory.
+  ds = Dataset::Open(o, origin_);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_EQ(::lstat(mem.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  ASSERT_TRUE((*ds)->Close().ok());
+}
+
 TEST_F(DatasetTest, BadClusterOptionsNameTheFlag) {
   DatasetOptions o = Options("a");
   o.cluster.listen = "127.0.0.1:1";

@@ -112,7 +112,7 @@ Status WriteAll(int fd, std::string_view data, const std::string& what) {
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoStatus(path, errno);
   std::string out;
   char buf[1 << 16];
@@ -240,7 +240,8 @@ Journal::~Journal() { ::close(fd_); }
 
 Result<std::unique_ptr<Journal>> Journal::Create(const std::string& dir, uint64_t generation) {
   std::string path = dir + "/" + JournalFileName(generation);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kCacheFileMode);
+  int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, kCacheFileMode);
   if (fd < 0) return ErrnoStatus("create journal " + path, errno);
   std::string header = FileHeader(kJournalMagic);
   Status s = WriteAll(fd, header, "write journal header " + path);
@@ -347,7 +348,8 @@ Status WriteCheckpoint(const std::string& dir, uint64_t generation, int64_t wall
                        const std::function<bool(EntryRecord&)>& next_entry) {
   std::string path = dir + "/" + std::string(kCheckpointFileName);
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kCacheFileMode);
+  int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, kCacheFileMode);
   if (fd < 0) return ErrnoStatus("create checkpoint " + tmp, errno);
   ::fchmod(fd, kCacheFileMode);  // a temp file left by an older version may be wider
   Status s = WriteCheckpointBody(fd, tmp, generation, wall_nanos, next_entry);
@@ -360,7 +362,7 @@ Status WriteCheckpoint(const std::string& dir, uint64_t generation, int64_t wall
     ::unlink(tmp.c_str());
     return s;
   }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);

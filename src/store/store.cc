@@ -324,7 +324,7 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   }
   if (todo.empty()) return true;
   bool ok = true;
-  int fd = ::open(FilePath(tier, e->id).c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(FilePath(tier, e->id).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   ok = fd >= 0;
   std::string buf;
   // With drop_read_pages (a mount that keeps its own copy) the blocks are
@@ -405,7 +405,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
       s.counters.hit_bytes.fetch_add(len, std::memory_order_relaxed);
       return static_cast<size_t>(len);
     }
-    int fd = ::open(s.FilePath(tier, id).c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(s.FilePath(tier, id).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;  // moved or evicted meanwhile: look again
     if (!s.StillCurrent(e, generation)) {  // the open may have found a later admission's file
       ::close(fd);
@@ -506,7 +506,7 @@ Result<int> Store::OpenCompleteFile(const ObjectKey& key) {
     uint64_t generation = 0;
     Result<std::string> path = s.CompleteFile(key, &e, &generation);
     if (!path.ok()) return path.status();
-    int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;
     if (s.StillCurrent(e, generation)) return fd;
     ::close(fd);

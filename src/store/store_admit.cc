@@ -101,7 +101,8 @@ int Store::Impl::WriteNewFile(int tier, const std::string& path, std::string_vie
   TierState& t = *tiers[static_cast<size_t>(tier)];
   bool direct = want_direct && t.level.medium != Medium::kMem &&
                 t.direct_ok.load(std::memory_order_relaxed);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0),
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0),
                   kCacheFileMode);
   if (fd < 0 && direct && errno == EINVAL) {
     // This file system does not do O_DIRECT (nothing was created).
@@ -217,7 +218,8 @@ Result<std::shared_ptr<Entry>> Store::Impl::CreateLargeEntryLocked(Shard& shard,
   }
   auto tier = static_cast<uint32_t>(t);
   std::string path = FilePath(tier, id);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kCacheFileMode);
+  int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, kCacheFileMode);
   int err = fd < 0 ? errno : (::ftruncate(fd, static_cast<off_t>(key.size)) != 0 ? errno : 0);
   if (fd >= 0) ::close(fd);
   if (err != 0) {
@@ -299,7 +301,7 @@ Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& 
     tier = e->tier;
   }
   std::string path = FilePath(tier, id);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   int err = fd < 0 ? errno : WriteFull(fd, data, static_cast<int64_t>(block * options.block_size));
   if (fd >= 0) ::close(fd);
   uint64_t checksum = err == 0 ? XXH3_64bits(data.data(), data.size()) : 0;

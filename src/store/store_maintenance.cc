@@ -96,8 +96,9 @@ int CopyRange(int from, int to, uint64_t offset, uint64_t len, std::string& buf)
 
 int Store::Impl::CopyPresentBlocks(const Entry& e, const std::vector<uint64_t>& present,
                                    const std::string& src, const std::string& dst) {
-  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kCacheFileMode);
+  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int out =
+      ::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, kCacheFileMode);
   int err = in < 0 || out < 0 ? errno : 0;
   if (err == 0 && ::ftruncate(out, static_cast<off_t>(e.key.size)) != 0) err = errno;
   std::string buf;

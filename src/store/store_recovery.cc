@@ -297,7 +297,7 @@ Store::Impl::~Impl() {
 
 Status Store::Impl::LockDir(const std::string& dir) {
   std::string path = dir + "/LOCK";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kCacheFileMode);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kCacheFileMode);
   if (fd < 0) return ErrnoStatus("store: open " + path, errno);
   lock_fds.push_back(fd);
   struct stat st {};
