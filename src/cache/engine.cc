@@ -29,6 +29,9 @@ Status EngineOptions::Validate() const {
   }
   if (readahead_blocks < 0) return InvalidArgument("engine: readahead_blocks must not be negative");
   if (admission_threads < 1) return InvalidArgument("engine: admission_threads must be at least 1");
+  if (origin_timeout.count() < 1) {
+    return InvalidArgument("engine: origin_timeout must be positive");
+  }
   return Status::Ok();
 }
 
@@ -39,6 +42,7 @@ CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<cons
       options_(std::move(options)),
       block_size_(store->block_size()),
       origin_(std::make_unique<OriginSource>(std::move(ufs), options_.origin_concurrency)),
+      fetchers_(std::make_unique<ElasticPool>(SIZE_MAX, "granary-fetch")),
       admission_pool_(std::make_unique<ThreadPool>(options_.admission_threads, "granary-admit")),
       readahead_pool_(std::make_unique<ThreadPool>(2, "granary-ahead")) {}
 
@@ -46,8 +50,14 @@ CacheEngine::~CacheEngine() {
   // SetCluster's oracles call the cluster node, which asks this engine its
   // block size: the store must not call them once the engine is gone.
   if (cluster_) store_->SetOwnershipOracle(nullptr);
+  Shutdown();
   readahead_pool_.reset();
   admission_pool_.reset();
+}
+
+void CacheEngine::Shutdown() {
+  shutdown_.Cancel();
+  fetchers_->Stop();
 }
 
 void CacheEngine::SetCluster(std::shared_ptr<ClusterSource> cluster) {
@@ -87,7 +97,7 @@ CacheEngine::FlightKey CacheEngine::FlightKeyOf(const ObjectKey& key, uint64_t b
 }
 
 Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset,
-                                 std::span<char> out, Priority priority) {
+                                 std::span<char> out, Priority priority, CancelToken* cancel) {
   auto entry = snap->Get(ino);
   if (!entry) return NotFound("inode " + std::to_string(ino) + ": no such file");
   if (entry->is_dir) return InvalidArgument(snap->Path(ino) + ": is a directory");
@@ -103,7 +113,7 @@ Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t
     return len;
   }
   c_.miss_reads.fetch_add(1, std::memory_order_relaxed);
-  const Want want{.priority = priority, .snap = snap.get(), .ino = ino};
+  const Want want{.priority = priority, .snap = snap, .ino = ino, .cancel = cancel};
   size_t done = 0;
   while (done < len) {
     const uint64_t pos = offset + done;
@@ -143,7 +153,7 @@ Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority 
   }
   return FetchKey(key, Want{.priority = priority,
                             .wait_admission = true,
-                            .snap = snap.get(),
+                            .snap = snap,
                             .ino = ino});
 }
 
@@ -199,6 +209,14 @@ Result<bool> CacheEngine::WarmForPeer(const ObjectKey& key) {
   return FetchKey(key, Want{.priority = Priority::kLow, .wait_admission = true, .for_peer = true});
 }
 
+bool CacheEngine::IsLocal(const Snapshot& snap, uint64_t ino, uint64_t offset,
+                          size_t size) const {
+  auto entry = snap.Get(ino);
+  if (!entry || entry->is_dir || offset >= entry->size || size == 0) return true;
+  const uint64_t len = std::min<uint64_t>(size, entry->size - offset);
+  return store_->ContainsRange(KeyOf(snap, *entry), offset, len);
+}
+
 bool CacheEngine::IsCached(const Snapshot& snap, uint64_t ino) const {
   auto entry = snap.Get(ino);
   if (!entry || entry->is_dir) return false;
@@ -219,6 +237,7 @@ Result<std::string> CacheEngine::CachedFilePath(const Snapshot& snap, uint64_t i
 
 Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t block,
                                                const Want& want) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.origin_timeout;
   const FlightKey fk = FlightKeyOf(key, block);
   std::shared_ptr<Flight> flight;
   bool leader = false;
@@ -230,53 +249,65 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
     leader = inserted;
   }
   if (leader) {
-    const uint64_t start = block * block_size_;
-    const BlockRef ref{.key = key, .block = block, .offset = start,
-                       .length = BlockLength(key.size, block)};
-    AdmitKind kind = AdmitKind::kOwned;
-    bool from_store = false;
-    Result<BlockData> data = FetchFromSources(ref, want, &kind, &from_store);
-    const bool done = !data.ok() || from_store;
-    if (done) {
-      // Leave the single-flight map before the result is published: a read
-      // that starts after this fetch failed must start a new fetch, never
-      // join this finished one and get its stale error.
-      std::lock_guard lock(flights_mu_);
-      flights_.erase(fk);
-    }
-    {
-      std::lock_guard lock(flight->mu);
-      flight->data_ready = true;
-      flight->status = data.status();
-      flight->from_store = from_store;
-      if (data.ok()) flight->data = *data;
-      if (done) {
+    // The fetch runs on a fetch thread so that every reader, this one
+    // included, can stop waiting (deadline, interrupt) while it goes on.
+    Want fetch_want = want;
+    fetch_want.cancel = nullptr;  // the reader's, not the fetch's
+    bool started = fetchers_->TrySubmit([this, flight, key, block, fetch_want, fk, deadline] {
+      RunFetch(flight, key, block, fetch_want, fk, deadline);
+    });
+    if (!started) {
+      {
+        std::lock_guard lock(flights_mu_);
+        flights_.erase(fk);
+      }
+      {
+        std::lock_guard lock(flight->mu);
+        flight->data_ready = true;
         flight->admit_done = true;
-        flight->admitted = from_store;
+        flight->status = Cancelled("cache engine shutting down: " + key.key);
       }
-    }
-    flight->cv.notify_all();
-    if (!done) {
-      // A demand read hands these bytes to its reader right away; warm-up and
-      // readahead (low priority) fetch them for a reader still to come,
-      // unless the hook hands them over now.
-      bool served = want.priority == Priority::kHigh;
-      if (!served && fetched_hook_ && want.snap) {
-        served = fetched_hook_(*want.snap, want.ino, start, **data);
-      }
-      if (want.wait_admission) {
-        Admit(flight, key, block, *data, fk, served, kind);
-      } else {
-        admission_pool_->Submit([this, flight, key, block, d = *data, fk, served, kind] {
-          Admit(flight, key, block, d, fk, served, kind);
-        });
-      }
+      flight->cv.notify_all();
     }
   } else {
     c_.flight_joins.fetch_add(1, std::memory_order_relaxed);
   }
+  return AwaitFlight(flight, key, block, want, deadline);
+}
+
+namespace {
+std::string Seconds(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + " s";
+  return std::to_string(d.count()) + " ms";
+}
+}  // namespace
+
+Result<CacheEngine::Got> CacheEngine::AwaitFlight(const std::shared_ptr<Flight>& flight,
+                                                  const ObjectKey& key, uint64_t block,
+                                                  const Want& want,
+                                                  std::chrono::steady_clock::time_point deadline) {
+  auto wake = [flight] {
+    { std::lock_guard lock(flight->mu); }
+    flight->cv.notify_all();
+  };
+  // Declared before the lock: unregistered after it is released (cancel.h).
+  CancelToken::Wake on_cancel(want.cancel, wake);
+  CancelToken::Wake on_shutdown(&shutdown_, wake);
+  auto cancelled = [&] {
+    return (want.cancel != nullptr && want.cancel->cancelled()) || shutdown_.cancelled();
+  };
   std::unique_lock lock(flight->mu);
-  flight->cv.wait(lock, [&] { return flight->data_ready; });
+  flight->cv.wait_until(lock, deadline, [&] { return flight->data_ready || cancelled(); });
+  if (!flight->data_ready) {
+    c_.read_waits_ended.fetch_add(1, std::memory_order_relaxed);
+    const std::string what = key.key + " block " + std::to_string(block);
+    if (want.cancel != nullptr && want.cancel->cancelled()) {
+      return Cancelled("read interrupted while waiting for " + what);
+    }
+    if (shutdown_.cancelled()) return Cancelled("cache engine shutting down: " + what);
+    return Unavailable("origin did not answer within " + Seconds(options_.origin_timeout) + ": " +
+                       what);
+  }
   if (!flight->status.ok()) return flight->status;
   Got got{.data = flight->data, .from_store = flight->from_store};
   if (want.wait_admission) {
@@ -286,8 +317,55 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
   return got;
 }
 
+void CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
+                           uint64_t block, const Want& want, const FlightKey& fk,
+                           std::chrono::steady_clock::time_point deadline) {
+  const uint64_t start = block * block_size_;
+  const BlockRef ref{.key = key, .block = block, .offset = start,
+                     .length = BlockLength(key.size, block)};
+  AdmitKind kind = AdmitKind::kOwned;
+  bool from_store = false;
+  Result<BlockData> data = FetchFromSources(ref, want, &kind, &from_store, deadline);
+  const bool done = !data.ok() || from_store;
+  if (done) {
+    // Leave the single-flight map before the result is published: a read
+    // that starts after this fetch failed must start a new fetch, never
+    // join this finished one and get its stale error.
+    std::lock_guard lock(flights_mu_);
+    flights_.erase(fk);
+  }
+  {
+    std::lock_guard lock(flight->mu);
+    flight->data_ready = true;
+    flight->status = data.status();
+    flight->from_store = from_store;
+    if (data.ok()) flight->data = *data;
+    if (done) {
+      flight->admit_done = true;
+      flight->admitted = from_store;
+    }
+  }
+  flight->cv.notify_all();
+  if (done) return;
+  // A demand read hands these bytes to its reader right away; warm-up and
+  // readahead (low priority) fetch them for a reader still to come,
+  // unless the hook hands them over now.
+  bool served = want.priority == Priority::kHigh;
+  if (!served && fetched_hook_ && want.snap) {
+    served = fetched_hook_(*want.snap, want.ino, start, **data);
+  }
+  if (want.wait_admission) {
+    Admit(flight, key, block, *data, fk, served, kind);
+  } else {
+    admission_pool_->Submit([this, flight, key, block, d = *data, fk, served, kind] {
+      Admit(flight, key, block, d, fk, served, kind);
+    });
+  }
+}
+
 Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want& want,
-                                                AdmitKind* kind, bool* from_store) {
+                                                AdmitKind* kind, bool* from_store,
+                                                std::chrono::steady_clock::time_point deadline) {
   // The local store: the block may have been admitted since the caller missed.
   if (store_->ContainsRange(ref.key, ref.offset, ref.length)) {
     std::string buf(ref.length, '\0');
@@ -313,7 +391,7 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
                  ref.block, r.status().ToString());
     }
   }
-  return origin_->ReadBlock(ref, want.priority);
+  return origin_->ReadBlockUntil(ref, want.priority, deadline, &shutdown_);
 }
 
 void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
@@ -368,7 +446,7 @@ void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, ui
     }
     // The task holds `snap`: the hook's inode refers to it.
     readahead_pool_->Submit([this, snap, key, ino = e.ino, b] {
-      auto r = GetBlock(key, b, Want{.priority = Priority::kLow, .snap = snap.get(), .ino = ino});
+      auto r = GetBlock(key, b, Want{.priority = Priority::kLow, .snap = snap, .ino = ino});
       if (!r.ok()) GLOG_DEBUG("cache: readahead of block {} failed: {}", b, r.status().ToString());
     });
   }
@@ -387,6 +465,7 @@ EngineStats CacheEngine::stats() const {
       .hit_bytes = ld(c_.hit_bytes),
       .miss_bytes = ld(c_.miss_bytes),
       .read_errors = ld(c_.read_errors),
+      .read_waits_ended = ld(c_.read_waits_ended),
       .origin_requests = o.requests,
       .origin_bytes = o.bytes,
       .origin_errors = o.errors,

@@ -30,9 +30,15 @@
 // explicitly. Every origin read carries the listed etag, so a changed object
 // fails with Stale instead of mixing versions.
 //
-// Concurrency model: every public method is thread-safe; FUSE threads call
-// Read and block on the single-flight result (bounded by the origin's and the
-// peers' timeouts). flights_mu_ guards flights_; each Flight's mu guards its
+// Concurrency model: every public method is thread-safe. A flight's fetch
+// runs on a fetch thread (fetchers_, started on demand), never on a reader's:
+// every reader, the one that started the flight included, waits for the
+// flight's result at most options.origin_timeout (then Unavailable, EIO) and
+// leaves at once when its CancelToken is cancelled (Cancelled, EINTR), while
+// the fetch goes on for the others and is admitted as usual. The fetch's wait
+// for an origin permit ends at the same deadline; the origin request itself
+// is bounded by the connector's own timeouts. Shutdown() (and the destructor)
+// cancels every permit wait and waits for the fetches in flight. flights_mu_ guards flights_; each Flight's mu guards its
 // fields; seq_mu_ guards last_end_. Lock order: flights_mu_ -> Flight::mu
 // (never the other way). The store and snapshot have their own
 // thread-safety contracts.
@@ -53,6 +59,8 @@
 
 #include "cache/block_source.h"
 #include "cache/origin_source.h"
+#include "common/cancel.h"
+#include "common/elastic_pool.h"
 #include "common/origin_defaults.h"
 #include "common/priority_semaphore.h"
 #include "common/thread_pool.h"
@@ -63,6 +71,8 @@
 
 namespace granary {
 
+inline constexpr std::chrono::seconds kDefaultOriginTimeout{60};
+
 struct EngineOptions {
   // Dataset name in store keys (a store may hold several datasets).
   std::string dataset = "default";
@@ -72,6 +82,11 @@ struct EngineOptions {
   int readahead_blocks = 4;
   // Threads admitting fetched bytes to the store off the read path.
   int admission_threads = 2;
+  // How long a read waits for a block from the origin (the wait for an
+  // origin permit and the transfer together) before it fails with
+  // Unavailable (EIO through the mount). The transfer goes on and its bytes
+  // are still cached.
+  std::chrono::milliseconds origin_timeout{kDefaultOriginTimeout};
 
   Status Validate() const;
 };
@@ -86,6 +101,7 @@ struct EngineStats {
   uint64_t hit_bytes = 0;        // bytes served from the store
   uint64_t miss_bytes = 0;       // bytes served from fetched blocks
   uint64_t read_errors = 0;      // Read calls that failed
+  uint64_t read_waits_ended = 0; // waits for a block ended by origin_timeout or a cancel
   uint64_t origin_requests = 0;  // block GETs sent to the origin
   uint64_t origin_bytes = 0;     // bytes received from the origin
   uint64_t origin_errors = 0;    // block GETs that failed (after retries)
@@ -146,8 +162,20 @@ class CacheEngine {
     return Read(snapshot(), ino, offset, out, priority);
   }
   // The same for inode `ino` of snapshot `snap` (current or older).
+  // `cancel` (may be null): cancelling it makes a read waiting for a block
+  // return Cancelled at once (the fetch goes on for other readers).
   Result<size_t> Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset, std::span<char> out,
-                      Priority priority = Priority::kHigh);
+                      Priority priority = Priority::kHigh, CancelToken* cancel = nullptr);
+
+  // True if Read(snap, ino, offset, a buffer of `size`) needs no fetch: the
+  // range is in the local store, or past the end of the file (a directory
+  // or an unknown inode too: Read answers at once). Does not read.
+  bool IsLocal(const Snapshot& snap, uint64_t ino, uint64_t offset, size_t size) const;
+
+  // Ends every wait for an origin permit (those fetches fail with
+  // Cancelled) and waits for the fetches in flight. Later reads that need
+  // the origin fail with Cancelled. Idempotent; the destructor calls it.
+  void Shutdown();
 
   // Makes file `ino` fully cached. true: cached (or already was); false: the
   // store refused part of it (policy or no space). Errors: origin errors.
@@ -218,8 +246,9 @@ class CacheEngine {
     Priority priority = Priority::kHigh;
     bool wait_admission = false;      // also wait for the store's answer
     bool for_peer = false;            // a peer asked: origin only, admitted as owned
-    const Snapshot* snap = nullptr;   // the reader's snapshot and inode, for the
+    SnapshotPtr snap;                 // the reader's snapshot and inode, for the
     uint64_t ino = 0;                 // fetched hook (absent for peers)
+    CancelToken* cancel = nullptr;    // the reader's; may be null
   };
   struct Got {
     BlockData data;
@@ -230,9 +259,19 @@ class CacheEngine {
   static FlightKey FlightKeyOf(const ObjectKey& key, uint64_t block);
   // The bytes of one block: joins or leads a flight.
   Result<Got> GetBlock(const ObjectKey& key, uint64_t block, const Want& want);
-  // Leader: asks the sources in order. *kind: how to admit what came back.
+  // The fetch of a flight, on a fetch thread: asks the sources, publishes
+  // the result to the flight's readers, admits the bytes.
+  void RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
+                const Want& want, const FlightKey& fk,
+                std::chrono::steady_clock::time_point deadline);
+  // Waits for `flight`'s bytes until `deadline` or want.cancel.
+  Result<Got> AwaitFlight(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
+                          uint64_t block, const Want& want,
+                          std::chrono::steady_clock::time_point deadline);
+  // Asks the sources in order. *kind: how to admit what came back.
   Result<BlockData> FetchFromSources(const BlockRef& ref, const Want& want, AdmitKind* kind,
-                                     bool* from_store);
+                                     bool* from_store,
+                                     std::chrono::steady_clock::time_point deadline);
   // `served`: the bytes already went to the reader that asked (see
   // Store::AdmitBlock).
   void Admit(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block, BlockData data,
@@ -264,14 +303,17 @@ class CacheEngine {
 
   struct Counters {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
-        read_errors{0}, flight_joins{0}, admitted{0}, not_admitted{0}, admit_errors{0},
+        read_errors{0}, read_waits_ended{0}, flight_joins{0}, admitted{0}, not_admitted{0}, admit_errors{0},
         near_admitted{0}, peer_blocks{0}, peer_bytes{0}, peer_fallbacks{0}, served_blocks{0},
         served_hits{0}, served_bytes{0}, served_errors{0};
   };
   mutable Counters c_;
 
+  CancelToken shutdown_;  // cancelled by Shutdown(): ends permit waits
+
   // Declared last: destroyed first, so queued admissions finish while the
   // members they use are alive.
+  std::unique_ptr<ElasticPool> fetchers_;  // flights' fetches (stopped by Shutdown)
   std::unique_ptr<ThreadPool> admission_pool_;
   std::unique_ptr<ThreadPool> readahead_pool_;
 };

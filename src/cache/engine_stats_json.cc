@@ -18,6 +18,7 @@ constexpr std::array kCounters = std::to_array<JsonCounter<EngineStats>>({
     {"hit_bytes", &EngineStats::hit_bytes},
     {"miss_bytes", &EngineStats::miss_bytes},
     {"read_errors", &EngineStats::read_errors},
+    {"read_waits_ended", &EngineStats::read_waits_ended},
     {"origin_requests", &EngineStats::origin_requests},
     {"origin_bytes", &EngineStats::origin_bytes},
     {"origin_errors", &EngineStats::origin_errors},

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "common/cancel.h"
 #include "testing/mem_ufs.h"
 
 namespace granary {
@@ -61,9 +62,14 @@ class EngineTest : public ::testing::Test {
         .background = false});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
-    engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
-                                            EngineOptions{.dataset = "ds", .origin_concurrency = 8});
+    engine_ = std::make_unique<CacheEngine>(
+        ufs_, snapshot_, store_.get(),
+        EngineOptions{.dataset = "ds", .origin_concurrency = origin_concurrency_,
+                      .origin_timeout = origin_timeout_});
   }
+  // For the next Open().
+  int origin_concurrency_ = 8;
+  std::chrono::milliseconds origin_timeout_ = kDefaultOriginTimeout;
 
   uint64_t Ino(const std::string& path) {
     auto ino = snapshot_->FindPath(path);
@@ -220,6 +226,123 @@ TEST_F(EngineTest, FetchReportsWhenTheCacheIsFull) {
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(ReadAll(Ino("f" + std::to_string(i))), objects_["f" + std::to_string(i)]);
   }
+}
+
+// An origin whose reads of the keys it is told to hold block until
+// Release(): a stalled origin that accepts the request and never answers.
+class StallGate {
+ public:
+  // Installs the hook on `ufs`: reads of keys containing `pattern` block.
+  void Install(testing::MemUfs& ufs, std::string pattern) {
+    ufs.SetReadHook([this, pattern](std::string_view key, uint64_t) {
+      if (key.find(pattern) == std::string_view::npos) return Status::Ok();
+      std::unique_lock lock(mu_);
+      ++blocked_;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return released_; });
+      return Status::Ok();
+    });
+  }
+  // Waits until `n` reads are blocked in the origin.
+  void AwaitBlocked(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return blocked_ >= n; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int blocked_ = 0;
+  bool released_ = false;
+};
+
+// Waits (no timing assert) until `pred` holds.
+template <typename Pred>
+void Eventually(Pred pred) {
+  while (!pred()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+// Issue 23: a stalled origin. An interrupted reader leaves with Cancelled
+// (EINTR through FUSE) at once; the fetch goes on and another reader of the
+// same block gets the bytes once the origin answers.
+TEST_F(EngineTest, Issue23InterruptedReaderLeavesAndTheFlightCompletesForOthers) {
+  Put("stuck", RandomBytes(10 << 10, 1));
+  Open();
+  StallGate gate;
+  gate.Install(*ufs_, "stuck");
+  const uint64_t ino = Ino("stuck");
+  CancelToken interrupt;
+  Result<size_t> first = size_t{0};
+  std::string buf1(10 << 10, '\0'), buf2(10 << 10, '\0');
+  std::thread a([&] {
+    first = engine_->Read(engine_->snapshot(), ino, 0, std::span<char>(buf1), Priority::kHigh,
+                          &interrupt);
+  });
+  gate.AwaitBlocked(1);
+  Result<size_t> second = size_t{0};
+  std::thread b([&] { second = engine_->Read(ino, 0, std::span<char>(buf2)); });
+  Eventually([&] { return engine_->stats().flight_joins == 1; });
+  interrupt.Cancel();
+  a.join();  // returns although the origin has not answered
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().code(), Code::kCancelled);
+  gate.Release();
+  b.join();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(buf2, objects_["stuck"]);
+  EXPECT_EQ(ufs_->stats().read_requests, 1u);
+  EXPECT_EQ(engine_->stats().read_waits_ended, 1u);
+}
+
+// Issue 23: a source that never answers fails the read after origin_timeout
+// instead of hanging; so does a read waiting for an origin permit that the
+// stalled requests hold.
+TEST_F(EngineTest, Issue23DeadlineFiresOnAnOriginThatNeverAnswers) {
+  Put("stuck", RandomBytes(10 << 10, 1));
+  Put("other", RandomBytes(10 << 10, 2));
+  origin_concurrency_ = 1;
+  origin_timeout_ = std::chrono::milliseconds(200);
+  Open();
+  StallGate gate;
+  gate.Install(*ufs_, "stuck");
+  std::string buf(10 << 10, '\0');
+  auto r = engine_->Read(Ino("stuck"), 0, std::span<char>(buf));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("did not answer within 200 ms"), std::string::npos)
+      << r.status().ToString();
+  // The stalled request still holds the only permit: "other" cannot start.
+  gate.AwaitBlocked(1);
+  auto o = engine_->Read(Ino("other"), 0, std::span<char>(buf));
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), Code::kUnavailable);
+  gate.Release();
+  // Once the origin answers, both read normally.
+  Eventually([&] { return engine_->IsCached(Ino("stuck")); });
+  EXPECT_EQ(ReadAll(Ino("stuck")), objects_["stuck"]);
+  EXPECT_EQ(ReadAll(Ino("other")), objects_["other"]);
+}
+
+// Shutdown ends the waits of readers stuck on a stalled origin.
+TEST_F(EngineTest, Issue23ShutdownReleasesWaitingReaders) {
+  Put("stuck", RandomBytes(10 << 10, 1));
+  Open();
+  StallGate gate;
+  gate.Install(*ufs_, "stuck");
+  Result<size_t> r = size_t{0};
+  std::string buf(10 << 10, '\0');
+  std::thread t([&] { r = engine_->Read(Ino("stuck"), 0, std::span<char>(buf)); });
+  gate.AwaitBlocked(1);
+  std::thread stopper([&] { engine_->Shutdown(); });  // waits for the stuck fetch
+  t.join();
+  EXPECT_EQ(r.status().code(), Code::kCancelled);
+  gate.Release();
+  stopper.join();
 }
 
 }  // namespace

@@ -3,13 +3,28 @@
 namespace granary {
 
 OriginSource::OriginSource(std::shared_ptr<UnderStorage> ufs, int concurrency)
-    : ufs_(std::move(ufs)), slots_(concurrency) {}
+    : ufs_(std::move(ufs)), concurrency_(concurrency), slots_(concurrency) {}
 
 Result<BlockData> OriginSource::ReadBlock(const BlockRef& ref, Priority priority) {
+  return ReadBlockUntil(ref, priority, std::chrono::steady_clock::time_point::max(), nullptr);
+}
+
+Result<BlockData> OriginSource::ReadBlockUntil(const BlockRef& ref, Priority priority,
+                                               std::chrono::steady_clock::time_point deadline,
+                                               CancelToken* cancel) {
+  if (!slots_.AcquireUntil(priority, deadline, cancel)) {
+    const std::string what = ufs_->Root() + "/" + ref.key.key;
+    if (cancel != nullptr && cancel->cancelled()) return Cancelled("origin read cancelled: " + what);
+    return Unavailable("no origin request slot free before the origin timeout (all " +
+                       std::to_string(concurrency_) + " busy): " + what);
+  }
   auto buf = std::make_shared<std::string>(ref.length, '\0');
   Result<size_t> n = size_t{0};
   {
-    PrioritySemaphore::Permit permit(slots_, priority);
+    struct Held {
+      PrioritySemaphore& s;
+      ~Held() { s.Release(); }
+    } held{slots_};
     requests_.fetch_add(1, std::memory_order_relaxed);
     auto t0 = std::chrono::steady_clock::now();
     n = ufs_->Read(ref.key.key, ref.offset, std::span<char>(buf->data(), buf->size()),

@@ -46,6 +46,12 @@ class OriginSource : public BlockSource {
 
   std::string_view name() const override { return "origin"; }
   Result<BlockData> ReadBlock(const BlockRef& ref, Priority priority) override;
+  // ReadBlock whose wait for a permit ends at `deadline` (Unavailable) or
+  // when `cancel` (may be null) is cancelled (Cancelled). The request itself
+  // is bounded by the connector's timeouts.
+  Result<BlockData> ReadBlockUntil(const BlockRef& ref, Priority priority,
+                                   std::chrono::steady_clock::time_point deadline,
+                                   CancelToken* cancel);
   OriginStats stats() const;
   UnderStorage& ufs() { return *ufs_; }
 
@@ -54,6 +60,7 @@ class OriginSource : public BlockSource {
   void RecordError(Code code);
 
   std::shared_ptr<UnderStorage> ufs_;
+  const int concurrency_;
   PrioritySemaphore slots_;
   std::atomic<uint64_t> requests_{0}, bytes_{0}, errors_{0}, latency_sum_ns_{0};
   std::array<std::atomic<uint64_t>, kOriginLatencyBuckets> latency_buckets_{};

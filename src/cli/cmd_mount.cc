@@ -29,6 +29,7 @@ struct MountFlags {
   std::string transport = "auto";
   std::string passthrough = "auto";
   std::string block_size;
+  std::string origin_timeout;
   std::string log_file;
   std::string run_dir = "/run/granary";
   bool foreground = false;
@@ -107,6 +108,16 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
     o.dataset.block_size = config->block_size;
   }
   if (config) o.dataset.engine.origin_concurrency = config->ufs_concurrency;
+  const std::string& timeout =
+      !f.origin_timeout.empty() ? f.origin_timeout : config ? config->origin_timeout : f.origin_timeout;
+  if (!timeout.empty()) {
+    Result<std::chrono::nanoseconds> d = ParseDuration(timeout);
+    if (!d.ok()) return InvalidArgument("--origin-timeout: " + d.status().message());
+    o.dataset.engine.origin_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+    if (o.dataset.engine.origin_timeout.count() <= 0) {
+      return InvalidArgument("--origin-timeout: must be at least 1ms");
+    }
+  }
   if (!f.auto_cached_max.empty()) {
     ASSIGN_OR_RETURN(o.auto_cached_max_bytes, ParseSize(f.auto_cached_max));
   }
@@ -162,6 +173,9 @@ void AddDatasetFlags(CLI::App* cmd, MountFlags* f) {
   cmd->add_option("--policy", f->policy, "lru or training (default lru)")->option_text("POLICY");
   cmd->add_option("--block-size", f->block_size, "Cache block size (default 4MiB)")
       ->option_text("SIZE");
+  cmd->add_option("--origin-timeout", f->origin_timeout,
+                  "A read waiting longer for the origin fails with EIO (default 60s)")
+      ->option_text("DURATION");
   cmd->add_option("--metrics-addr", f->metrics_addr, "Serve Prometheus metrics on HOST:PORT (/metrics)");
   cmd->add_option("--run-dir", f->run_dir, "Directory of pid and stats files")
       ->capture_default_str();

@@ -295,6 +295,14 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
           }
           cfg.block_size = *bs;
         }
+        if (Get(cache, "originTimeout")) {
+          cfg.origin_timeout = Scalar(Get(cache, "originTimeout"));
+          auto d = ParseDuration(cfg.origin_timeout);
+          if (!d.ok() || d->count() <= 0) {
+            return FieldError(source, "runtime.cache.originTimeout", cfg.origin_timeout,
+                              d.ok() ? "must be > 0" : d.status().message());
+          }
+        }
         if (Get(cache, "ufsConcurrency")) {
           ASSIGN_OR_RETURN(cfg.ufs_concurrency, ParseInt(source, "runtime.cache.ufsConcurrency",
                                                          Get(cache, "ufsConcurrency"), 1, 4096));

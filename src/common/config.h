@@ -30,6 +30,7 @@
 //       policy: training                          # lru | training
 //       blockSize: 4MiB
 //       ufsConcurrency: 128
+//       originTimeout: 60s                        # a read waits this long for the origin
 //     cluster:                                    # docs/cluster.md
 //       listen: 10.0.0.1:7070
 //       advertise: 10.0.0.1:7070                  # default: listen
@@ -106,6 +107,7 @@ struct Config {
   std::string policy = "lru";     // runtime.cache.policy: lru | training
   uint64_t block_size = 4ull << 20;  // runtime.cache.blockSize
   int ufs_concurrency = kDefaultOriginConcurrency;  // runtime.cache.ufsConcurrency
+  std::string origin_timeout;     // runtime.cache.originTimeout: duration text ("" = default)
   ClusterConfig cluster;          // runtime.cluster
 
   // Checks ranges and combinations; errors name the field and the value.

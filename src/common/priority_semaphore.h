@@ -8,8 +8,11 @@
 // Thread safety: all methods are thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+
+#include "common/cancel.h"
 
 namespace granary {
 
@@ -46,6 +49,40 @@ class PrioritySemaphore {
     }
     --available_;
     if (available_ > 0) WakeOneLocked();
+  }
+
+  // Acquire(p) that gives up at `deadline` or when `cancel` (may be null) is
+  // cancelled. true: a permit is held (Release() it); false: none is.
+  bool AcquireUntil(Priority p, std::chrono::steady_clock::time_point deadline,
+                    CancelToken* cancel) {
+    CancelToken::Wake wake(cancel, [this] {
+      { std::lock_guard lock(mu_); }
+      high_cv_.notify_all();
+      low_cv_.notify_all();
+    });
+    std::unique_lock lock(mu_);
+    const bool high = p == Priority::kHigh;
+    int& waiting = high ? high_waiting_ : low_waiting_;
+    ++waiting;
+    auto eligible = [&] { return available_ > 0 && (high || high_waiting_ == 0); };
+    bool got = false;
+    for (;;) {
+      if (eligible()) {
+        got = true;
+        break;
+      }
+      if (cancel != nullptr && cancel->cancelled()) break;
+      if (!high && available_ > 0) high_cv_.notify_one();
+      if ((high ? high_cv_ : low_cv_).wait_until(lock, deadline) == std::cv_status::timeout) {
+        got = eligible();
+        break;
+      }
+    }
+    --waiting;
+    if (got) --available_;
+    // A wake-up this waiter consumed and did not use goes to the next one.
+    if (available_ > 0) WakeOneLocked();
+    return got;
   }
 
   void Release() {
