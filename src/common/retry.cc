@@ -10,7 +10,7 @@ Status RetryPolicy::Validate() const {
   if (max_attempts < 1) {
     return InvalidArgument("retry maxAttempts " + std::to_string(max_attempts) + ": must be >= 1");
   }
-  if (base_delay.count() < 0 || max_delay.count() < 0) {
+  if (base_delay.count() < 0 || max_delay.count() < 0 || max_elapsed.count() < 0) {
     return InvalidArgument("retry delays must not be negative");
   }
   if (max_delay < base_delay) {

@@ -11,6 +11,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
+using std::chrono::seconds;
 
 const RetryPolicy kPolicy{.max_attempts = 6, .base_delay = milliseconds(10),
                           .max_delay = milliseconds(50)};
@@ -83,6 +84,24 @@ TEST(Retry, NonRetryableErrorsReturnAtOnce) {
     EXPECT_EQ(calls, 1);
     EXPECT_TRUE(clock.sleeps().empty());
   }
+}
+
+// Issue 23: an origin whose every attempt runs into a 100 s timeout must not be
+// retried for maxAttempts x 100 s; no attempt starts after max_elapsed.
+TEST(Retry, TimedOutAttemptsStopOnceMaxElapsedHasPassed) {
+  testing::FakeClock clock;
+  std::mt19937_64 rng(42);
+  RetryPolicy policy{.max_attempts = 100, .base_delay = milliseconds(10),
+                     .max_delay = milliseconds(50), .max_elapsed = seconds(250)};
+  const auto start = clock.Now();
+  RetryOutcome outcome;
+  Status s = Retry(policy, &clock, rng, [&] {
+    clock.Advance(seconds(100));
+    return Unavailable("Timeout was reached");
+  }, &outcome);
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_EQ(outcome.attempts, 3);  // started at about 0, 100 and 200 s
+  EXPECT_LT(clock.Now() - start, seconds(250) + seconds(100) + seconds(1));
 }
 
 TEST(Retry, ValidateNamesTheBadField) {

@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 
@@ -35,9 +36,17 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-Status CurlStatus(CURLcode code) {
+// `code` as a Status. For a timeout, `detail` (libcurl's error buffer: "Operation
+// too slow. Less than 1024 bytes/sec transferred the last 30 seconds") says
+// which limit ended the request and is appended.
+Status CurlStatus(CURLcode code, const char* detail) {
   std::string text = curl_easy_strerror(code);
+  if (code == CURLE_OPERATION_TIMEDOUT && detail != nullptr && detail[0] != '\0') {
+    text += " (" + std::string(detail) + ")";
+  }
   switch (code) {
+    case CURLE_ABORTED_BY_CALLBACK:
+      return Cancelled("request aborted: the connector is shutting down");
     case CURLE_URL_MALFORMAT:
     case CURLE_UNSUPPORTED_PROTOCOL:
       return InvalidArgument(std::move(text));
@@ -67,9 +76,52 @@ CurlClient::~CurlClient() {
   idle_.clear();
 }
 
-void* CurlClient::AcquireHandle() {
+namespace {
+
+// "scheme://host[:port]" of `url`, without userinfo or path: names the origin
+// in errors without echoing keys, signatures or credentials.
+std::string EndpointOf(std::string_view url) {
+  size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return "origin";
+  std::string_view rest = url.substr(scheme_end + 3);
+  rest = rest.substr(0, rest.find_first_of("/?#"));
+  size_t at = rest.rfind('@');
+  if (at != std::string_view::npos) rest.remove_prefix(at + 1);
+  return std::string(url.substr(0, scheme_end + 3)) + std::string(rest);
+}
+
+// CURLOPT_XFERINFOFUNCTION: libcurl calls it about once a second even while
+// waiting for bytes; nonzero ends the transfer with CURLE_ABORTED_BY_CALLBACK.
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<std::atomic<bool>*>(user)->load(std::memory_order_relaxed) ? 1 : 0;
+}
+
+Status AbortedStatus() { return Cancelled("request aborted: the connector is shutting down"); }
+
+}  // namespace
+
+void CurlClient::Abort() {
+  {
+    std::lock_guard lock(mu_);
+    aborted_.store(true);
+  }
+  slot_freed_.notify_all();
+}
+
+Result<void*> CurlClient::AcquireHandle(const std::string& url) {
   std::unique_lock lock(mu_);
-  slot_freed_.wait(lock, [&] { return in_flight_ < options_.max_in_flight; });
+  auto ready = [&] { return aborted_.load() || in_flight_ < options_.max_in_flight; };
+  if (options_.slot_wait_timeout.count() > 0) {
+    if (!slot_freed_.wait_for(lock, options_.slot_wait_timeout, ready)) {
+      return Unavailable(EndpointOf(url) + ": no request slot free within " +
+                         std::to_string(options_.slot_wait_timeout.count()) + " ms (all " +
+                         std::to_string(options_.max_in_flight) +
+                         " requests in flight are stuck or slow)");
+    }
+  } else {
+    slot_freed_.wait(lock, ready);
+  }
+  if (aborted_.load()) return AbortedStatus();
   ++in_flight_;
   if (!idle_.empty()) {
     void* h = idle_.back();
@@ -77,7 +129,7 @@ void* CurlClient::AcquireHandle() {
     return h;
   }
   lock.unlock();
-  return curl_easy_init();
+  return static_cast<void*>(curl_easy_init());
 }
 
 void CurlClient::ReleaseHandle(void* handle) {
@@ -206,7 +258,8 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
   if (request.range && request.range->length == 0) {
     return InvalidArgument("http range: length must be > 0");
   }
-  CURL* h = static_cast<CURL*>(AcquireHandle());
+  ASSIGN_OR_RETURN(void* acquired, AcquireHandle(request.url));
+  CURL* h = static_cast<CURL*>(acquired);
   if (h == nullptr) {
     ReleaseHandle(nullptr);
     return Internal("curl_easy_init failed");
@@ -226,6 +279,11 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options_.low_speed_bytes));
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options_.low_speed_time.count()));
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &aborted_);
+  char error_text[CURL_ERROR_SIZE] = {};
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_text);
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, options_.follow_redirects ? 1L : 0L);
   curl_easy_setopt(h, CURLOPT_USERAGENT, options_.user_agent.c_str());
   if (request.url.starts_with("https://") && !options_.ca_bundle.empty()) {
@@ -252,6 +310,7 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
   CURLcode rc = curl_easy_perform(h);
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &t.response.status);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
   curl_slist_free_all(headers);
   if (rc == CURLE_WRITE_ERROR && t.window_full) rc = CURLE_OK;
   // A handle whose transfer failed may hold a broken connection: drop it.
@@ -260,7 +319,7 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
     h = nullptr;
   }
   ReleaseHandle(h);
-  if (rc != CURLE_OK) return CurlStatus(rc);
+  if (rc != CURLE_OK) return CurlStatus(rc, error_text);
   if (out == nullptr) t.response.body_bytes = t.response.body.size();
   return std::move(t.response);
 }

@@ -5,10 +5,15 @@
 //   between requests, so each keeps its keep-alive connections and DNS cache.
 //   TCP_NODELAY and TCP keep-alive are on.
 // - Bounded concurrency: at most Options::max_in_flight requests run at once;
-//   further callers block in Send*/SendInto until a slot frees up.
-// - Timeouts: connect timeout, optional whole-request timeout, and a low-speed
-//   abort (less than low_speed_bytes/s for low_speed_time) so a stalled peer
-//   never hangs a caller.
+//   further callers wait in Send*/SendInto until a slot frees up, at most
+//   slot_wait_timeout (then kUnavailable naming the endpoint).
+// - Timeouts: connect timeout, whole-request timeout, and a low-speed abort
+//   (less than low_speed_bytes/s for low_speed_time), so a peer that accepts
+//   and never answers, or trickles bytes, never hangs a caller: every call
+//   returns within slot_wait_timeout + request_timeout.
+// - Abort(): for shutdown. Running transfers stop within about a second
+//   (libcurl's progress callback checks the flag), waiters for a slot wake,
+//   and every later call fails at once; all with kCancelled.
 // - TLS: ca_bundle (if set) is used for https:// only; http:// URLs ignore it.
 //
 // Errors: transport failures come back as a Status whose message is libcurl's
@@ -22,6 +27,7 @@
 // Thread safety: all methods may be called from many threads at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -43,9 +49,15 @@ namespace granary {
 struct CurlClientOptions {
   int max_in_flight = kDefaultOriginConcurrency;  // requests running at once (>= 1)
   std::chrono::milliseconds connect_timeout{5000};            // TCP (+TLS) connect
-  std::chrono::milliseconds request_timeout{0};               // whole request; 0 = no limit
-  int64_t low_speed_bytes = 1;                                // abort below this many bytes/s...
-  std::chrono::seconds low_speed_time{30};                    // ...sustained this long
+  // The whole request, connect to last byte; 0 = no limit.
+  std::chrono::milliseconds request_timeout = kDefaultOriginRequestTimeout;
+  // Abort a transfer slower than low_speed_bytes/s for low_speed_time (a peer
+  // that answers nothing, or trickles a byte a second); 0 bytes = off.
+  int64_t low_speed_bytes = kDefaultOriginLowSpeedBytes;
+  std::chrono::seconds low_speed_time = kDefaultOriginLowSpeedTime;
+  // Longest wait for a free slot when max_in_flight requests are running;
+  // 0 = no limit.
+  std::chrono::milliseconds slot_wait_timeout = kDefaultOriginRequestTimeout;
   std::string ca_bundle;                                      // PEM file for https; "" = system store
   bool follow_redirects = false;                              // follow 3xx (never for signed requests)
   std::string user_agent = "granary/" GRANARY_VERSION;        // User-Agent header
@@ -93,15 +105,24 @@ class CurlClient {
   // (200 with the full object), the requested window is cut out of the stream.
   Result<HttpResponse> SendInto(const HttpRequest& request, std::span<char> out);
 
+  // Stops the client for shutdown: running transfers end within about a
+  // second, waiting and later calls fail at once; all with kCancelled.
+  // Irreversible. Thread-safe; may be called while requests are running.
+  void Abort();
+
   const CurlClientOptions& options() const { return options_; }
 
  private:
   // `out` null: buffer the body (Send); otherwise write 2xx bodies into *out.
   Result<HttpResponse> Perform(const HttpRequest& request, std::span<char>* out);
-  void* AcquireHandle();          // returns a CURL*; blocks while max_in_flight are running
+  // A CURL* (null: curl_easy_init failed; the slot is still taken). Waits while
+  // max_in_flight are running, at most slot_wait_timeout; kUnavailable naming
+  // `url`'s endpoint past that, kCancelled after Abort().
+  Result<void*> AcquireHandle(const std::string& url);
   void ReleaseHandle(void* handle);
 
   CurlClientOptions options_;
+  std::atomic<bool> aborted_{false};  // set once by Abort(); read by the progress callback
   std::mutex mu_;  // guards idle_, in_flight_; leaf lock
   std::condition_variable slot_freed_;
   std::vector<void*> idle_;  // idle CURL* easy handles (keep their connections)

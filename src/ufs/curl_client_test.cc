@@ -1,7 +1,8 @@
 // CurlClient against a tiny in-process HTTP/1.1 server on loopback: header
 // lowercasing, buffered bodies, bodies written into the caller's span, error
-// documents, servers that ignore Range, refused connections, and the
-// in-flight bound.
+// documents, servers that ignore Range, refused connections, the in-flight
+// bound, and origins that stall (issue 23: accept and never answer, or answer
+// one byte a second).
 #include "ufs/curl_client.h"
 
 #include <arpa/inet.h>
@@ -11,7 +12,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <future>
+#include <mutex>
 #include <thread>
 
 namespace granary {
@@ -193,6 +198,160 @@ TEST(CurlClient, ManyThreadsShareABoundedClient) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(ok.load(), 80);
+}
+
+// A loopback server whose every connection stalls: kSilent reads the request
+// and never answers; kTrickle sends the head of an HTTP response, then its
+// body a byte every 250 ms (at most kTrickleBytes, over 50 s, then holds the
+// connection). libcurl's low-speed check counts body bytes only. Each connection
+// has its own thread.
+class StallingServer {
+ public:
+  enum class Mode { kSilent, kTrickle };
+  static constexpr int kTrickleBytes = 200;
+
+  explicit StallingServer(Mode mode) : mode_(mode) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(fd_, 64), 0);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~StallingServer() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      for (int c : conns_) shutdown(c, SHUT_RDWR);
+    }
+    cv_.notify_all();
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    acceptor_.join();
+    for (auto& t : handlers_) t.join();
+    for (int c : conns_) close(c);
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  // Blocks until `n` connections have been accepted (or 60 s passed).
+  bool WaitForConnections(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60),
+                        [&] { return static_cast<int>(conns_.size()) >= n; });
+  }
+
+ private:
+  void Accept() {
+    for (;;) {
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::lock_guard lock(mu_);
+      if (stopping_) {
+        close(c);
+        return;
+      }
+      conns_.push_back(c);
+      handlers_.emplace_back([this, c] { Handle(c); });
+      cv_.notify_all();
+    }
+  }
+  void Handle(int c) {
+    const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+    if (mode_ == Mode::kTrickle && write(c, head.data(), head.size()) != ssize_t(head.size())) return;
+    std::unique_lock lock(mu_);
+    for (int i = 0; mode_ == Mode::kTrickle && i < kTrickleBytes && !stopping_; ++i) {
+      lock.unlock();
+      if (write(c, "x", 1) != 1) return;
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stopping_; });
+    }
+    cv_.wait(lock, [&] { return stopping_; });  // silent, or trickled out: hold the connection
+  }
+
+  const Mode mode_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::vector<int> conns_;
+  std::vector<std::thread> handlers_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Issue 23: a response trickling in at a few bytes a second is below the
+// default low-speed limit (1 KiB/s), so the request ends after low_speed_time
+// instead of holding the caller for as long as the origin keeps dribbling.
+// (The old limit, 1 byte/s, let 4 bytes/s through for as long as it lasted.)
+TEST(CurlClient, Issue23TrickleOfAFewBytesPerSecondEndsAfterTheLowSpeedTime) {
+  StallingServer server(StallingServer::Mode::kTrickle);
+  CurlClient http(CurlClientOptions{.low_speed_time = std::chrono::seconds(2)});
+  const auto t0 = Clock::now();
+  auto r = http.Send(HttpRequest{.url = server.url("/obj")});
+  const auto took = Clock::now() - t0;
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("Timeout was reached"), std::string::npos)
+      << r.status().message();
+  // The trickle lasts 50 s; the low-speed abort comes after about 2 s.
+  EXPECT_LT(took, std::chrono::seconds(20));
+}
+
+// Issue 23: a server that accepts and never answers ends the request after
+// request_timeout, with libcurl's reason.
+TEST(CurlClient, Issue23ServerThatNeverAnswersEndsAfterTheRequestTimeout) {
+  StallingServer server(StallingServer::Mode::kSilent);
+  CurlClient http(CurlClientOptions{.request_timeout = std::chrono::milliseconds(1500),
+                                    .low_speed_bytes = 0});
+  const auto t0 = Clock::now();
+  auto r = http.Send(HttpRequest{.url = server.url("/obj")});
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("Operation timed out"), std::string::npos)
+      << r.status().message();
+}
+
+// Issue 23: while every request slot is held by a stuck transfer, the next
+// caller gets an error naming the endpoint after slot_wait_timeout instead of
+// queueing behind it; Abort() then ends the stuck transfer within seconds.
+TEST(CurlClient, Issue23WaitForASlotIsBoundedAndAbortEndsAStuckTransfer) {
+  StallingServer server(StallingServer::Mode::kSilent);
+  CurlClient http(CurlClientOptions{.max_in_flight = 1,
+                                    .request_timeout = std::chrono::seconds(60),
+                                    .low_speed_time = std::chrono::seconds(60),
+                                    .slot_wait_timeout = std::chrono::milliseconds(300)});
+  auto stuck = std::async(std::launch::async,
+                          [&] { return http.Send(HttpRequest{.url = server.url("/a")}); });
+  ASSERT_TRUE(server.WaitForConnections(1));
+
+  const auto t0 = Clock::now();
+  auto second = http.Send(HttpRequest{.url = server.url("/b")});
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(second.status().code(), Code::kUnavailable);
+  const std::string msg = second.status().message();
+  EXPECT_NE(msg.find(server.url("")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no request slot free within 300 ms"), std::string::npos) << msg;
+
+  const auto t1 = Clock::now();
+  http.Abort();
+  ASSERT_EQ(stuck.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_LT(Clock::now() - t1, std::chrono::seconds(20));
+  EXPECT_EQ(stuck.get().status().code(), Code::kCancelled);
+  // After Abort() every call fails at once.
+  EXPECT_EQ(http.Send(HttpRequest{.url = server.url("/c")}).status().code(), Code::kCancelled);
+}
+
+TEST(CurlClient, Issue23DefaultsBoundEveryRequest) {
+  const CurlClientOptions o;
+  EXPECT_GT(o.request_timeout.count(), 0);
+  EXPECT_GT(o.slot_wait_timeout.count(), 0);
+  EXPECT_GT(o.low_speed_bytes, 1);  // a byte a second counts as stalled
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // both. See http_ufs.h for the contract.
 #include "ufs/http_ufs.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <optional>
@@ -98,6 +100,7 @@ class HttpUfs : public UnderStorage {
         rng_(std::random_device{}()) {}
 
   std::string Root() const override { return root_; }
+  void Abort() override { http_->Abort(); }
 
  protected:
   Result<ListPage> ListImpl(const ListRequest&) override {
@@ -193,10 +196,24 @@ Result<HttpUfsOptions> ResolveHttpOptions(const UfsOptions& options) {
       ASSIGN_OR_RETURN(out.http.connect_timeout, ParseTimeout(k, v));
     } else if (k == "requestTimeout") {
       ASSIGN_OR_RETURN(out.http.request_timeout, ParseTimeout(k, v));
+      out.http.slot_wait_timeout = out.http.request_timeout;
+    } else if (k == "maxRetryTime") {
+      ASSIGN_OR_RETURN(out.retry.max_elapsed, ParseTimeout(k, v));
+    } else if (k == "lowSpeedLimit") {
+      char* end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 0 || n > (1LL << 30)) {
+        return InvalidArgument("http option lowSpeedLimit: '" + v + "' is not a byte rate >= 0");
+      }
+      out.http.low_speed_bytes = n;
+    } else if (k == "lowSpeedTime") {
+      ASSIGN_OR_RETURN(auto t, ParseTimeout(k, v));
+      out.http.low_speed_time = std::max(std::chrono::seconds(1),
+                                         std::chrono::duration_cast<std::chrono::seconds>(t));
     } else {
       return InvalidArgument("http: unknown option '" + k +
                              "' (known: caBundle, maxConcurrency, maxAttempts, connectTimeout, "
-                             "requestTimeout)");
+                             "requestTimeout, maxRetryTime, lowSpeedLimit, lowSpeedTime)");
     }
   }
   if (!options.secrets.empty()) {

@@ -22,6 +22,11 @@
 //   connectTimeout  e.g. "5s" (default 5s)
 //   requestTimeout  one whole request, e.g. "120s"; "0" = no limit (default 120s)
 //   maxAttempts     tries per request, first included (default 4)
+//   maxRetryTime    no retry starts later than this after the first try, e.g.
+//                   "120s"; "0" = no limit (default 120s)
+//   lowSpeedLimit   bytes/s below which a transfer counts as stalled; "0" = off
+//                   (default 1024)
+//   lowSpeedTime    how long a stall is tolerated, e.g. "30s" (default 30s)
 //
 // Thread safety: every method may be called from many threads at once.
 #pragma once
@@ -39,7 +44,7 @@
 namespace granary {
 
 struct HttpUfsOptions {
-  CurlClientOptions http{.request_timeout = std::chrono::seconds(120)};  // transport settings
+  CurlClientOptions http;  // transport settings
   RetryPolicy retry;  // attempts and backoff for transient failures
 };
 

@@ -56,6 +56,10 @@ Status MountTableUfs::SetMounts(std::vector<UfsMount> mounts) {
 
 std::vector<UfsMount> MountTableUfs::mounts() const { return *table(); }
 
+void MountTableUfs::Abort() {
+  for (const UfsMount& m : *table()) m.ufs->Abort();
+}
+
 std::shared_ptr<const MountTableUfs::Table> MountTableUfs::table() const {
   std::lock_guard lock(mu_);
   return table_;

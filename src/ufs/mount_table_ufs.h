@@ -47,6 +47,7 @@ class MountTableUfs final : public UnderStorage {
   std::vector<UfsMount> mounts() const;
 
   std::string Root() const override { return root_; }
+  void Abort() override;  // aborts every mounted connector
 
  protected:
   Result<ListPage> ListImpl(const ListRequest& request) override;

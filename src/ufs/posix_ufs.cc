@@ -12,11 +12,14 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "common/log.h"
+#include "common/units.h"
+#include "ufs/deadline_runner.h"
 
 namespace granary {
 namespace {
@@ -267,9 +270,47 @@ class PageBuilder {
   bool full_ = false;
 };
 
+Status CheckRegular(const std::string& path, const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return NotFound(path + ": is a directory, not a file");
+  if (!S_ISREG(st.st_mode)) return NotFound(path + ": not a regular file");
+  return Status::Ok();
+}
+
+// One page of a listing (blocking: readdir and stat).
+Result<ListPage> ListPageOf(const ListRequest& request, DirCache& cache) {
+  size_t slash = request.prefix.rfind('/');
+  std::string dir_key = slash == std::string::npos ? "" : request.prefix.substr(0, slash + 1);
+  std::string name_prefix = request.prefix.substr(dir_key.size());
+  PageBuilder builder(request, cache);
+  struct stat st {};
+  if (::stat(PathOf(dir_key).c_str(), &st) == 0) builder.PushRoot(st);
+  RETURN_IF_ERROR(builder.Walk(dir_key, name_prefix));
+  return builder.Take();
+}
+
+Result<ObjectInfo> StatFile(const std::string& key) {
+  std::string path = PathOf(key);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+  RETURN_IF_ERROR(CheckRegular(path, st));
+  return InfoFromStat(key, st);
+}
+
+// Bytes read by a helper thread into memory it owns (a timed-out read may
+// finish after its caller's buffer is gone).
+struct OwnedBytes {
+  std::unique_ptr<char[]> data;
+  size_t size = 0;
+};
+
+// Every blocking call runs through `runner_`, so a hung NFS server costs a
+// caller at most the timeout (see deadline_runner.h).
 class PosixUfs : public UnderStorage {
  public:
+  explicit PosixUfs(DeadlineRunnerOptions deadline) : runner_(deadline) {}
+
   std::string Root() const override { return std::string(kRoot); }
+  void Abort() override { runner_.Abort(); }
 
  protected:
   Result<ListPage> ListImpl(const ListRequest& request) override {
@@ -278,28 +319,40 @@ class PosixUfs : public UnderStorage {
       return InvalidArgument(std::string(kRoot) + ": list delimiter '" + request.delimiter +
                              "' is not supported (use \"/\" or none)");
     }
-    size_t slash = request.prefix.rfind('/');
-    std::string dir_key = slash == std::string::npos ? "" : request.prefix.substr(0, slash + 1);
-    std::string name_prefix = request.prefix.substr(dir_key.size());
-    PageBuilder builder(request, dir_cache_);
-    struct stat st {};
-    if (::stat(PathOf(dir_key).c_str(), &st) == 0) builder.PushRoot(st);
-    RETURN_IF_ERROR(builder.Walk(dir_key, name_prefix));
-    return builder.Take();
+    return runner_.Run<ListPage>(
+        "origin listing of " + PathOf(request.prefix),
+        [request, cache = dir_cache_] { return ListPageOf(request, *cache); });
   }
 
   Result<ObjectInfo> StatImpl(std::string_view key) override {
     RETURN_IF_ERROR(CheckKey(key));
-    std::string path = PathOf(key);
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
-    RETURN_IF_ERROR(CheckRegular(path, st));
-    return InfoFromStat(std::string(key), st);
+    return runner_.Run<ObjectInfo>("origin stat of " + PathOf(key),
+                                   [k = std::string(key)] { return StatFile(k); });
   }
 
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
                           std::string_view if_match) override {
     RETURN_IF_ERROR(CheckKey(key));
+    if (!runner_.has_deadline()) return ReadFile(key, offset, out, if_match);
+    ASSIGN_OR_RETURN(OwnedBytes got,
+                     runner_.Run<OwnedBytes>(
+                         "origin read of " + PathOf(key),
+                         [k = std::string(key), offset, n = out.size(),
+                          m = std::string(if_match)]() -> Result<OwnedBytes> {
+                           OwnedBytes b{.data = std::make_unique_for_overwrite<char[]>(n)};
+                           ASSIGN_OR_RETURN(
+                               b.size, ReadFile(k, offset, std::span<char>(b.data.get(), n), m));
+                           return b;
+                         }));
+    std::memcpy(out.data(), got.data.get(), got.size);
+    return got.size;
+  }
+
+ private:
+  // Reads [offset, offset + out.size()) of `key` into `out` (blocking: open,
+  // fstat, pread); the count, short only at the end of the file.
+  static Result<size_t> ReadFile(std::string_view key, uint64_t offset, std::span<char> out,
+                                 std::string_view if_match) {
     std::string path = PathOf(key);
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoStatus(path, errno);
@@ -313,8 +366,8 @@ class PosixUfs : public UnderStorage {
     }
     size_t total = 0;
     while (total < out.size()) {
-      ssize_t n = ::pread(fd, out.data() + total, out.size() - total,
-                          static_cast<off_t>(offset + total));
+      ssize_t n =
+          ::pread(fd, out.data() + total, out.size() - total, static_cast<off_t>(offset + total));
       if (n < 0) {
         if (errno == EINTR) continue;
         return ErrnoStatus(path, errno);
@@ -325,15 +378,33 @@ class PosixUfs : public UnderStorage {
     return total;
   }
 
- private:
-  static Status CheckRegular(const std::string& path, const struct stat& st) {
-    if (S_ISDIR(st.st_mode)) return NotFound(path + ": is a directory, not a file");
-    if (!S_ISREG(st.st_mode)) return NotFound(path + ": not a regular file");
-    return Status::Ok();
-  }
-
-  DirCache dir_cache_;  // sorted directory contents for continuation pages
+  std::shared_ptr<DirCache> dir_cache_ = std::make_shared<DirCache>();  // shared with helpers
+  DeadlineRunner runner_;                                               // last: destroyed first
 };
+
+// Parses the POSIX connector's options (docs/configuration.md).
+Result<DeadlineRunnerOptions> ParsePosixOptions(const UfsOptions& options) {
+  DeadlineRunnerOptions out;
+  for (const auto& [k, v] : options.options) {
+    if (k == "requestTimeout") {
+      auto d = ParseDuration(v);
+      if (!d.ok()) return InvalidArgument("posix option requestTimeout: " + d.status().message());
+      out.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+    } else if (k == "maxStuckCalls") {
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > 4096) {
+        return InvalidArgument("posix option maxStuckCalls: '" + v +
+                               "' is not an integer in [1, 4096]");
+      }
+      out.max_stuck = static_cast<int>(n);
+    } else {
+      return InvalidArgument(std::string(kRoot) + ": unknown option '" + k +
+                             "' (known: requestTimeout, maxStuckCalls)");
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -341,15 +412,12 @@ Result<std::unique_ptr<UnderStorage>> NewPosixUfs(const Uri& uri, const UfsOptio
   if (uri.scheme != Scheme::kFile) {
     return InvalidArgument(uri.ToString() + ": not a file:// URI or path");
   }
-  if (!options.options.empty()) {
-    return InvalidArgument(std::string(kRoot) + ": unknown option '" + options.options.begin()->first +
-                           "' (the POSIX connector takes no options)");
-  }
+  ASSIGN_OR_RETURN(DeadlineRunnerOptions deadline, ParsePosixOptions(options));
   if (!options.secrets.empty()) {
     return InvalidArgument(std::string(kRoot) + ": unexpected secret '" +
                            options.secrets.begin()->first + "' (the POSIX connector takes none)");
   }
-  return std::unique_ptr<UnderStorage>(std::make_unique<PosixUfs>());
+  return std::unique_ptr<UnderStorage>(std::make_unique<PosixUfs>(deadline));
 }
 
 }  // namespace granary

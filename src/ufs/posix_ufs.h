@@ -19,6 +19,21 @@
 // preads, and closes it again: no file descriptor is held between calls.
 // Errors carry the path and strerror (ErrnoStatus).
 //
+// Deadlines: a hung NFS server blocks open/pread/stat for ever, so every call
+// (a read's open+fstat+pread, a stat, a listing page) runs on a helper thread
+// and the caller waits at most `requestTimeout` (ufs/deadline_runner.h): then
+// kUnavailable "origin read of /path did not finish within 60 s". The helper
+// stays stuck in the kernel and is counted; while `maxStuckCalls` are stuck,
+// new calls fail at once. A read with a deadline goes through a buffer of the
+// helper's own (one extra copy), since the caller's may be gone by the time a
+// stuck read returns.
+//
+// Options (UfsOptions::options; unknown keys are rejected):
+//   requestTimeout  one call, e.g. "60s"; "0" = no deadline, calls run on the
+//                   caller's thread (default 60s)
+//   maxStuckCalls   calls past their deadline still blocked in the kernel
+//                   before new calls are refused (default 16)
+//
 // Thread safety: every method may be called from many threads (the directory
 // cache has its own lock).
 #pragma once
@@ -33,8 +48,8 @@
 namespace granary {
 
 // A PosixUfs serving file:///. The URI's key is ignored (every instance serves
-// the whole filesystem). InvalidArgument when `options` holds any setting: the
-// POSIX connector has none.
+// the whole filesystem). InvalidArgument naming an unknown option or a bad
+// value, or when `options` holds a secret.
 Result<std::unique_ptr<UnderStorage>> NewPosixUfs(const Uri& uri, const UfsOptions& options);
 
 }  // namespace granary

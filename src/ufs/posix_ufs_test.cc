@@ -1,13 +1,18 @@
 // Tests for PosixUfs against real temporary directories.
 #include "ufs/posix_ufs.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <map>
 #include <random>
+#include <thread>
 
 namespace granary {
 namespace {
@@ -242,11 +247,106 @@ TEST_F(PosixUfsTest, ListAllWalksInParallel) {
   EXPECT_EQ(all->size(), 20u);
 }
 
-TEST_F(PosixUfsTest, OptionsAreRejected) {
+TEST_F(PosixUfsTest, UnknownOptionsAreRejected) {
   UfsOptions opts{.options = {{"endpoint", "http://x"}}};
   auto ufs = NewPosixUfs(Uri{.scheme = Scheme::kFile}, opts);
   ASSERT_FALSE(ufs.ok());
   EXPECT_NE(ufs.status().message().find("'endpoint'"), std::string::npos);
+}
+
+// A FIFO with no writer stands in for a file on a hung NFS server: open(2)
+// blocks until a writer comes. Release() plays the server coming back.
+class HungFile {
+ public:
+  explicit HungFile(const TempDir& dir, const std::string& rel = "hung")
+      : path_(dir.path() + "/" + rel), key_(dir.Key(rel)) {
+    EXPECT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+  }
+  ~HungFile() { Release(); }
+  const std::string& path() const { return path_; }
+  const std::string& key() const { return key_; }
+  // Lets every reader blocked in open(2) go on (each then sees a FIFO, not a
+  // regular file, and fails). Retries until one is blocked, at most 30 s.
+  void Release() {
+    for (int i = 0; i < 300 && !released_; ++i) {
+      int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) {
+        ::close(fd);
+        released_ = true;
+        return;
+      }
+      if (errno != ENXIO) return;  // ENXIO: no reader yet
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+ private:
+  std::string path_;
+  std::string key_;
+  bool released_ = false;
+};
+
+std::unique_ptr<UnderStorage> PosixWith(std::map<std::string, std::string> options) {
+  auto ufs = NewPosixUfs(Uri{.scheme = Scheme::kFile}, UfsOptions{.options = std::move(options)});
+  EXPECT_TRUE(ufs.ok()) << ufs.status().ToString();
+  return ufs.ok() ? std::move(*ufs) : nullptr;
+}
+
+// Issue 23: a read of a file on a hung NFS server ends with an error naming
+// the path after requestTimeout, instead of blocking the reader for ever.
+TEST(PosixUfsDeadline, Issue23ReadOfAHungFileFailsWithinTheTimeout) {
+  TempDir dir;
+  HungFile hung(dir);
+  auto ufs = PosixWith({{"requestTimeout", "500ms"}});
+  ASSERT_NE(ufs, nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto read = std::async(std::launch::async, [&] { return ufs->ReadRange(hung.key(), 0, 16); });
+  // Without a deadline the read never returns: let it go after 30 s so the
+  // test fails instead of hanging.
+  if (read.wait_for(std::chrono::seconds(30)) != std::future_status::ready) hung.Release();
+  auto r = read.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  ASSERT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_EQ(r.status().message(),
+            "origin read of " + hung.path() + " did not finish within 0.5 s");
+}
+
+// Issue 23: threads stuck in a hung origin are capped: past maxStuckCalls,
+// calls fail at once (no new thread parks in the kernel), and once the server
+// comes back the stuck calls drain and reads work again.
+TEST(PosixUfsDeadline, Issue23StuckCallsAreCappedAndDrainWhenTheOriginRecovers) {
+  TempDir dir;
+  dir.Write("ok.txt", "fine");
+  HungFile hung(dir);
+  auto ufs = PosixWith({{"requestTimeout", "300ms"}, {"maxStuckCalls", "1"}});
+  ASSERT_NE(ufs, nullptr);
+  auto first = std::async(std::launch::async, [&] { return ufs->ReadRange(hung.key(), 0, 16); });
+  if (first.wait_for(std::chrono::seconds(30)) != std::future_status::ready) hung.Release();
+  EXPECT_EQ(first.get().status().code(), Code::kUnavailable);
+
+  auto refused = ufs->ReadRange(dir.Key("ok.txt"), 0, 4);
+  ASSERT_EQ(refused.status().code(), Code::kUnavailable) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("refused, 1 earlier origin calls are still stuck"),
+            std::string::npos)
+      << refused.status().message();
+
+  hung.Release();
+  Result<std::string> again = Unavailable("not tried");
+  for (int i = 0; i < 300 && !again.ok(); ++i) {
+    again = ufs->ReadRange(dir.Key("ok.txt"), 0, 4);
+    if (!again.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, "fine");
+}
+
+TEST(PosixUfsDeadline, BadDeadlineOptionsAreRejected) {
+  for (auto [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"requestTimeout", "soon"}, {"maxStuckCalls", "0"}, {"maxStuckCalls", "x"}}) {
+    auto ufs = NewPosixUfs(Uri{.scheme = Scheme::kFile}, UfsOptions{.options = {{k, v}}});
+    ASSERT_FALSE(ufs.ok()) << k << "=" << v;
+    EXPECT_NE(ufs.status().message().find(k), std::string::npos) << ufs.status().message();
+  }
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ const std::set<std::string, std::less<>> kOptionKeys = {
     "endpoint",      "region",         "addressing",      "anonymous",
     "profile",       "caBundle",       "maxConcurrency",  "connectTimeout",
     "requestTimeout", "maxAttempts",   "accessKeyIdFile", "secretAccessKeyFile",
-    "sessionTokenFile"};
+    "sessionTokenFile", "maxRetryTime", "lowSpeedLimit",  "lowSpeedTime"};
 const std::set<std::string, std::less<>> kSecretKeys = {
     "accessKeyId", "secretAccessKey", "sessionToken",
     "accessKeyIdFile", "secretAccessKeyFile", "sessionTokenFile"};
@@ -103,6 +103,14 @@ Status ApplyTunables(const std::map<std::string, std::string>& opts, S3Options& 
       ASSIGN_OR_RETURN(out.connect_timeout, ParseMillis(k, v));
     } else if (k == "requestTimeout") {
       ASSIGN_OR_RETURN(out.request_timeout, ParseMillis(k, v));
+    } else if (k == "maxRetryTime") {
+      ASSIGN_OR_RETURN(out.retry.max_elapsed, ParseMillis(k, v));
+    } else if (k == "lowSpeedLimit") {
+      ASSIGN_OR_RETURN(out.low_speed_bytes, ParseInt(k, v, 0, 1 << 30));
+    } else if (k == "lowSpeedTime") {
+      ASSIGN_OR_RETURN(auto t, ParseMillis(k, v));
+      out.low_speed_time = std::max(std::chrono::seconds(1),
+                                    std::chrono::duration_cast<std::chrono::seconds>(t));
     }
   }
   return Status::Ok();
@@ -214,6 +222,9 @@ S3Ufs::S3Ufs(std::string bucket, S3Options options, Clock* clock)
       .max_in_flight = options_.max_concurrency,
       .connect_timeout = options_.connect_timeout,
       .request_timeout = options_.request_timeout,
+      .low_speed_bytes = options_.low_speed_bytes,
+      .low_speed_time = options_.low_speed_time,
+      .slot_wait_timeout = options_.request_timeout,
       .ca_bundle = options_.ca_bundle,
   });
 }
@@ -221,6 +232,8 @@ S3Ufs::S3Ufs(std::string bucket, S3Options options, Clock* clock)
 S3Ufs::~S3Ufs() = default;
 
 std::string S3Ufs::Root() const { return "s3://" + bucket_; }
+
+void S3Ufs::Abort() { http_->Abort(); }
 
 S3Ufs::Target S3Ufs::MakeTarget(std::string_view key, std::string_view query) const {
   const std::string_view authority = Authority(endpoint_);

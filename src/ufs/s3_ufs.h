@@ -56,7 +56,10 @@ struct S3Options {
   std::string ca_bundle;             // PEM CA file for https endpoints; "" = system store
   int max_concurrency = kDefaultOriginConcurrency;  // requests in flight at once
   std::chrono::milliseconds connect_timeout{5000};   // TCP/TLS connect
-  std::chrono::milliseconds request_timeout{120000}; // one whole request (0 = no limit)
+  // One whole request (0 = no limit); also the longest wait for a request slot.
+  std::chrono::milliseconds request_timeout = kDefaultOriginRequestTimeout;
+  int64_t low_speed_bytes = kDefaultOriginLowSpeedBytes;       // stalled below this many bytes/s...
+  std::chrono::seconds low_speed_time = kDefaultOriginLowSpeedTime;  // ...for this long (0 B = off)
   RetryPolicy retry;                 // attempts and backoff for transient failures
   AwsCredentials credentials;        // used unless anonymous, when credentials_provider is null
   // Where signed requests get credentials from (refreshed ahead of expiry and
@@ -79,6 +82,7 @@ class S3Ufs : public UnderStorage {
   ~S3Ufs() override;
 
   std::string Root() const override;  // "s3://bucket"
+  void Abort() override;
 
   // Uploads one object (single PUT; the body is hashed into the signature).
   Status PutObject(std::string_view key, std::string_view data);

@@ -89,6 +89,12 @@ class UnderStorage {
 
   UfsStats stats() const;
 
+  // Stops the connector for shutdown: calls running now end soon (a stuck
+  // transfer within about a second) and later calls fail at once, with
+  // kCancelled. Irreversible. Default: nothing (calls end on their own
+  // timeouts). Thread-safe.
+  virtual void Abort() {}
+
  protected:
   virtual Result<ListPage> ListImpl(const ListRequest& request) = 0;
   virtual Result<ObjectInfo> StatImpl(std::string_view key) = 0;

@@ -1,0 +1,136 @@
+// DeadlineRunner implementation: a queue of jobs, helper threads started on
+// demand, and per-job completion flags guarded by one mutex. See
+// deadline_runner.h.
+#include "ufs/deadline_runner.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <unordered_set>
+
+namespace granary {
+namespace {
+
+// One call handed to a helper.
+struct Job {
+  std::function<void()> fn;
+  std::condition_variable finished;  // signalled when done turns true (or on Abort)
+  bool started = false;    // a helper took it
+  bool done = false;       // fn returned
+  bool abandoned = false;  // its caller stopped waiting
+};
+
+// "60 s", "1.5 s".
+std::string Seconds(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  std::string out = std::to_string(ms / 1000);
+  if (ms % 1000 != 0) {
+    std::string frac = std::to_string(1000 + ms % 1000).substr(1);
+    while (frac.ends_with('0')) frac.pop_back();
+    out += "." + frac;
+  }
+  return out + " s";
+}
+
+}  // namespace
+
+struct DeadlineRunner::State {
+  std::mutex mu;  // guards everything below and every Job's flags; leaf lock
+  std::condition_variable work;  // a job was queued, or stopping
+  std::deque<std::shared_ptr<Job>> queue;
+  std::unordered_set<Job*> waited_on;  // jobs whose caller is waiting (for Abort)
+  int threads = 0;  // helpers alive
+  int idle = 0;     // helpers waiting for work
+  int stuck = 0;    // abandoned jobs still running
+  bool stopping = false;  // the runner is gone: idle helpers end
+  bool aborted = false;   // Abort(): refuse and release callers
+};
+
+DeadlineRunner::DeadlineRunner(DeadlineRunnerOptions options)
+    : options_([&] {
+        options.max_stuck = std::max(1, options.max_stuck);
+        options.max_threads = std::max(1, options.max_threads);
+        return options;
+      }()),
+      state_(std::make_shared<State>()) {}
+
+DeadlineRunner::~DeadlineRunner() {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stopping = true;
+  }
+  state_->work.notify_all();
+}
+
+void DeadlineRunner::Abort() {
+  std::lock_guard lock(state_->mu);
+  state_->aborted = true;
+  for (Job* job : state_->waited_on) job->finished.notify_all();
+}
+
+int DeadlineRunner::stuck() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stuck;
+}
+
+void DeadlineRunner::HelperLoop(std::shared_ptr<State> st) {
+  std::unique_lock lock(st->mu);
+  for (;;) {
+    ++st->idle;
+    st->work.wait(lock, [&] { return st->stopping || !st->queue.empty(); });
+    --st->idle;
+    if (st->queue.empty()) break;  // stopping
+    std::shared_ptr<Job> job = std::move(st->queue.front());
+    st->queue.pop_front();
+    job->started = true;
+    lock.unlock();
+    job->fn();
+    std::function<void()>().swap(job->fn);  // drop captures outside the lock
+    lock.lock();
+    job->done = true;
+    if (job->abandoned) --st->stuck;
+    job->finished.notify_all();
+  }
+  --st->threads;
+}
+
+Status DeadlineRunner::RunErased(const std::string& what, std::function<void()> fn) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  auto job = std::make_shared<Job>();
+  job->fn = std::move(fn);
+  State& st = *state_;
+  std::unique_lock lock(st.mu);
+  if (st.aborted) return Cancelled(what + ": the origin connector is shutting down");
+  if (st.stuck >= options_.max_stuck) {
+    return Unavailable(what + ": refused, " + std::to_string(st.stuck) +
+                       " earlier origin calls are still stuck past their " +
+                       Seconds(options_.timeout) + " deadline (hung NFS server?)");
+  }
+  st.queue.push_back(job);
+  if (st.idle < static_cast<int>(st.queue.size()) && st.threads < options_.max_threads) {
+    try {
+      std::thread(&DeadlineRunner::HelperLoop, state_).detach();
+      ++st.threads;
+    } catch (const std::system_error&) {
+      // No new helper: the job waits for a busy one, within its deadline.
+    }
+  }
+  st.work.notify_one();
+  st.waited_on.insert(job.get());
+  job->finished.wait_until(lock, deadline, [&] { return job->done || st.aborted; });
+  st.waited_on.erase(job.get());
+  if (job->done) return Status::Ok();
+  job->abandoned = true;
+  if (job->started) {
+    ++st.stuck;
+  } else {
+    std::erase(st.queue, job);
+  }
+  if (st.aborted) return Cancelled(what + ": the origin connector is shutting down");
+  return Unavailable(what + " did not finish within " + Seconds(options_.timeout));
+}
+
+}  // namespace granary
