@@ -91,14 +91,19 @@ TEST(Retry, NonRetryableErrorsReturnAtOnce) {
 TEST(Retry, TimedOutAttemptsStopOnceMaxElapsedHasPassed) {
   testing::FakeClock clock;
   std::mt19937_64 rng(42);
-  RetryPolicy policy{.max_attempts = 100, .base_delay = milliseconds(10),
-                     .max_delay = milliseconds(50), .max_elapsed = seconds(250)};
+  RetryPolicy policy{.max_attempts = 100,
+                     .base_delay = milliseconds(10),
+                     .max_delay = milliseconds(50),
+                     .max_elapsed = seconds(250)};
   const auto start = clock.Now();
   RetryOutcome outcome;
-  Status s = Retry(policy, &clock, rng, [&] {
-    clock.Advance(seconds(100));
-    return Unavailable("Timeout was reached");
-  }, &outcome);
+  Status s = Retry(
+      policy, &clock, rng,
+      [&] {
+        clock.Advance(seconds(100));
+        return Unavailable("Timeout was reached");
+      },
+      &outcome);
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_EQ(outcome.attempts, 3);  // started at about 0, 100 and 200 s
   EXPECT_LT(clock.Now() - start, seconds(250) + seconds(100) + seconds(1));

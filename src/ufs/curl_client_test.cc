@@ -262,7 +262,8 @@ class StallingServer {
   }
   void Handle(int c) {
     const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
-    if (mode_ == Mode::kTrickle && write(c, head.data(), head.size()) != ssize_t(head.size())) return;
+    if (mode_ == Mode::kTrickle && write(c, head.data(), head.size()) != ssize_t(head.size()))
+      return;
     std::unique_lock lock(mu_);
     for (int i = 0; mode_ == Mode::kTrickle && i < kTrickleBytes && !stopping_; ++i) {
       lock.unlock();
@@ -307,8 +308,8 @@ TEST(CurlClient, Issue23TrickleOfAFewBytesPerSecondEndsAfterTheLowSpeedTime) {
 // request_timeout, with libcurl's reason.
 TEST(CurlClient, Issue23ServerThatNeverAnswersEndsAfterTheRequestTimeout) {
   StallingServer server(StallingServer::Mode::kSilent);
-  CurlClient http(CurlClientOptions{.request_timeout = std::chrono::milliseconds(1500),
-                                    .low_speed_bytes = 0});
+  CurlClient http(
+      CurlClientOptions{.request_timeout = std::chrono::milliseconds(1500), .low_speed_bytes = 0});
   const auto t0 = Clock::now();
   auto r = http.Send(HttpRequest{.url = server.url("/obj")});
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));

@@ -18,9 +18,9 @@ namespace {
 struct Job {
   std::function<void()> fn;
   std::condition_variable finished;  // signalled when done turns true (or on Abort)
-  bool started = false;    // a helper took it
-  bool done = false;       // fn returned
-  bool abandoned = false;  // its caller stopped waiting
+  bool started = false;              // a helper took it
+  bool done = false;                 // fn returned
+  bool abandoned = false;            // its caller stopped waiting
 };
 
 // "60 s", "1.5 s".
@@ -38,15 +38,15 @@ std::string Seconds(std::chrono::milliseconds d) {
 }  // namespace
 
 struct DeadlineRunner::State {
-  std::mutex mu;  // guards everything below and every Job's flags; leaf lock
+  std::mutex mu;                 // guards everything below and every Job's flags; leaf lock
   std::condition_variable work;  // a job was queued, or stopping
   std::deque<std::shared_ptr<Job>> queue;
   std::unordered_set<Job*> waited_on;  // jobs whose caller is waiting (for Abort)
-  int threads = 0;  // helpers alive
-  int idle = 0;     // helpers waiting for work
-  int stuck = 0;    // abandoned jobs still running
-  bool stopping = false;  // the runner is gone: idle helpers end
-  bool aborted = false;   // Abort(): refuse and release callers
+  int threads = 0;                     // helpers alive
+  int idle = 0;                        // helpers waiting for work
+  int stuck = 0;                       // abandoned jobs still running
+  bool stopping = false;               // the runner is gone: idle helpers end
+  bool aborted = false;                // Abort(): refuse and release callers
 };
 
 DeadlineRunner::DeadlineRunner(DeadlineRunnerOptions options)

@@ -208,8 +208,8 @@ Result<HttpUfsOptions> ResolveHttpOptions(const UfsOptions& options) {
       out.http.low_speed_bytes = n;
     } else if (k == "lowSpeedTime") {
       ASSIGN_OR_RETURN(auto t, ParseTimeout(k, v));
-      out.http.low_speed_time = std::max(std::chrono::seconds(1),
-                                         std::chrono::duration_cast<std::chrono::seconds>(t));
+      out.http.low_speed_time =
+          std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(t));
     } else {
       return InvalidArgument("http: unknown option '" + k +
                              "' (known: caBundle, maxConcurrency, maxAttempts, connectTimeout, "

@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <list>
 #include <memory>
 #include <mutex>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 #include <vector>
 

@@ -11,9 +11,9 @@
 // as S3 would order them, paged by `max_keys`; the continuation token is the
 // last key (or common prefix) returned. Continuation pages reuse the sorted
 // contents of recently read directories (a small LRU, validated by inode and
-// mtime), so paging through a directory of N files costs O(N log N) once. Symlinks are followed (loops are
-// detected and skipped); broken symlinks and special files are skipped. A
-// missing directory lists as empty, as a missing S3 prefix does.
+// mtime), so paging through a directory of N files costs O(N log N) once. Symlinks are followed
+// (loops are detected and skipped); broken symlinks and special files are skipped. A missing
+// directory lists as empty, as a missing S3 prefix does.
 //
 // Stat uses stat(2); the etag is "<mtime_ns>-<size>". Read opens the file,
 // preads, and closes it again: no file descriptor is held between calls.

@@ -307,8 +307,7 @@ TEST(PosixUfsDeadline, Issue23ReadOfAHungFileFailsWithinTheTimeout) {
   auto r = read.get();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   ASSERT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
-  EXPECT_EQ(r.status().message(),
-            "origin read of " + hung.path() + " did not finish within 0.5 s");
+  EXPECT_EQ(r.status().message(), "origin read of " + hung.path() + " did not finish within 0.5 s");
 }
 
 // Issue 23: threads stuck in a hung origin are capped: past maxStuckCalls,

@@ -18,10 +18,10 @@ namespace granary {
 namespace {
 
 const std::set<std::string, std::less<>> kOptionKeys = {
-    "endpoint",      "region",         "addressing",      "anonymous",
-    "profile",       "caBundle",       "maxConcurrency",  "connectTimeout",
-    "requestTimeout", "maxAttempts",   "accessKeyIdFile", "secretAccessKeyFile",
-    "sessionTokenFile", "maxRetryTime", "lowSpeedLimit",  "lowSpeedTime"};
+    "endpoint",         "region",       "addressing",      "anonymous",
+    "profile",          "caBundle",     "maxConcurrency",  "connectTimeout",
+    "requestTimeout",   "maxAttempts",  "accessKeyIdFile", "secretAccessKeyFile",
+    "sessionTokenFile", "maxRetryTime", "lowSpeedLimit",   "lowSpeedTime"};
 const std::set<std::string, std::less<>> kSecretKeys = {
     "accessKeyId", "secretAccessKey", "sessionToken",
     "accessKeyIdFile", "secretAccessKeyFile", "sessionTokenFile"};
@@ -109,8 +109,8 @@ Status ApplyTunables(const std::map<std::string, std::string>& opts, S3Options& 
       ASSIGN_OR_RETURN(out.low_speed_bytes, ParseInt(k, v, 0, 1 << 30));
     } else if (k == "lowSpeedTime") {
       ASSIGN_OR_RETURN(auto t, ParseMillis(k, v));
-      out.low_speed_time = std::max(std::chrono::seconds(1),
-                                    std::chrono::duration_cast<std::chrono::seconds>(t));
+      out.low_speed_time =
+          std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(t));
     }
   }
   return Status::Ok();

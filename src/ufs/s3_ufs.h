@@ -58,7 +58,7 @@ struct S3Options {
   std::chrono::milliseconds connect_timeout{5000};   // TCP/TLS connect
   // One whole request (0 = no limit); also the longest wait for a request slot.
   std::chrono::milliseconds request_timeout = kDefaultOriginRequestTimeout;
-  int64_t low_speed_bytes = kDefaultOriginLowSpeedBytes;       // stalled below this many bytes/s...
+  int64_t low_speed_bytes = kDefaultOriginLowSpeedBytes;  // stalled below this many bytes/s...
   std::chrono::seconds low_speed_time = kDefaultOriginLowSpeedTime;  // ...for this long (0 B = off)
   RetryPolicy retry;                 // attempts and backoff for transient failures
   AwsCredentials credentials;        // used unless anonymous, when credentials_provider is null
