@@ -29,6 +29,9 @@ Status EngineOptions::Validate() const {
   }
   if (readahead_blocks < 0) return InvalidArgument("engine: readahead_blocks must not be negative");
   if (admission_threads < 1) return InvalidArgument("engine: admission_threads must be at least 1");
+  if (admission_queue_blocks < 0 || readahead_queue_blocks < 0) {
+    return InvalidArgument("engine: admission/readahead queue bounds must not be negative");
+  }
   if (origin_timeout.count() < 1) {
     return InvalidArgument("engine: origin_timeout must be positive");
   }
@@ -43,8 +46,11 @@ CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<cons
       block_size_(store->block_size()),
       origin_(std::make_unique<OriginSource>(std::move(ufs), options_.origin_concurrency)),
       fetchers_(std::make_unique<ElasticPool>(SIZE_MAX, "granary-fetch")),
-      admission_pool_(std::make_unique<ThreadPool>(options_.admission_threads, "granary-admit")),
-      readahead_pool_(std::make_unique<ThreadPool>(2, "granary-ahead")) {}
+      admission_pool_(std::make_unique<ThreadPool>(
+          options_.admission_threads, "granary-admit",
+          static_cast<size_t>(options_.admission_queue_blocks))),
+      readahead_pool_(std::make_unique<ThreadPool>(
+          2, "granary-ahead", static_cast<size_t>(options_.readahead_queue_blocks))) {}
 
 CacheEngine::~CacheEngine() {
   // SetCluster's oracles call the cluster node, which asks this engine its
@@ -357,9 +363,7 @@ void CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
   if (want.wait_admission) {
     Admit(flight, key, block, *data, fk, served, kind);
   } else {
-    admission_pool_->Submit([this, flight, key, block, d = *data, fk, served, kind] {
-      Admit(flight, key, block, d, fk, served, kind);
-    });
+    QueueAdmission(flight, key, block, *data, fk, served, kind);
   }
 }
 
@@ -407,15 +411,47 @@ void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& 
   } else {
     c_.not_admitted.fetch_add(1, std::memory_order_relaxed);
   }
+  FinishAdmission(flight, fk, ok);
+}
+
+void CacheEngine::FinishAdmission(const std::shared_ptr<Flight>& flight, const FlightKey& fk,
+                                  bool admitted) {
   {
     std::lock_guard lock(flight->mu);
     flight->admit_done = true;
-    flight->admitted = ok;
+    flight->admitted = admitted;
   }
   flight->cv.notify_all();
   std::lock_guard lock(flights_mu_);
   auto it = flights_.find(fk);
   if (it != flights_.end() && it->second == flight) flights_.erase(it);
+}
+
+void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
+                                 uint64_t block, BlockData data, const FlightKey& fk, bool served,
+                                 AdmitKind kind) {
+  const uint64_t bytes = data->size();
+  const uint64_t cap = options_.admission_queue_bytes;
+  uint64_t pending = admission_pending_bytes_.load(std::memory_order_relaxed);
+  bool reserved = false;
+  while (cap == 0 || pending + bytes <= cap) {
+    if (admission_pending_bytes_.compare_exchange_weak(pending, pending + bytes)) {
+      reserved = true;
+      break;
+    }
+  }
+  if (reserved) {
+    reserved = admission_pool_->TrySubmit([this, flight, key, block, data, fk, served, kind, bytes] {
+      Admit(flight, key, block, data, fk, served, kind);
+      admission_pending_bytes_.fetch_sub(bytes);
+    });
+    if (!reserved) admission_pending_bytes_.fetch_sub(bytes);
+  }
+  if (reserved) return;
+  // The cache disk is behind: keep memory bounded, serve without caching.
+  c_.admit_skipped.fetch_add(1, std::memory_order_relaxed);
+  GLOG_DEBUG("cache: admission queue full; not caching {} block {}", key.key, block);
+  FinishAdmission(flight, fk, false);
 }
 
 void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset,
@@ -440,15 +476,28 @@ void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, ui
   const uint64_t last = std::min(BlockCount(e.size), first + options_.readahead_blocks);
   for (uint64_t b = first; b < last; ++b) {
     if (store_->ContainsRange(key, b * block_size_, BlockLength(e.size, b))) continue;
+    const FlightKey fk = FlightKeyOf(key, b);
     {
       std::lock_guard lock(flights_mu_);
-      if (flights_.count(FlightKeyOf(key, b))) continue;
+      // Being fetched, or queued by an earlier read: once is enough.
+      if (flights_.count(fk) || !readahead_queued_.insert(fk).second) continue;
     }
     // The task holds `snap`: the hook's inode refers to it.
-    readahead_pool_->Submit([this, snap, key, ino = e.ino, b] {
+    const bool queued = readahead_pool_->TrySubmit([this, snap, key, ino = e.ino, b, fk] {
       auto r = GetBlock(key, b, Want{.priority = Priority::kLow, .snap = snap, .ino = ino});
       if (!r.ok()) GLOG_DEBUG("cache: readahead of block {} failed: {}", b, r.status().ToString());
+      std::lock_guard lock(flights_mu_);
+      readahead_queued_.erase(fk);
     });
+    if (!queued) {
+      {
+        std::lock_guard lock(flights_mu_);
+        readahead_queued_.erase(fk);
+      }
+      c_.readahead_dropped.fetch_add(1, std::memory_order_relaxed);
+      break;  // the queue is full: the blocks after this one would be dropped too
+    }
+    c_.readahead_queued.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -473,6 +522,10 @@ EngineStats CacheEngine::stats() const {
       .admitted = ld(c_.admitted),
       .not_admitted = ld(c_.not_admitted),
       .admit_errors = ld(c_.admit_errors),
+      .admit_skipped = ld(c_.admit_skipped),
+      .admission_pending_bytes = admission_pending_bytes_.load(std::memory_order_relaxed),
+      .readahead_queued = ld(c_.readahead_queued),
+      .readahead_dropped = ld(c_.readahead_dropped),
       .near_admitted = ld(c_.near_admitted),
       .peer_blocks = ld(c_.peer_blocks),
       .peer_bytes = ld(c_.peer_bytes),

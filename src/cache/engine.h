@@ -56,6 +56,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "cache/block_source.h"
 #include "cache/origin_source.h"
@@ -87,6 +88,16 @@ struct EngineOptions {
   // Unavailable (EIO through the mount). The transfer goes on and its bytes
   // are still cached.
   std::chrono::milliseconds origin_timeout{kDefaultOriginTimeout};
+  // Bytes of fetched blocks waiting for admission at most (a cache disk
+  // slower than the origin): past it a block is not admitted (counted in
+  // admit_skipped); its read succeeds all the same. 0 = no limit.
+  uint64_t admission_queue_bytes = 256ull << 20;
+  // Blocks waiting for admission at most (small files: the byte cap alone
+  // would let millions of tiny ones queue). 0 = no limit.
+  int admission_queue_blocks = 16384;
+  // Readahead blocks queued (not yet started) at most; more are dropped
+  // (readahead_dropped). A block is queued once however many reads ask.
+  int readahead_queue_blocks = 64;
 
   Status Validate() const;
 };
@@ -109,6 +120,10 @@ struct EngineStats {
   uint64_t admitted = 0;         // blocks the store accepted
   uint64_t not_admitted = 0;     // blocks the store refused (policy / space)
   uint64_t admit_errors = 0;     // admissions that failed with an error
+  uint64_t admit_skipped = 0;    // fetched blocks not admitted: the admission queue was full
+  uint64_t admission_pending_bytes = 0;  // gauge: fetched bytes waiting for admission now
+  uint64_t readahead_queued = 0;   // readahead blocks queued
+  uint64_t readahead_dropped = 0;  // readahead blocks not queued: the readahead queue was full
   uint64_t near_admitted = 0;    // of `admitted`: near copies of blocks other nodes own
   uint64_t peer_blocks = 0;      // blocks received from owner peers (remote hits)
   uint64_t peer_bytes = 0;       // their bytes
@@ -276,6 +291,13 @@ class CacheEngine {
   // Store::AdmitBlock).
   void Admit(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block, BlockData data,
              const FlightKey& fk, bool served, AdmitKind kind);
+  // Queues the admission of a fetched block, or, when the admission queue is
+  // full (admission_queue_bytes / _blocks), skips it: counts admit_skipped
+  // and completes the flight as not admitted.
+  void QueueAdmission(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block,
+                      BlockData data, const FlightKey& fk, bool served, AdmitKind kind);
+  // Publishes the admission's outcome and takes the flight out of the map.
+  void FinishAdmission(const std::shared_ptr<Flight>& f, const FlightKey& fk, bool admitted);
   Result<bool> FetchKey(const ObjectKey& key, const Want& want);
   void MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset, uint64_t end);
   // (snapshot version, inode) in one number: inodes are < 2^32.
@@ -295,8 +317,12 @@ class CacheEngine {
   std::shared_ptr<ClusterSource> cluster_;  // null on a single node
   FetchedHook fetched_hook_;
 
-  std::mutex flights_mu_;  // guards flights_
+  std::mutex flights_mu_;  // guards flights_, readahead_queued_
   std::unordered_map<FlightKey, std::shared_ptr<Flight>, FlightKeyHash> flights_;
+  // Blocks queued for readahead and not yet fetched, so that the next read
+  // does not queue them again.
+  std::unordered_set<FlightKey, FlightKeyHash> readahead_queued_;
+  std::atomic<uint64_t> admission_pending_bytes_{0};  // fetched bytes queued for admission
 
   std::mutex seq_mu_;  // guards last_end_
   std::unordered_map<uint64_t, uint64_t> last_end_;  // VersionedIno -> end of its last read (large files)
@@ -305,7 +331,8 @@ class CacheEngine {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
         read_errors{0}, read_waits_ended{0}, flight_joins{0}, admitted{0}, not_admitted{0}, admit_errors{0},
         near_admitted{0}, peer_blocks{0}, peer_bytes{0}, peer_fallbacks{0}, served_blocks{0},
-        served_hits{0}, served_bytes{0}, served_errors{0};
+        served_hits{0}, served_bytes{0}, served_errors{0}, admit_skipped{0}, readahead_queued{0},
+        readahead_dropped{0};
   };
   mutable Counters c_;
 

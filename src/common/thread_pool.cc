@@ -7,7 +7,8 @@
 
 namespace granary {
 
-ThreadPool::ThreadPool(int threads, std::string name) : name_(std::move(name)) {
+ThreadPool::ThreadPool(int threads, std::string name, size_t max_queue)
+    : max_queue_(max_queue), name_(std::move(name)) {
   threads = std::max(1, threads);
   workers_.reserve(threads);
   for (int i = 0; i < threads; ++i) {
@@ -31,6 +32,21 @@ void ThreadPool::Submit(std::function<void()> task) {
     queue_.push_back(std::move(task));
   }
   cv_.notify_one();
+}
+
+bool ThreadPool::TrySubmit(std::function<void()> task) {
+  {
+    std::lock_guard lock(mu_);
+    if (max_queue_ > 0 && queue_.size() >= max_queue_) return false;
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+size_t ThreadPool::queued() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
 }
 
 void ThreadPool::WaitIdle() {

@@ -1,7 +1,10 @@
 // ThreadPool: a fixed set of worker threads running submitted tasks in FIFO order.
 //
-// Used for background work (listing, eviction, warm-up). Tasks must not throw.
+// Used for background work (admissions, readahead). Tasks must not throw.
 // Shutdown (the destructor) runs every task already queued, then joins.
+// Bounded: with max_queue > 0, TrySubmit() refuses a task (returns false)
+// while max_queue tasks wait, so a producer faster than the workers sheds
+// work instead of growing the queue without limit. Submit() always queues.
 // Thread safety: Submit() may be called from any thread, including from a task.
 #pragma once
 
@@ -18,12 +21,21 @@ namespace granary {
 class ThreadPool {
  public:
   // Starts `threads` workers (at least 1) named `name` (for debuggers).
-  explicit ThreadPool(int threads, std::string name = "granary-pool");
+  // `max_queue`: tasks waiting at most for TrySubmit (0 = no limit).
+  explicit ThreadPool(int threads, std::string name = "granary-pool", size_t max_queue = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // Queues `task` whatever the queue's length.
   void Submit(std::function<void()> task);
+
+  // Queues `task` unless max_queue tasks are already waiting; false (and
+  // `task` dropped, not run) when full.
+  [[nodiscard]] bool TrySubmit(std::function<void()> task);
+
+  // Tasks waiting (not running).
+  size_t queued() const;
 
   // Blocks until the queue is empty and no task is running.
   void WaitIdle();
@@ -33,7 +45,8 @@ class ThreadPool {
  private:
   void WorkerLoop();
 
-  std::mutex mu_;  // guards queue_, running_, stopping_
+  const size_t max_queue_;  // 0 = unbounded
+  mutable std::mutex mu_;  // guards queue_, running_, stopping_
   std::condition_variable cv_;
   std::condition_variable idle_cv_;
   std::deque<std::function<void()>> queue_;

@@ -1,0 +1,56 @@
+// ThreadPool: TrySubmit refuses work past max_queue instead of queueing
+// without bound (issue 23); Submit and shutdown run everything queued.
+#include "common/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+namespace granary {
+namespace {
+
+TEST(ThreadPool, Issue23TrySubmitRefusesPastMaxQueue) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false, release = false;
+  std::atomic<int> ran{0};
+  {
+    ThreadPool pool(1, "test-pool", 2);
+    pool.Submit([&] {
+      std::unique_lock lock(mu);
+      started = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+    });
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return started; });  // the worker is busy, the queue empty
+    }
+    EXPECT_TRUE(pool.TrySubmit([&] { ran.fetch_add(1); }));
+    EXPECT_TRUE(pool.TrySubmit([&] { ran.fetch_add(1); }));
+    EXPECT_FALSE(pool.TrySubmit([&] { ran.fetch_add(100); }));  // full: dropped
+    EXPECT_EQ(pool.queued(), 2u);
+    {
+      std::lock_guard lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+    pool.WaitIdle();
+    EXPECT_TRUE(pool.TrySubmit([&] { ran.fetch_add(1); }));  // room again
+  }
+  EXPECT_EQ(ran.load(), 3);
+}
+
+TEST(ThreadPool, UnboundedPoolTakesEverything) {
+  std::atomic<int> ran{0};
+  {
+    ThreadPool pool(2);
+    for (int i = 0; i < 1000; ++i) ASSERT_TRUE(pool.TrySubmit([&] { ran.fetch_add(1); }));
+  }
+  EXPECT_EQ(ran.load(), 1000);
+}
+
+}  // namespace
+}  // namespace granary
