@@ -245,6 +245,7 @@ Status Dataset::OpenAll() {
   } else {
     ASSIGN_OR_RETURN(std::unique_ptr<UnderStorage> opened, OpenUnderStorage(uri, options_.ufs));
     ufs_ = std::move(opened);
+    owns_ufs_ = true;
   }
   RETURN_IF_ERROR(ProbeSource(*ufs_, uri));
   RETURN_IF_ERROR(OpenCache(uri.key));
@@ -326,6 +327,9 @@ Status Dataset::Close() {
   // The store's ownership oracles call into the cluster node and the engine:
   // removed before either goes (an eviction pass may be running).
   if (store_) store_->SetOwnershipOracle(nullptr, nullptr);
+  // Transfers stuck on a stalled origin end now (kCancelled) instead of after
+  // their timeouts, so the engine's wait for its fetches below is short.
+  if (owns_ufs_ && ufs_) ufs_->Abort();
   engine_.reset();  // waits for queued admissions and readahead
   cluster_.reset();
   Status result;

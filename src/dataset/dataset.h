@@ -154,6 +154,7 @@ class Dataset {
   std::string id_;
   std::string dir_;
   std::shared_ptr<UnderStorage> ufs_;
+  bool owns_ufs_ = false;  // opened here (not the caller's): Close() aborts its transfers
   std::unique_ptr<Store> store_;
   std::unique_ptr<CacheEngine> engine_;
   std::unique_ptr<ClusterNode> cluster_;

@@ -11,7 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -285,6 +289,40 @@ TEST_F(DatasetTest, BadClusterOptionsNameTheFlag) {
 
 // Two nodes, static peers on loopback: together they read every block from
 // the origin once; each reads the other's share over the peer protocol.
+// Issue 23: closing a dataset whose origin has stalled (a POSIX/NFS read that
+// never returns) does not wait out the origin timeout: the origin the dataset
+// opened is aborted, the reader gets an error, and Close returns at once.
+TEST_F(DatasetTest, Issue23CloseAbortsAReadStuckOnAStalledOrigin) {
+  const fs::path src = dir_ / "src";
+  fs::create_directories(src);
+  { std::ofstream(src / "a") << std::string(100, 'x'); }
+  DatasetOptions o = Options("stalled");
+  o.source = src.string();
+  auto ds = Dataset::Open(o);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  // The file now hangs on open (a FIFO without a writer), as on a hung NFS server.
+  fs::remove(src / "a");
+  ASSERT_EQ(::mkfifo((src / "a").c_str(), 0600), 0);
+  auto snap = (*ds)->snapshot();
+  const uint64_t ino = snap->FindPath("a").value_or(0);
+  auto read = std::async(std::launch::async, [&] {
+    std::string out(100, '\0');
+    return (*ds)->engine().Read(snap, ino, 0, std::span<char>(out.data(), out.size()));
+  });
+  while ((*ds)->ufs().stats().read_requests == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Status closed = (*ds)->Close();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(closed.ok()) << closed.ToString();
+  EXPECT_FALSE(read.get().ok());
+  EXPECT_LT(took, std::chrono::seconds(20));  // the origin's own timeout is 60 s
+  // Let the helper thread stuck in open(2) go.
+  int fd = ::open((src / "a").c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) ::close(fd);
+}
+
 TEST_F(DatasetTest, TwoNodesFetchEachBlockOnce) {
   // Fixed ports are needed for the static list: take two free ones.
   auto free_port = [] {
