@@ -55,13 +55,14 @@ class EngineQueueTest : public ::testing::Test {
   }
 
   void Open(EngineOptions options, uint64_t quota = 1ull << 30, std::string policy = "lru") {
-    auto snap = Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
-                                (dir_ / "snapshot").string(), 1);
+    auto snap =
+        Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
+                        (dir_ / "snapshot").string(), 1);
     ASSERT_TRUE(snap.ok()) << snap.status().ToString();
     snapshot_ = std::move(*snap);
     auto store = Store::Open(StoreOptions{
-        .tiers = {TierLevel{.medium = Medium::kSsd, .path = (dir_ / "cache").string(),
-                            .quota = quota}},
+        .tiers = {TierLevel{
+            .medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
         .policy = policy,
         .block_size = kBlock,
         .background = false});
