@@ -187,8 +187,10 @@ class CacheEngine {
   // or an unknown inode too: Read answers at once). Does not read.
   bool IsLocal(const Snapshot& snap, uint64_t ino, uint64_t offset, size_t size) const;
 
-  // Ends every wait for an origin permit (those fetches fail with
-  // Cancelled) and waits for the fetches in flight. Later reads that need
+  // Ends every read's wait for a block and every fetch's wait for an origin
+  // permit (Cancelled), now and later; does not wait for anything.
+  void CancelWaits() { shutdown_.Cancel(); }
+  // CancelWaits(), then waits for the fetches in flight. Later reads that need
   // the origin fail with Cancelled. Idempotent; the destructor calls it.
   void Shutdown();
 

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -307,6 +310,9 @@ Status Daemon::Shutdown() {
     hooks.swap(stop_hooks_);
   }
   for (auto& hook : hooks) hook();
+  // Readers and loads waiting on the origin leave now (a stalled origin
+  // must not hold the unmount).
+  if (dataset_) dataset_->engine().CancelWaits();
   services_.reset();  // cancels a running load; before the engine goes
   if (fuse_) fuse_->Stop();
   if (unmount_watcher_.joinable()) unmount_watcher_.join();
@@ -316,7 +322,32 @@ Status Daemon::Shutdown() {
   // whose fetched-bytes hook (PushFetched) uses fs_ and fuse_.
   Status result;
   if (dataset_) {
+    // Every reader has left (the engine's waits end at shutdown) and Close()
+    // aborts the origin's transfers; a daemon process does not wait for a
+    // transfer that still does not end longer than kShutdownGrace.
+    std::mutex closed_mu;
+    std::condition_variable closed_cv;
+    bool closed = false;
+    std::thread watchdog;
+    if (options_.handle_signals) {
+      watchdog = std::thread([&] {
+        std::unique_lock lock(closed_mu);
+        if (closed_cv.wait_for(lock, kShutdownGrace, [&] { return closed; })) return;
+        GLOG_WARN("origin transfers still running {} s after unmount (stalled origin?); "
+                  "exiting without waiting for them",
+                  std::chrono::duration_cast<std::chrono::seconds>(kShutdownGrace).count());
+        if (serving_) ::unlink(pid_path().c_str());
+        std::fflush(nullptr);
+        std::_Exit(0);
+      });
+    }
     result = dataset_->Close();
+    {
+      std::lock_guard lock(closed_mu);
+      closed = true;
+    }
+    closed_cv.notify_all();
+    if (watchdog.joinable()) watchdog.join();
     last.store = dataset_->store().stats();
   }
   fs_.reset();

@@ -60,6 +60,10 @@ namespace granary {
 class EngineFs;
 class DaemonServices;
 
+// How long a stopping daemon process (handle_signals) waits for origin
+// transfers still running once every reader has left; then it exits.
+inline constexpr std::chrono::seconds kShutdownGrace{5};
+
 struct DaemonOptions {
   // The dataset: source, connector settings, cache dirs, policy, engine,
   // cluster. dataset.source is required.

@@ -1,7 +1,8 @@
 // EngineFs: the FuseFilesystem adapter over one CacheEngine and its Snapshot
 // versions. It only translates: attributes come from the snapshot (files:
 // size, mtime; directories: the snapshot's creation time); reads go to
-// CacheEngine::Read. Open() offers the complete cache file for passthrough
+// CacheEngine::Read (TryRead() only when the store holds the range, so the
+// FUSE layer hands reads that wait for the origin to its read waiters). Open() offers the complete cache file for passthrough
 // when the engine has it (verifying it after a restart through
 // CachedFilePath), else userspace reads; OpenBackingFile() then opens it
 // through the store, which checks that the file it opened is still that
@@ -60,6 +61,11 @@ class EngineFs : public FuseFilesystem {
   Result<OpenResult> Open(uint64_t ino, int flags) override;
   Result<int> OpenBackingFile(uint64_t ino, const std::string& backing_path) override;
   Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out) override;
+  // Serves only what the local store holds (CacheEngine::IsLocal).
+  std::optional<Result<size_t>> TryRead(uint64_t ino, uint64_t fh, uint64_t offset,
+                                        std::span<char> out) override;
+  Result<size_t> ReadCancellable(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out,
+                                 CancelToken& cancel) override;
   Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) override;
   Result<StatFsResult> StatFs() override;
 
@@ -89,6 +95,8 @@ class EngineFs : public FuseFilesystem {
   };
   Result<Resolved> Resolve(uint64_t node) const;
   NodeAttr AttrOf(const Snapshot& snap, uint64_t base, const EntryView& e) const;
+  Result<size_t> ReadNode(uint64_t node, uint64_t offset, std::span<char> out,
+                          CancelToken* cancel);
 
   CacheEngine* engine_;
   EngineFsOptions options_;

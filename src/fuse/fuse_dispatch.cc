@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -117,9 +118,17 @@ InitDecision NegotiateInit(const struct fuse_init_in& in, const InitPolicy& poli
 
 FuseDispatcher::FuseDispatcher(FuseFilesystem* fs, const FuseOptions& options, uint32_t uid,
                                uint32_t gid)
-    : fs_(fs), options_(options), uid_(uid), gid_(gid) {}
+    : fs_(fs), options_(options), uid_(uid), gid_(gid) {
+  if (options_.read_waiters > 0) {
+    waiters_ = std::make_unique<ElasticPool>(static_cast<size_t>(options_.read_waiters),
+                                             "granary-fwait");
+  }
+}
 
-FuseDispatcher::~FuseDispatcher() { CloseAllBacking(); }
+FuseDispatcher::~FuseDispatcher() {
+  CancelWaits();
+  CloseAllBacking();
+}
 
 void FuseDispatcher::SetDirPrefetch(std::function<void(std::string)> list) {
   list_dir_ = std::move(list);
@@ -203,7 +212,7 @@ void FuseDispatcher::FillEntry(const NodeAttr& a, struct fuse_entry_out* out) co
 }
 
 HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<const char> body,
-                                    std::span<char> out) {
+                                    std::span<char> out, int reply_fd) {
   requests_.fetch_add(1, std::memory_order_relaxed);
   by_opcode_[std::min<uint32_t>(h.opcode, 63)].fetch_add(1, std::memory_order_relaxed);
   HandlerReply r;
@@ -224,10 +233,10 @@ HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<co
       }
       return NoReply();
     }
-    case FUSE_INTERRUPT: return NoReply();  // requests are served synchronously; nothing to cancel
+    case FUSE_INTERRUPT: DoInterrupt(body); return NoReply();
     case FUSE_GETATTR: r = DoGetAttr(h, out); break;
     case FUSE_OPEN: r = DoOpen(h, body, out); break;
-    case FUSE_READ: r = DoRead(h, body, out); break;
+    case FUSE_READ: r = DoRead(h, body, out, reply_fd); break;
     case FUSE_RELEASE: r = DoRelease(h, body); break;
     // No-opendir: the kernel then caches listings (FOPEN_CACHE_DIR | KEEP_CACHE).
     case FUSE_OPENDIR: r = Error(ENOSYS); break;
@@ -316,15 +325,118 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
 }
 
 HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<const char> body,
-                                    std::span<char> out) {
+                                    std::span<char> out, int reply_fd) {
   const auto* in = Arg<fuse_read_in>(body);
   if (in == nullptr) return Error(EINVAL);
-  size_t want = std::min<size_t>(in->size, out.size());
-  Result<size_t> n = fs_->Read(h.nodeid, in->fh & ~kPassthroughFh, in->offset, out.first(want));
+  const size_t want = std::min<size_t>(in->size, out.size());
+  const uint64_t fh = in->fh & ~kPassthroughFh;
+  const uint64_t offset = in->offset;
+  std::optional<Result<size_t>> local = fs_->TryRead(h.nodeid, fh, offset, out.first(want));
+  if (local) {
+    if (!local->ok()) return Error(FuseErrno(local->status()));
+    userspace_reads_.fetch_add(1, std::memory_order_relaxed);
+    userspace_read_bytes_.fetch_add(**local, std::memory_order_relaxed);
+    return Ok(**local);
+  }
+  // The read must wait (for the origin): on a read waiter when one is free,
+  // so this thread goes back to serving lookups and cached files.
+  std::shared_ptr<CancelToken> token = AddWaiting(h.unique);
+  if (reply_fd >= 0 && waiters_) {
+    const uint64_t unique = h.unique;
+    const uint64_t nodeid = h.nodeid;
+    const bool taken = waiters_->TrySubmit([this, token, reply_fd, unique, nodeid, fh, offset,
+                                            want] {
+      std::unique_ptr<char[]> buf(new char[want]);
+      HandlerReply r = ServeWaitingRead(nodeid, fh, offset, std::span<char>(buf.get(), want),
+                                        *token);
+      RemoveWaiting(unique);
+      if (r.error != 0) errors_.fetch_add(1, std::memory_order_relaxed);
+      fuse_out_header oh{};
+      oh.unique = unique;
+      oh.error = -r.error;
+      const size_t body_size = r.error == 0 ? r.size : 0;
+      oh.len = static_cast<uint32_t>(sizeof(oh) + body_size);
+      iovec iov[2] = {{&oh, sizeof(oh)}, {buf.get(), body_size}};
+      if (::writev(reply_fd, iov, body_size > 0 ? 2 : 1) < 0) {
+        const int err = errno;
+        // ENOENT: the kernel dropped the interrupted request; ENODEV: unmounted.
+        if (err != ENOENT && err != ENODEV && err != ENOTCONN && err != EBADF) {
+          GLOG_WARN("fuse: deferred READ reply failed: {}", strerror(err));
+        }
+      }
+    });
+    if (taken) {
+      reads_deferred_.fetch_add(1, std::memory_order_relaxed);
+      return NoReply();
+    }
+  }
+  reads_waited_inline_.fetch_add(1, std::memory_order_relaxed);
+  HandlerReply r = ServeWaitingRead(h.nodeid, fh, offset, out.first(want), *token);
+  RemoveWaiting(h.unique);
+  return r;
+}
+
+HandlerReply FuseDispatcher::ServeWaitingRead(uint64_t nodeid, uint64_t fh, uint64_t offset,
+                                              std::span<char> out, CancelToken& cancel) {
+  Result<size_t> n = fs_->ReadCancellable(nodeid, fh, offset, out, cancel);
   if (!n.ok()) return Error(FuseErrno(n.status()));
   userspace_reads_.fetch_add(1, std::memory_order_relaxed);
   userspace_read_bytes_.fetch_add(*n, std::memory_order_relaxed);
   return Ok(*n);
+}
+
+std::shared_ptr<CancelToken> FuseDispatcher::AddWaiting(uint64_t unique) {
+  auto token = std::make_shared<CancelToken>();
+  bool cancel = false;
+  {
+    std::lock_guard lock(waiting_mu_);
+    waiting_[unique] = token;
+    cancel = stopping_ || early_interrupts_.erase(unique) > 0;
+  }
+  if (cancel) token->Cancel();
+  return token;
+}
+
+void FuseDispatcher::RemoveWaiting(uint64_t unique) {
+  std::lock_guard lock(waiting_mu_);
+  waiting_.erase(unique);
+}
+
+void FuseDispatcher::DoInterrupt(std::span<const char> body) {
+  const auto* in = Arg<fuse_interrupt_in>(body);
+  if (in == nullptr) return;
+  interrupts_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<CancelToken> token;
+  {
+    std::lock_guard lock(waiting_mu_);
+    auto it = waiting_.find(in->unique);
+    if (it != waiting_.end()) {
+      token = it->second;
+    } else if (early_interrupts_.insert(in->unique).second) {
+      // The request may still be on its way (or was served without waiting):
+      // remember a bounded number of these.
+      early_order_.push_back(in->unique);
+      while (early_order_.size() > kEarlyInterrupts) {
+        early_interrupts_.erase(early_order_.front());
+        early_order_.pop_front();
+      }
+    }
+  }
+  if (token) {
+    interrupted_reads_.fetch_add(1, std::memory_order_relaxed);
+    token->Cancel();
+  }
+}
+
+void FuseDispatcher::CancelWaits() {
+  std::vector<std::shared_ptr<CancelToken>> all;
+  {
+    std::lock_guard lock(waiting_mu_);
+    stopping_ = true;
+    for (auto& [unique, token] : waiting_) all.push_back(token);
+  }
+  for (auto& token : all) token->Cancel();
+  if (waiters_) waiters_->Stop();
 }
 
 HandlerReply FuseDispatcher::DoRelease(const struct fuse_in_header& h,
@@ -559,6 +671,10 @@ void FuseDispatcher::FillStats(FuseStats* st) const {
   st->backing_open_failures = backing_open_failures_.load(std::memory_order_relaxed);
   st->uring_requests = uring_requests_.load(std::memory_order_relaxed);
   st->dirs_prefetched = dirs_prefetched_.load(std::memory_order_relaxed);
+  st->reads_deferred = reads_deferred_.load(std::memory_order_relaxed);
+  st->reads_waited_inline = reads_waited_inline_.load(std::memory_order_relaxed);
+  st->interrupts = interrupts_.load(std::memory_order_relaxed);
+  st->interrupted_reads = interrupted_reads_.load(std::memory_order_relaxed);
 }
 
 Result<int> FuseFilesystem::OpenBackingFile(uint64_t /*ino*/, const std::string& backing_path) {

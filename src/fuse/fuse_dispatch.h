@@ -12,6 +12,16 @@
 // node is outstanding (the kernel attaches one backing file per inode and
 // refuses a second one, or a userspace-read open, while it is in use).
 //
+// Waiting vs serving: a READ that FuseFilesystem::TryRead() cannot serve
+// without waiting goes to a read waiter (an ElasticPool of
+// FuseOptions::read_waiters threads) that calls ReadCancellable() and writes
+// the reply to the request's fd itself; Handle() returns at once (send =
+// false). Such a READ is kept by its `unique` until answered: a
+// FUSE_INTERRUPT naming it cancels its CancelToken (the reader gets EINTR).
+// An INTERRUPT may arrive before the request it names: unmatched ones are
+// remembered (the last kEarlyInterrupts) and cancel that request on arrival.
+// CancelWaits() (unmount) cancels every waiting READ.
+//
 // Thread safety: Handle() is called from many transport threads at once.
 // The node table is sharded; each shard's mutex guards its map only, and no
 // other lock is taken while holding one (FuseFilesystem calls happen outside).
@@ -28,8 +38,12 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "common/cancel.h"
+#include "common/elastic_pool.h"
 #include "fuse/fuse_filesystem.h"
 #include "fuse/fuse_kernel.h"
 #include "fuse/fuse_server.h"
@@ -82,9 +96,15 @@ class FuseDispatcher {
 
   // Handles one request. `body` is the request after fuse_in_header (the
   // per-opcode argument, then names); `out` receives the reply body and must
-  // hold at least max_pages * 4 KiB (+ 4 KiB).
+  // hold at least max_pages * 4 KiB (+ 4 KiB). `reply_fd`: the /dev/fuse fd
+  // the request came from, where a read waiter writes a deferred reply; -1
+  // (io_uring) serves every request on the calling thread.
   HandlerReply Handle(const struct fuse_in_header& header, std::span<const char> body,
-                      std::span<char> out);
+                      std::span<char> out, int reply_fd = -1);
+
+  // Cancels every READ waiting now and every later one (unmount), then
+  // waits until the read waiters have written their replies and left.
+  void CancelWaits();
 
   // See FuseServer::DropBacking.
   void DropBacking(uint64_t ino);
@@ -93,6 +113,9 @@ class FuseDispatcher {
   void CloseAllBacking();
 
   void FillStats(FuseStats* stats) const;
+
+  // Unmatched INTERRUPTs remembered for a request still to come.
+  static constexpr size_t kEarlyInterrupts = 1024;
 
   // Counts a request that arrived over io_uring (called by the uring loop).
   void CountUringRequest() { uring_requests_.fetch_add(1, std::memory_order_relaxed); }
@@ -142,7 +165,15 @@ class FuseDispatcher {
   HandlerReply DoOpen(const struct fuse_in_header& h, std::span<const char> body,
                       std::span<char> out);
   HandlerReply DoRead(const struct fuse_in_header& h, std::span<const char> body,
-                      std::span<char> out);
+                      std::span<char> out, int reply_fd);
+  void DoInterrupt(std::span<const char> body);
+  // Registers a READ that waits; its token is already cancelled when an
+  // INTERRUPT for it came first or the dispatcher is stopping.
+  std::shared_ptr<CancelToken> AddWaiting(uint64_t unique);
+  void RemoveWaiting(uint64_t unique);
+  // Serves a READ that waits (on a read waiter or inline) into `out`.
+  HandlerReply ServeWaitingRead(uint64_t nodeid, uint64_t fh, uint64_t offset,
+                                std::span<char> out, CancelToken& cancel);
   HandlerReply DoRelease(const struct fuse_in_header& h, std::span<const char> body);
   HandlerReply DoReadDir(const struct fuse_in_header& h, std::span<const char> body,
                          std::span<char> out, bool plus);
@@ -181,6 +212,15 @@ class FuseDispatcher {
   std::atomic<uint64_t> uring_requests_{0};
   std::atomic<uint64_t> dirs_prefetched_{0};
   std::function<void(std::string)> list_dir_;  // set before requests flow
+
+  std::mutex waiting_mu_;  // guards waiting_, early_*, stopping_; a leaf lock
+  std::unordered_map<uint64_t, std::shared_ptr<CancelToken>> waiting_;  // by unique
+  std::unordered_set<uint64_t> early_interrupts_;
+  std::deque<uint64_t> early_order_;  // oldest first, for the bound
+  bool stopping_ = false;
+  std::atomic<uint64_t> reads_deferred_{0}, reads_waited_inline_{0}, interrupts_{0},
+      interrupted_reads_{0};
+  std::unique_ptr<ElasticPool> waiters_;  // null when read_waiters is 0
 };
 
 }  // namespace granary

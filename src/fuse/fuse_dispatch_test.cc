@@ -6,10 +6,17 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -292,6 +299,199 @@ TEST(FuseOptionsTest, ParsesAndValidates) {
   EXPECT_TRUE(ValidateFuseOptions(o).ok());
   o.threads = -1;
   EXPECT_NE(ValidateFuseOptions(o).message().find("threads"), std::string::npos);
+}
+
+// Issue 23: a filesystem with one cached file (ino 2, served by TryRead)
+// and one cold file (ino 5) whose reads wait for an origin that answers
+// only when Release() is called -- or the read is cancelled.
+class StallFs : public TinyFs {
+ public:
+  std::optional<Result<size_t>> TryRead(uint64_t ino, uint64_t fh, uint64_t offset,
+                                        std::span<char> out) override {
+    if (ino == 5) return std::nullopt;
+    return Read(ino, fh, offset, out);
+  }
+  Result<size_t> ReadCancellable(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out,
+                                 CancelToken& cancel) override {
+    if (ino != 5) return Read(ino, fh, offset, out);
+    CancelToken::Wake wake(&cancel, [this] {
+      { std::lock_guard lock(mu_); }
+      cv_.notify_all();
+    });
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_ || cancel.cancelled(); });
+    --waiting_;
+    if (!released_) return Cancelled("interrupted");
+    out[0] = 'C';
+    return size_t{1};
+  }
+  void AwaitWaiting(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return waiting_ >= n; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool released_ = false;
+};
+
+// Replies arrive on one end of a socket pair standing in for /dev/fuse (one
+// message per writev, like the device).
+class WaitingReadTest : public ::testing::Test {
+ protected:
+  WaitingReadTest() : out_(1 << 20) {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds), 0);
+    dev_ = fds[0];
+    kernel_ = fds[1];
+  }
+  ~WaitingReadTest() override {
+    fs_.Release();
+    d_.reset();
+    ::close(dev_);
+    ::close(kernel_);
+  }
+  void Start(int waiters) {
+    FuseOptions o;
+    o.mountpoint = "/unused";
+    o.read_waiters = waiters;
+    d_ = std::make_unique<FuseDispatcher>(&fs_, o, 0, 0);
+  }
+  HandlerReply Send(uint32_t opcode, uint64_t unique, uint64_t nodeid, const std::string& body) {
+    return SendInto(opcode, unique, nodeid, body, out_);
+  }
+  HandlerReply SendInto(uint32_t opcode, uint64_t unique, uint64_t nodeid, const std::string& body,
+                        std::vector<char>& out) {
+    fuse_in_header h{};
+    h.opcode = opcode;
+    h.nodeid = nodeid;
+    h.unique = unique;
+    h.len = static_cast<uint32_t>(sizeof(h) + body.size());
+    return d_->Handle(h, std::span<const char>(body.data(), body.size()), out, dev_);
+  }
+  static std::string ReadIn(uint32_t size) {
+    fuse_read_in in{};
+    in.size = size;
+    return std::string(reinterpret_cast<const char*>(&in), sizeof(in));
+  }
+  static std::string InterruptIn(uint64_t unique) {
+    fuse_interrupt_in in{};
+    in.unique = unique;
+    return std::string(reinterpret_cast<const char*>(&in), sizeof(in));
+  }
+  // The next reply a read waiter wrote: its header and body.
+  std::pair<fuse_out_header, std::string> NextReply() {
+    char buf[4096];
+    ssize_t n = ::recv(kernel_, buf, sizeof(buf), 0);
+    EXPECT_GE(n, static_cast<ssize_t>(sizeof(fuse_out_header)));
+    fuse_out_header oh{};
+    std::memcpy(&oh, buf, sizeof(oh));
+    return {oh, std::string(buf + sizeof(oh), static_cast<size_t>(n) - sizeof(oh))};
+  }
+
+  StallFs fs_;
+  std::vector<char> out_;
+  std::unique_ptr<FuseDispatcher> d_;
+  int dev_ = -1;
+  int kernel_ = -1;
+};
+
+// Reads waiting for a stalled origin leave the transport thread at once:
+// more of them than there are transport threads, and a lookup, a getattr
+// and a read of a cached file are still answered right away.
+TEST_F(WaitingReadTest, Issue23WaitingReadsDoNotBlockLookupsOrCachedReads) {
+  Start(8);
+  for (uint64_t u = 1; u <= 4; ++u) {
+    HandlerReply r = Send(FUSE_READ, u, 5, ReadIn(4096));
+    EXPECT_FALSE(r.send) << "deferred to a read waiter";
+  }
+  fs_.AwaitWaiting(4);
+  HandlerReply look = Send(FUSE_LOOKUP, 10, kRootIno, std::string("a") + '\0');
+  EXPECT_EQ(look.error, 0);
+  HandlerReply attr = Send(FUSE_GETATTR, 11, 2, std::string(sizeof(fuse_getattr_in), '\0'));
+  EXPECT_EQ(attr.error, 0);
+  HandlerReply cached = Send(FUSE_READ, 12, 2, ReadIn(4096));
+  ASSERT_TRUE(cached.send);
+  EXPECT_EQ(std::string(out_.data(), cached.size), "0123456789");
+  fs_.Release();
+  std::set<uint64_t> answered;
+  for (int i = 0; i < 4; ++i) {
+    auto [oh, body] = NextReply();
+    EXPECT_EQ(oh.error, 0);
+    EXPECT_EQ(body, "C");
+    answered.insert(oh.unique);
+  }
+  EXPECT_EQ(answered, (std::set<uint64_t>{1, 2, 3, 4}));
+  FuseStats st;
+  d_->FillStats(&st);
+  EXPECT_EQ(st.reads_deferred, 4u);
+  EXPECT_EQ(st.reads_waited_inline, 0u);
+}
+
+// FUSE_INTERRUPT of a waiting read: that read is answered EINTR at once;
+// another waiting read is not disturbed.
+TEST_F(WaitingReadTest, Issue23InterruptGivesTheWaitingReadEintr) {
+  Start(8);
+  EXPECT_FALSE(Send(FUSE_READ, 1, 5, ReadIn(4096)).send);
+  EXPECT_FALSE(Send(FUSE_READ, 2, 5, ReadIn(4096)).send);
+  fs_.AwaitWaiting(2);
+  EXPECT_FALSE(Send(FUSE_INTERRUPT, 3, 0, InterruptIn(1)).send);
+  auto [oh, body] = NextReply();
+  EXPECT_EQ(oh.unique, 1u);
+  EXPECT_EQ(oh.error, -EINTR);
+  fs_.Release();
+  auto [oh2, body2] = NextReply();
+  EXPECT_EQ(oh2.unique, 2u);
+  EXPECT_EQ(oh2.error, 0);
+  FuseStats st;
+  d_->FillStats(&st);
+  EXPECT_EQ(st.interrupts, 1u);
+  EXPECT_EQ(st.interrupted_reads, 1u);
+}
+
+// The kernel may send an INTERRUPT before the request it names: the request
+// is cancelled when it arrives.
+TEST_F(WaitingReadTest, Issue23InterruptBeforeItsRequestCancelsItOnArrival) {
+  Start(8);
+  EXPECT_FALSE(Send(FUSE_INTERRUPT, 9, 0, InterruptIn(8)).send);
+  EXPECT_FALSE(Send(FUSE_READ, 8, 5, ReadIn(4096)).send);
+  auto [oh, body] = NextReply();
+  EXPECT_EQ(oh.unique, 8u);
+  EXPECT_EQ(oh.error, -EINTR);
+}
+
+// With every read waiter busy a waiting read is served on the calling
+// thread; an INTERRUPT (from another transport thread) still ends it, and
+// unmount (CancelWaits) ends the deferred one.
+TEST_F(WaitingReadTest, Issue23FullWaiterPoolServesInlineAndStaysInterruptible) {
+  Start(1);
+  EXPECT_FALSE(Send(FUSE_READ, 1, 5, ReadIn(4096)).send);
+  fs_.AwaitWaiting(1);
+  HandlerReply inline_reply;
+  std::vector<char> out2(1 << 20);
+  std::thread t([&] { inline_reply = SendInto(FUSE_READ, 2, 5, ReadIn(4096), out2); });
+  fs_.AwaitWaiting(2);
+  EXPECT_FALSE(Send(FUSE_INTERRUPT, 3, 0, InterruptIn(2)).send);
+  t.join();
+  EXPECT_TRUE(inline_reply.send);
+  EXPECT_EQ(inline_reply.error, EINTR);
+  d_->CancelWaits();
+  auto [oh, body] = NextReply();
+  EXPECT_EQ(oh.unique, 1u);
+  EXPECT_EQ(oh.error, -EINTR);
+  FuseStats st;
+  d_->FillStats(&st);
+  EXPECT_EQ(st.reads_deferred, 1u);
+  EXPECT_EQ(st.reads_waited_inline, 1u);
 }
 
 }  // namespace

@@ -15,16 +15,22 @@
 // Errors: return a Status; FuseErrno() maps it (NotFound -> ENOENT, ...).
 //
 // Thread safety: every method is called concurrently from the transport
-// threads (one per CPU by default); implementations must be thread-safe and
-// should not block for long except in Open() / Read() on a cold object.
+// threads (one per CPU by default) and the read waiters; implementations
+// must be thread-safe and must not block for long except in Open() / Read()
+// / ReadCancellable() on a cold object. A READ is first offered to TryRead()
+// on a transport thread; only when that answers "would wait" does it go to a
+// read waiter thread (ReadCancellable), so a stalled origin never holds the
+// threads that serve lookups and cached files.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "common/cancel.h"
 #include "granary/status.h"
 
 namespace granary {
@@ -94,6 +100,21 @@ class FuseFilesystem {
   // at end of file (0 past it). `fh` is 0 in `cached` mode (no OPEN sent).
   virtual Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset,
                               std::span<char> out) = 0;
+
+  // Read() if it needs no wait (the bytes are local, or past the end);
+  // nullopt, without reading, when Read() would wait (for the origin). The
+  // default always reads.
+  virtual std::optional<Result<size_t>> TryRead(uint64_t ino, uint64_t fh, uint64_t offset,
+                                                std::span<char> out) {
+    return Read(ino, fh, offset, out);
+  }
+
+  // Read() whose waiting ends with Cancelled when `cancel` is cancelled
+  // (FUSE_INTERRUPT of this request, unmount). The default ignores `cancel`.
+  virtual Result<size_t> ReadCancellable(uint64_t ino, uint64_t fh, uint64_t offset,
+                                         std::span<char> out, CancelToken& cancel) {
+    return Read(ino, fh, offset, out);
+  }
 
   // Opens (O_RDONLY) the backing file that Open() named in `backing_path`,
   // when the layer turns it into a backing id. An adapter whose files can be

@@ -67,6 +67,10 @@ std::string_view FuseReadModeName(FuseReadMode m) {
 
 Status ValidateFuseOptions(const FuseOptions& o) {
   if (o.mountpoint.empty()) return InvalidArgument("fuse: mountpoint is required");
+  if (o.read_waiters < 0 || o.read_waiters > 4096) {
+    return InvalidArgument("fuse: read_waiters must be 0..4096, not " +
+                           std::to_string(o.read_waiters));
+  }
   if (o.threads < 0 || o.threads > 1024) {
     return InvalidArgument("fuse: threads must be 0..1024, not " + std::to_string(o.threads));
   }
@@ -344,6 +348,9 @@ void FuseServer::Impl::Stop() {
   }
   Status um = UnmountFuse(opts_.mountpoint);
   if (!um.ok() && um.code() != Code::kNotFound) GLOG_WARN("fuse: {}", um.ToString());
+  // READs waiting for the origin (on read waiters or transport threads)
+  // end now with EINTR; the waiters leave.
+  if (dispatcher_) dispatcher_->CancelWaits();
   // Wake threads blocked in read(2)/io_uring_enter until they have all left;
   // repeated because a signal may land just before a thread blocks.
   std::unique_lock lock(mu_);

@@ -100,6 +100,13 @@ struct FuseOptions {
   // ImageFolder) already does not. Costs the kernel a dentry and an inode per
   // entry: what an epoch over the directory creates anyway.
   bool dir_prefetch = true;
+  // Read waiters: threads (started on demand) that serve READs which must
+  // wait (FuseFilesystem::TryRead said so: not in the local cache) and
+  // write their replies, so the transport threads go back to /dev/fuse at
+  // once. When all are busy a READ waits on its transport thread (counted
+  // in FuseStats::reads_waited_inline). 0: every READ on the transport
+  // threads. io_uring: READs are served on the ring's thread (see docs/fuse.md).
+  int read_waiters = 64;
 };
 
 inline constexpr uint32_t kDirPrefetchAfterLookups = 2;
@@ -120,6 +127,10 @@ struct FuseStats {
   uint64_t backing_open_failures = 0;// FUSE_DEV_IOC_BACKING_OPEN failures (fell back)
   uint64_t uring_requests = 0;       // requests that arrived over io_uring (the rest: /dev/fuse)
   uint64_t dirs_prefetched = 0;      // directories listed ahead by FuseOptions::dir_prefetch
+  uint64_t reads_deferred = 0;       // READs handed to a read waiter (not local)
+  uint64_t reads_waited_inline = 0;  // READs not local served on a transport thread (waiters busy or io_uring)
+  uint64_t interrupts = 0;           // FUSE_INTERRUPTs received
+  uint64_t interrupted_reads = 0;    // of those, cancelled a READ that was waiting
   uint64_t stores = 0;               // ranges put into the page cache (StoreData)
   uint64_t store_bytes = 0;          // bytes in them
 };

@@ -20,6 +20,10 @@ constexpr std::array kCounters = std::to_array<JsonCounter<FuseStats>>({
     {"backing_open_failures", &FuseStats::backing_open_failures},
     {"uring_requests", &FuseStats::uring_requests},
     {"dirs_prefetched", &FuseStats::dirs_prefetched},
+    {"reads_deferred", &FuseStats::reads_deferred},
+    {"reads_waited_inline", &FuseStats::reads_waited_inline},
+    {"interrupts", &FuseStats::interrupts},
+    {"interrupted_reads", &FuseStats::interrupted_reads},
     {"stores", &FuseStats::stores},
     {"store_bytes", &FuseStats::store_bytes},
 });

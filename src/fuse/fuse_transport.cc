@@ -72,7 +72,8 @@ void RunDevLoop(int fd, FuseDispatcher* dispatcher, const std::atomic<bool>* sto
     const auto* h = reinterpret_cast<const fuse_in_header*>(in.get());
     std::span<const char> body(in.get() + sizeof(fuse_in_header),
                                static_cast<size_t>(n) - sizeof(fuse_in_header));
-    HandlerReply r = dispatcher->Handle(*h, body, std::span<char>(out.get(), kFuseReplyBuffer));
+    HandlerReply r =
+        dispatcher->Handle(*h, body, std::span<char>(out.get(), kFuseReplyBuffer), fd);
     if (!r.send) continue;
     fuse_out_header oh{};
     oh.unique = h->unique;

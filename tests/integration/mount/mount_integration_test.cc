@@ -9,10 +9,14 @@
 //
 // Needs root and /dev/fuse (skipped otherwise). Every mount is undone by an
 // RAII guard (granary umount, then a lazy unmount) also when a test fails.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -473,6 +477,188 @@ TEST_F(S3MountTest, MissingBucketIsRefusedBeforeMounting) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(testing::Lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(r.err.starts_with("granary: mount " + mp_ + ": ")) << r.err;
+  EXPECT_FALSE(IsMountpoint(mp_));
+}
+
+// A TCP proxy on loopback in front of moto_server that can be switched to
+// stall: it then keeps accepting connections and reading requests but never
+// answers (an origin that accepts and never answers), on new and
+// kept-alive connections alike.
+class StallProxy {
+ public:
+  explicit StallProxy(int upstream_port) : upstream_port_(upstream_port) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(listen_fd_, 64), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    acceptor_ = std::thread([this] { AcceptLoop(); });
+  }
+  ~StallProxy() {
+    stop_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    acceptor_.join();
+    std::lock_guard lock(mu_);
+    for (auto& t : pipes_) t.join();
+    ::close(listen_fd_);
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  void Stall() { stall_ = true; }
+
+ private:
+  void AcceptLoop() {
+    while (!stop_) {
+      pollfd p{.fd = listen_fd_, .events = POLLIN, .revents = 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      std::lock_guard lock(mu_);
+      pipes_.emplace_back([this, c] { Pipe(c); });
+    }
+  }
+  void Pipe(int client) {
+    int up = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(upstream_port_));
+    if (::connect(up, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(up);
+      up = -1;
+    }
+    char buf[1 << 16];
+    while (!stop_) {
+      pollfd p[2] = {{.fd = client, .events = POLLIN, .revents = 0},
+                     {.fd = up, .events = POLLIN, .revents = 0}};
+      if (::poll(p, up >= 0 ? 2 : 1, 100) <= 0) continue;
+      bool closed = false;
+      for (int i = 0; i < 2 && !closed; ++i) {
+        if (p[i].revents == 0) continue;
+        ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+        if (n <= 0) {
+          closed = true;
+          break;
+        }
+        if (stall_ || up < 0) continue;  // swallowed: no answer ever
+        int to = i == 0 ? up : client;
+        for (ssize_t off = 0; off < n;) {
+          ssize_t w = ::write(to, buf + off, static_cast<size_t>(n - off));
+          if (w <= 0) break;
+          off += w;
+        }
+      }
+      if (closed && !stall_) break;
+      if (closed) {
+        // In stall mode the client's socket stays open (until stop).
+        while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    ::close(client);
+    if (up >= 0) ::close(up);
+  }
+
+  const int upstream_port_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> stall_{false};
+  std::thread acceptor_;
+  std::mutex mu_;  // guards pipes_
+  std::vector<std::thread> pipes_;
+};
+
+// Issue 23: an S3 origin that stalls (accepts, never answers) behind a real
+// mount with --origin-timeout 5s and 4 transport threads.
+class StalledOriginTest : public S3MountTest {
+ protected:
+  void SetUp() override {
+    S3MountTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto uri = ParseUri("s3://bucket");
+    auto ufs = NewS3Ufs(*uri, UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
+    auto* s3 = dynamic_cast<S3Ufs*>(ufs->get());
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(s3->PutObject("stall/hot/h" + std::to_string(i), std::string(5000 + i, 'h')).ok());
+    }
+    for (int i = 0; i < 12; ++i) {
+      ASSERT_TRUE(s3->PutObject("stall/cold/c" + std::to_string(i), std::string(7000, 'c')).ok());
+    }
+    proxy_ = std::make_unique<StallProxy>(moto_->port());
+  }
+  void TearDown() override {
+    MountTest::TearDown();
+    proxy_.reset();
+    S3MountTest::TearDown();
+  }
+  // Reads `rel` through the mount; errno of the failure, 0 on success.
+  int ReadErrno(const std::string& rel) {
+    std::string got;
+    return ReadWhole(mp_ + "/" + rel, &got) ? 0 : errno;
+  }
+  std::unique_ptr<StallProxy> proxy_;
+};
+
+TEST_F(StalledOriginTest, Issue23ColdReadsFailInTimeCachedFilesStayServedAndUmountIsQuick) {
+  // 4 transport threads (Mount()); 6 stuck readers below.
+  MustMount("s3://bucket/stall", {"--endpoint", proxy_->endpoint(), "--origin-timeout", "5s",
+                                  "--read-mode", "passthrough", "--passthrough", "off"});
+  ASSERT_FALSE(HasFatalFailure());
+  ProcessResult load = RunGranary({"load", "--run-dir", RunDir(), "--quiet", mp_ + "/hot"});
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  proxy_->Stall();
+
+  // (a) A cold read fails with EIO after about the timeout, not never.
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ReadErrno("cold/c0"), EIO);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::seconds(4));
+  EXPECT_LT(waited, std::chrono::seconds(60));
+
+  // (b) With more cold readers stuck than there are transport threads,
+  // listing, stat and reads of cached files are answered before any of
+  // the stuck reads gives up.
+  std::vector<std::future<int>> stuck;
+  for (int i = 1; i <= 6; ++i) {
+    stuck.push_back(std::async(std::launch::async,
+                               [this, i] { return ReadErrno("cold/c" + std::to_string(i)); }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let them reach the daemon
+  std::map<std::string, struct stat> files;
+  std::vector<std::string> dirs;
+  Walk(mp_, "", &files, &dirs);
+  EXPECT_EQ(files.size(), 14u);
+  for (int i = 0; i < 2; ++i) {
+    std::string path = mp_ + "/hot/h" + std::to_string(i);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // the read reaches the daemon
+    ::close(fd);
+    std::string got;
+    ASSERT_TRUE(ReadWhole(path, &got)) << std::strerror(errno);
+    EXPECT_EQ(got, std::string(5000 + i, 'h'));
+  }
+  for (auto& f : stuck) {
+    EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+        << "a stuck read ended before the cached files were served";
+  }
+  for (auto& f : stuck) EXPECT_EQ(f.get(), EIO);
+
+  // (c) umount returns within seconds while readers are stuck.
+  stuck.clear();
+  for (int i = 7; i <= 10; ++i) {
+    stuck.push_back(std::async(std::launch::async,
+                               [this, i] { return ReadErrno("cold/c" + std::to_string(i)); }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  t0 = std::chrono::steady_clock::now();
+  ProcessResult r = RunGranary({"umount", "--run-dir", RunDir(), mp_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
+  for (auto& f : stuck) EXPECT_NE(f.get(), 0);
   EXPECT_FALSE(IsMountpoint(mp_));
 }
 
