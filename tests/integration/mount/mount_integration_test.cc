@@ -33,6 +33,7 @@
 
 #include "cli_runner.h"
 #include "daemon/daemon.h"
+#include "fuse/dir_fs.h"
 #include "fuse/fuse_server.h"
 #include "testing/moto_server.h"
 #include "ufs/s3_ufs.h"
@@ -672,6 +673,56 @@ TEST_F(StalledOriginTest, Issue23ColdReadsFailInTimeCachedFilesStayServedAndUmou
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   for (auto& f : stuck) EXPECT_NE(f.get(), 0);
   EXPECT_FALSE(IsMountpoint(mp_));
+}
+
+// A stand-in for a hung NFS server: a FUSE mount (served by this process)
+// of a small tree whose file reads block until Release().
+class HangingDirFs : public DirFs {
+ public:
+  using DirFs::DirFs;
+  Result<size_t> Read(uint64_t, uint64_t, uint64_t, std::span<char>) override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return released_; });
+    return Unavailable("released");
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+// Issue 23: a POSIX origin whose reads hang (NFS server gone): a read
+// through Granary fails with EIO after --origin-timeout, and umount is quick.
+TEST_F(MountTest, Issue23HungPosixOriginFailsReadsWithEioInTime) {
+  TempDir tree;
+  tree.Write("f.bin", std::string(4096, 'x'));
+  const std::string nfs = work_.path() + "/nfs";
+  fs::create_directories(nfs);
+  HangingDirFs hanging(DirFsOptions{.root = tree.path(), .offer_backing = false});
+  FuseOptions o;
+  o.mountpoint = nfs;
+  o.passthrough = FusePassthrough::kOff;
+  o.dir_prefetch = false;
+  FuseServer server(&hanging, o);
+  ASSERT_TRUE(server.Start().ok());
+  MustMount(nfs, {"--origin-timeout", "3s"});
+  auto t0 = std::chrono::steady_clock::now();
+  std::string got;
+  EXPECT_FALSE(ReadWhole(mp_ + "/f.bin", &got));
+  EXPECT_EQ(errno, EIO);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  t0 = std::chrono::steady_clock::now();
+  ProcessResult r = RunGranary({"umount", "--run-dir", RunDir(), mp_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  hanging.Release();
+  server.Stop();
 }
 
 }  // namespace
