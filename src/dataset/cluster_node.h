@@ -30,6 +30,7 @@
 #include "cluster/membership.h"
 #include "cluster/peer_health.h"
 #include "cluster/placement.h"
+#include "common/shared_slot.h"
 #include "dataset/cluster_options.h"
 #include "net/peer_client.h"
 #include "net/peer_server.h"
@@ -112,7 +113,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   std::unique_ptr<cluster::Membership> membership_;
   std::unique_ptr<net::PeerServer> server_;
   cluster::PeerHealth health_;
-  std::atomic<std::shared_ptr<const cluster::Placement>> placement_;
+  SharedSlot<const cluster::Placement> placement_;
 
   mutable std::mutex clients_mu_;  // guards clients_
   std::map<std::string, std::shared_ptr<net::PeerClient>> clients_;  // by address

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/shared_slot.h"
 #include "store/index_format.h"
 #include "store/policy.h"
 #include "store/store.h"
@@ -176,9 +177,9 @@ struct Store::Impl {
   std::mutex recount_mu;      // serializes RecountOwnership
 
   // Store::SetOwnershipOracle's test (null: everything owned).
-  std::atomic<std::shared_ptr<const OwnershipOracle>> ownership;
+  SharedSlot<const OwnershipOracle> ownership;
   // Store::SetOwnershipOracle's block test (null: every block owned).
-  std::atomic<std::shared_ptr<const BlockOwnershipOracle>> block_ownership;
+  SharedSlot<const BlockOwnershipOracle> block_ownership;
 
   std::mutex bg_mu;  // guards bg_stop
   std::condition_variable bg_cv;
