@@ -212,7 +212,8 @@ void FuseDispatcher::FillEntry(const NodeAttr& a, struct fuse_entry_out* out) co
 }
 
 HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<const char> body,
-                                    std::span<char> out, int reply_fd) {
+                                    std::span<char> out, int reply_fd,
+                                    const std::shared_ptr<DeferredReplySink>& sink, uint64_t tag) {
   requests_.fetch_add(1, std::memory_order_relaxed);
   by_opcode_[std::min<uint32_t>(h.opcode, 63)].fetch_add(1, std::memory_order_relaxed);
   HandlerReply r;
@@ -236,7 +237,7 @@ HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<co
     case FUSE_INTERRUPT: DoInterrupt(body); return NoReply();
     case FUSE_GETATTR: r = DoGetAttr(h, out); break;
     case FUSE_OPEN: r = DoOpen(h, body, out); break;
-    case FUSE_READ: r = DoRead(h, body, out, reply_fd); break;
+    case FUSE_READ: r = DoRead(h, body, out, reply_fd, sink, tag); break;
     case FUSE_RELEASE: r = DoRelease(h, body); break;
     // No-opendir: the kernel then caches listings (FOPEN_CACHE_DIR | KEEP_CACHE).
     case FUSE_OPENDIR: r = Error(ENOSYS); break;
@@ -325,7 +326,8 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
 }
 
 HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<const char> body,
-                                    std::span<char> out, int reply_fd) {
+                                    std::span<char> out, int reply_fd,
+                                    const std::shared_ptr<DeferredReplySink>& sink, uint64_t tag) {
   const auto* in = Arg<fuse_read_in>(body);
   if (in == nullptr) return Error(EINVAL);
   const size_t want = std::min<size_t>(in->size, out.size());
@@ -341,16 +343,20 @@ HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<co
   // The read must wait (for the origin): on a read waiter when one is free,
   // so this thread goes back to serving lookups and cached files.
   std::shared_ptr<CancelToken> token = AddWaiting(h.unique);
-  if (reply_fd >= 0 && waiters_) {
+  if ((reply_fd >= 0 || sink) && waiters_) {
     const uint64_t unique = h.unique;
     const uint64_t nodeid = h.nodeid;
-    const bool taken = waiters_->TrySubmit([this, token, reply_fd, unique, nodeid, fh, offset,
-                                            want] {
+    const bool taken = waiters_->TrySubmit([this, token, reply_fd, sink, tag, unique, nodeid, fh,
+                                            offset, want] {
       std::unique_ptr<char[]> buf(new char[want]);
       HandlerReply r = ServeWaitingRead(nodeid, fh, offset, std::span<char>(buf.get(), want),
                                         *token);
       RemoveWaiting(unique);
       if (r.error != 0) errors_.fetch_add(1, std::memory_order_relaxed);
+      if (sink) {
+        sink->Send(tag, unique, r.error, std::span<const char>(buf.get(), r.error == 0 ? r.size : 0));
+        return;
+      }
       fuse_out_header oh{};
       oh.unique = unique;
       oh.error = -r.error;
@@ -367,7 +373,9 @@ HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<co
     });
     if (taken) {
       reads_deferred_.fetch_add(1, std::memory_order_relaxed);
-      return NoReply();
+      HandlerReply r = NoReply();
+      r.deferred = true;
+      return r;
     }
   }
   reads_waited_inline_.fetch_add(1, std::memory_order_relaxed);

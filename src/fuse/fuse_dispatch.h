@@ -15,8 +15,8 @@
 // Waiting vs serving: a READ that FuseFilesystem::TryRead() cannot serve
 // without waiting goes to a read waiter (an ElasticPool of
 // FuseOptions::read_waiters threads) that calls ReadCancellable() and writes
-// the reply to the request's fd itself; Handle() returns at once (send =
-// false). Such a READ is kept by its `unique` until answered: a
+// the reply to the request's fd itself (over io_uring: hands it to the ring's
+// DeferredReplySink); Handle() returns at once (send = false, deferred). Such a READ is kept by its `unique` until answered: a
 // FUSE_INTERRUPT naming it cancels its CancelToken (the reader gets EINTR).
 // An INTERRUPT may arrive before the request it names: unmatched ones are
 // remembered (the last kEarlyInterrupts) and cancel that request on arrival.
@@ -79,9 +79,23 @@ InitDecision NegotiateInit(const struct fuse_init_in& in, const InitPolicy& poli
 
 // One reply as a handler produced it; the body sits in the caller's buffer.
 struct HandlerReply {
-  int error = 0;     // positive errno; 0 = success
-  size_t size = 0;   // body bytes (0 on error)
-  bool send = true;  // false for FORGET, BATCH_FORGET, INTERRUPT
+  int error = 0;         // positive errno; 0 = success
+  size_t size = 0;       // body bytes (0 on error)
+  bool send = true;      // false for FORGET, BATCH_FORGET, INTERRUPT, and a deferred READ
+  bool deferred = false; // a read waiter took the request and sends its reply later
+};
+
+// Where a read waiter sends the reply of a READ it took (a deferred reply)
+// when the request came over io_uring: the ring's thread must commit it (the
+// ring has one issuer), so the transport queues it and wakes that thread.
+// Send() is called from read waiter threads; the sink outlives every waiter
+// that holds it (shared ownership), also after its ring is gone.
+class DeferredReplySink {
+ public:
+  virtual ~DeferredReplySink() = default;
+  // Sends the reply to request `unique`; `tag` is what the transport passed
+  // to Handle() with it. `error`: positive errno or 0; `body` when 0.
+  virtual void Send(uint64_t tag, uint64_t unique, int error, std::span<const char> body) = 0;
 };
 
 class FuseDispatcher {
@@ -98,9 +112,12 @@ class FuseDispatcher {
   // per-opcode argument, then names); `out` receives the reply body and must
   // hold at least max_pages * 4 KiB (+ 4 KiB). `reply_fd`: the /dev/fuse fd
   // the request came from, where a read waiter writes a deferred reply; -1
-  // (io_uring) serves every request on the calling thread.
+  // and no `sink` serves every request on the calling thread. Over io_uring,
+  // `sink` takes deferred replies instead, with `tag` (the ring entry).
   HandlerReply Handle(const struct fuse_in_header& header, std::span<const char> body,
-                      std::span<char> out, int reply_fd = -1);
+                      std::span<char> out, int reply_fd = -1,
+                      const std::shared_ptr<DeferredReplySink>& sink = nullptr,
+                      uint64_t tag = 0);
 
   // Cancels every READ waiting now and every later one (unmount), then
   // waits until the read waiters have written their replies and left.
@@ -165,7 +182,8 @@ class FuseDispatcher {
   HandlerReply DoOpen(const struct fuse_in_header& h, std::span<const char> body,
                       std::span<char> out);
   HandlerReply DoRead(const struct fuse_in_header& h, std::span<const char> body,
-                      std::span<char> out, int reply_fd);
+                      std::span<char> out, int reply_fd,
+                      const std::shared_ptr<DeferredReplySink>& sink, uint64_t tag);
   void DoInterrupt(std::span<const char> body);
   // Registers a READ that waits; its token is already cancelled when an
   // INTERRUPT for it came first or the dispatcher is stopping.

@@ -5,12 +5,14 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -93,11 +95,72 @@ void RunDevLoop(int fd, FuseDispatcher* dispatcher, const std::atomic<bool>* sto
 
 namespace {
 
+// The user_data of the eventfd read that wakes a ring thread for deferred
+// replies (entries use their index).
+constexpr uint64_t kRepliesReady = ~uint64_t{0};
+
+// Deferred READ replies of one ring (see DeferredReplySink): read waiters
+// queue them and bump an eventfd the ring thread keeps a read posted on; the
+// ring thread commits them. After Close() (the ring is gone) they are dropped:
+// the kernel has failed those requests already.
+class RingReplies final : public DeferredReplySink {
+ public:
+  struct Reply {
+    uint64_t entry;   // ring entry index (the tag)
+    uint64_t unique;
+    int error;        // positive errno or 0
+    std::string body;
+  };
+
+  RingReplies() : efd_(::eventfd(0, EFD_CLOEXEC)) {}
+  ~RingReplies() override {
+    if (efd_ >= 0) ::close(efd_);
+  }
+  RingReplies(const RingReplies&) = delete;
+  RingReplies& operator=(const RingReplies&) = delete;
+
+  int fd() const { return efd_; }
+
+  void Send(uint64_t tag, uint64_t unique, int error, std::span<const char> body) override {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;
+      ready_.push_back(Reply{.entry = tag, .unique = unique, .error = error,
+                             .body = std::string(body.data(), body.size())});
+    }
+    const uint64_t one = 1;
+    if (::write(efd_, &one, sizeof one) < 0) {
+      GLOG_WARN("fuse: waking the io_uring thread for a deferred reply: {}", strerror(errno));
+    }
+  }
+
+  // The replies queued so far (the ring thread's).
+  std::vector<Reply> Take() {
+    std::lock_guard lock(mu_);
+    std::vector<Reply> out;
+    out.swap(ready_);
+    return out;
+  }
+
+  void Close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    ready_.clear();
+  }
+
+ private:
+  const int efd_;
+  std::mutex mu_;  // guards ready_ and closed_; a leaf lock
+  std::vector<Reply> ready_;
+  bool closed_ = false;
+};
+
 struct RingEntry {
   AlignedBuffer header;  // fusek::UringReqHeader
   AlignedBuffer payload;
   iovec iov[2];
   bool live = true;
+  uint64_t commit_id = 0;  // of the request a read waiter is serving (deferred)
 };
 
 void PrepCommand(io_uring* ring, int dev_fd, uint32_t cmd, RingEntry& e, uint64_t index,
@@ -139,10 +202,50 @@ Status InitRing(io_uring* ring, unsigned entries) {
   return ErrnoStatus("io_uring_queue_init (128-byte SQEs)", -rc);
 }
 
+// Writes the reply header (and `body_size` bytes already in the payload
+// buffer) into entry `e` and queues its COMMIT_AND_FETCH.
+void CommitEntry(io_uring* ring, const UringQueueConfig& c, RingEntry& e, uint64_t index,
+                 uint64_t unique, int error, size_t body_size, uint64_t commit_id) {
+  auto* hdr = reinterpret_cast<fusek::UringReqHeader*>(e.header.get());
+  fuse_out_header oh{};
+  oh.unique = unique;
+  oh.error = -error;
+  oh.len = static_cast<uint32_t>(sizeof(oh) + body_size);
+  std::memcpy(hdr->in_out, &oh, sizeof(oh));
+  hdr->ring_ent_in_out.payload_sz = static_cast<uint32_t>(body_size);
+  PrepCommand(ring, c.dev_fd, fusek::kUringCmdCommitAndFetch, e, index, c.qid, commit_id);
+}
+
+// Posts the read of `replies`' eventfd that wakes this ring's thread.
+void ArmRepliesRead(io_uring* ring, RingReplies& replies, uint64_t* counter) {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  if (sqe == nullptr) {
+    io_uring_submit(ring);
+    sqe = io_uring_get_sqe(ring);
+  }
+  io_uring_prep_read(sqe, replies.fd(), counter, sizeof(*counter), 0);
+  io_uring_sqe_set_data64(sqe, kRepliesReady);
+}
+
+// Commits the deferred replies read waiters have finished.
+void CommitDeferred(io_uring* ring, const UringQueueConfig& c, std::vector<RingEntry>& entries,
+                    RingReplies& replies) {
+  for (RingReplies::Reply& r : replies.Take()) {
+    if (r.entry >= entries.size() || !entries[r.entry].live) continue;
+    RingEntry& e = entries[r.entry];
+    const size_t body_size = std::min(r.body.size(), e.iov[1].iov_len);
+    if (r.error == 0 && body_size > 0) std::memcpy(e.payload.get(), r.body.data(), body_size);
+    CommitEntry(ring, c, e, r.entry, r.unique, r.error, r.error == 0 ? body_size : 0,
+                e.commit_id);
+  }
+}
+
 // Serves the request in entry `e`, writes the reply into it and queues the
-// COMMIT_AND_FETCH for it.
+// COMMIT_AND_FETCH for it; a READ a read waiter took is committed later
+// (CommitDeferred).
 void ServeEntry(io_uring* ring, const UringQueueConfig& c, FuseDispatcher* d, RingEntry& e,
-                uint64_t index, std::vector<char>& scratch) {
+                uint64_t index, std::vector<char>& scratch,
+                const std::shared_ptr<DeferredReplySink>& replies) {
   auto* hdr = reinterpret_cast<fusek::UringReqHeader*>(e.header.get());
   fuse_in_header ih;
   std::memcpy(&ih, hdr->in_out, sizeof(ih));
@@ -157,15 +260,14 @@ void ServeEntry(io_uring* ring, const UringQueueConfig& c, FuseDispatcher* d, Ri
     body = std::span<const char>(scratch.data(), opsz + psz);
   }
   d->CountUringRequest();
-  HandlerReply r = d->Handle(ih, body, std::span<char>(e.payload.get(), e.iov[1].iov_len));
-  fuse_out_header oh{};
-  oh.unique = ih.unique;
-  oh.error = r.send ? -r.error : 0;
-  size_t body_size = (r.send && r.error == 0) ? r.size : 0;
-  oh.len = static_cast<uint32_t>(sizeof(oh) + body_size);
-  std::memcpy(hdr->in_out, &oh, sizeof(oh));
-  hdr->ring_ent_in_out.payload_sz = static_cast<uint32_t>(body_size);
-  PrepCommand(ring, c.dev_fd, fusek::kUringCmdCommitAndFetch, e, index, c.qid, commit_id);
+  HandlerReply r = d->Handle(ih, body, std::span<char>(e.payload.get(), e.iov[1].iov_len),
+                             /*reply_fd=*/-1, replies, index);
+  if (r.deferred) {
+    e.commit_id = commit_id;
+    return;
+  }
+  const size_t body_size = (r.send && r.error == 0) ? r.size : 0;
+  CommitEntry(ring, c, e, index, ih.unique, r.send ? r.error : 0, body_size, commit_id);
 }
 
 // The first CQE error among completions posted so far (0 if none), without consuming them.
@@ -213,6 +315,17 @@ void RunUringQueue(const UringQueueConfig& c, FuseDispatcher* d, const std::atom
     return;
   }
   registered(Status::Ok());
+  // READs that must wait go to read waiters; their replies come back here.
+  auto replies = std::make_shared<RingReplies>();
+  uint64_t replies_counter = 0;
+  std::shared_ptr<DeferredReplySink> sink;
+  if (replies->fd() >= 0) {
+    sink = replies;
+    ArmRepliesRead(&ring, *replies, &replies_counter);
+  } else {
+    GLOG_WARN("fuse: eventfd for io_uring queue {}: {}; reads that wait hold the queue's thread",
+              c.qid, strerror(errno));
+  }
   std::vector<char> scratch(8192);
   size_t live = entries.size();
   while (live > 0 && !stop->load(std::memory_order_relaxed)) {
@@ -227,6 +340,16 @@ void RunUringQueue(const UringQueueConfig& c, FuseDispatcher* d, const std::atom
     io_uring_for_each_cqe(&ring, head, cqe) {
       ++seen;
       uint64_t index = cqe->user_data;
+      if (index == kRepliesReady) {
+        CommitDeferred(&ring, c, entries, *replies);
+        if (cqe->res >= 0 || cqe->res == -EINTR || cqe->res == -EAGAIN) {
+          ArmRepliesRead(&ring, *replies, &replies_counter);
+        } else if (cqe->res != -ECANCELED) {
+          GLOG_WARN("fuse: io_uring queue {}: reading the deferred-reply eventfd: {}", c.qid,
+                    strerror(-cqe->res));
+        }
+        continue;
+      }
       if (index >= entries.size()) continue;
       RingEntry& e = entries[index];
       if (cqe->res < 0) {
@@ -238,10 +361,11 @@ void RunUringQueue(const UringQueueConfig& c, FuseDispatcher* d, const std::atom
         }
         continue;
       }
-      ServeEntry(&ring, c, d, e, index, scratch);
+      ServeEntry(&ring, c, d, e, index, scratch, sink);
     }
     io_uring_cq_advance(&ring, seen);
   }
+  replies->Close();  // read waiters finishing later drop their replies
   io_uring_queue_exit(&ring);  // cancels entries still registered
 }
 
