@@ -52,11 +52,33 @@ CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<cons
       readahead_pool_(std::make_unique<ThreadPool>(
           2, "granary-ahead", static_cast<size_t>(options_.readahead_queue_blocks))) {}
 
+class CacheEngine::CallGuard {
+ public:
+  explicit CallGuard(CacheEngine* e) : e_(e) {
+    std::lock_guard lock(e_->calls_mu_);
+    ++e_->calls_;
+  }
+  ~CallGuard() {
+    std::lock_guard lock(e_->calls_mu_);  // notified under the lock: the engine may go right after
+    if (--e_->calls_ == 0) e_->calls_cv_.notify_all();
+  }
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+
+ private:
+  CacheEngine* e_;
+};
+
 CacheEngine::~CacheEngine() {
   // SetCluster's oracles call the cluster node, which asks this engine its
   // block size: the store must not call them once the engine is gone.
   if (cluster_) store_->SetOwnershipOracle(nullptr);
   Shutdown();
+  {
+    // Calls still inside (their waits were just cancelled) return first.
+    std::unique_lock lock(calls_mu_);
+    calls_cv_.wait(lock, [this] { return calls_ == 0; });
+  }
   readahead_pool_.reset();
   admission_pool_.reset();
 }
@@ -104,6 +126,7 @@ CacheEngine::FlightKey CacheEngine::FlightKeyOf(const ObjectKey& key, uint64_t b
 
 Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset,
                                  std::span<char> out, Priority priority, CancelToken* cancel) {
+  CallGuard guard(this);
   auto entry = snap->Get(ino);
   if (!entry) return NotFound("inode " + std::to_string(ino) + ": no such file");
   if (entry->is_dir) return InvalidArgument(snap->Path(ino) + ": is a directory");
@@ -142,6 +165,7 @@ Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t
 }
 
 Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority priority) {
+  CallGuard guard(this);
   auto entry = snap->Get(ino);
   if (!entry) return NotFound("inode " + std::to_string(ino) + ": no such file");
   if (entry->is_dir) return InvalidArgument(snap->Path(ino) + ": is a directory");
@@ -176,6 +200,7 @@ Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {
 }
 
 Result<ServedBlock> CacheEngine::ServePeer(const ObjectKey& key, uint64_t block) {
+  CallGuard guard(this);
   if (key.dataset != options_.dataset) {
     c_.served_errors.fetch_add(1, std::memory_order_relaxed);
     return InvalidArgument("block of dataset " + key.dataset + " asked of a node serving " +
@@ -207,6 +232,7 @@ Result<ServedBlock> CacheEngine::ServePeer(const ObjectKey& key, uint64_t block)
 }
 
 Result<bool> CacheEngine::WarmForPeer(const ObjectKey& key) {
+  CallGuard guard(this);
   if (key.dataset != options_.dataset) {
     return InvalidArgument("warm-up of dataset " + key.dataset + " asked of a node serving " +
                            options_.dataset);

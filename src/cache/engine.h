@@ -340,6 +340,14 @@ class CacheEngine {
 
   CancelToken shutdown_;  // cancelled by Shutdown(): ends permit waits
 
+  // Calls of Read/Fetch/ServePeer/WarmForPeer in progress: the destructor,
+  // after cancelling their waits, waits for them to return before any member
+  // goes (a reader racing a shutdown must not touch a destroyed engine).
+  class CallGuard;
+  std::mutex calls_mu_;  // guards calls_; a leaf lock
+  std::condition_variable calls_cv_;
+  int calls_ = 0;
+
   // Declared last: destroyed first, so queued admissions finish while the
   // members they use are alive.
   std::unique_ptr<ElasticPool> fetchers_;  // flights' fetches (stopped by Shutdown)
