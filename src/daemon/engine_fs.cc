@@ -93,24 +93,23 @@ Result<int> EngineFs::OpenBackingFile(uint64_t node, const std::string& /*backin
 }
 
 Result<size_t> EngineFs::Read(uint64_t node, uint64_t fh, uint64_t offset, std::span<char> out) {
-  return ReadNode(node, offset, out, nullptr);
+  return ReadResolved(Resolve(node), offset, out, nullptr);
 }
 
 std::optional<Result<size_t>> EngineFs::TryRead(uint64_t node, uint64_t fh, uint64_t offset,
                                                 std::span<char> out) {
-  Result<Resolved> r = Resolve(node);
+  Result<Resolved> r = Resolve(node);  // once per READ: the read below reuses it
   if (r.ok() && !engine_->IsLocal(*r->snap, r->ino, offset, out.size())) return std::nullopt;
-  return ReadNode(node, offset, out, nullptr);
+  return ReadResolved(r, offset, out, nullptr);
 }
 
 Result<size_t> EngineFs::ReadCancellable(uint64_t node, uint64_t fh, uint64_t offset,
                                          std::span<char> out, CancelToken& cancel) {
-  return ReadNode(node, offset, out, &cancel);
+  return ReadResolved(Resolve(node), offset, out, &cancel);
 }
 
-Result<size_t> EngineFs::ReadNode(uint64_t node, uint64_t offset, std::span<char> out,
-                                  CancelToken* cancel) {
-  Result<Resolved> r = Resolve(node);
+Result<size_t> EngineFs::ReadResolved(const Result<Resolved>& r, uint64_t offset,
+                                      std::span<char> out, CancelToken* cancel) {
   Result<size_t> n =
       r.ok() ? engine_->Read(r->snap, r->ino, offset, out, Priority::kHigh, cancel) : r.status();
   if (!n.ok() && n.status().code() == Code::kCancelled) return n;  // interrupted: not a failure

@@ -2,7 +2,8 @@
 // versions. It only translates: attributes come from the snapshot (files:
 // size, mtime; directories: the snapshot's creation time); reads go to
 // CacheEngine::Read (TryRead() only when the store holds the range, so the
-// FUSE layer hands reads that wait for the origin to its read waiters). Open() offers the complete cache file for passthrough
+// FUSE layer hands reads that wait for the origin to its read waiters).
+// Open() offers the complete cache file for passthrough
 // when the engine has it (verifying it after a restart through
 // CachedFilePath), else userspace reads; OpenBackingFile() then opens it
 // through the store, which checks that the file it opened is still that
@@ -95,8 +96,9 @@ class EngineFs : public FuseFilesystem {
   };
   Result<Resolved> Resolve(uint64_t node) const;
   NodeAttr AttrOf(const Snapshot& snap, uint64_t base, const EntryView& e) const;
-  Result<size_t> ReadNode(uint64_t node, uint64_t offset, std::span<char> out,
-                          CancelToken* cancel);
+  // Read() of the node `r` resolved to (or its error).
+  Result<size_t> ReadResolved(const Result<Resolved>& r, uint64_t offset, std::span<char> out,
+                              CancelToken* cancel);
 
   CacheEngine* engine_;
   EngineFsOptions options_;
