@@ -38,6 +38,9 @@ struct OpenOptions {
 
 // Client::Attach: talk to a daemon on this node over its Unix socket.
 struct AttachOptions {
+  // Run directory of the daemons' sockets (`granary mount --run-dir`); used
+  // when Attach is given a mount point. "" = $GRANARY_RUN_DIR, else /run/granary.
+  std::string run_dir;
   // Socket connections kept to the daemon (requests from many threads share them).
   int connections = 4;
   // Cache-file descriptors kept open by this client (least recently used closed first).

@@ -48,6 +48,18 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
   std::string path =
       o.socket_path.empty() ? ControlSocketPath(o.run_dir, o.mountpoint) : o.socket_path;
   ASSIGN_OR_RETURN(s->control_, ControlServer::Start(ControlOptions{.socket_path = path}, s.get()));
+  {
+    DaemonServices* self = s.get();
+    s->api_service_ = std::make_unique<ApiService>(
+        engine,
+        [self](std::string_view p) -> Result<LoadSummary> {
+          ASSIGN_OR_RETURN(auto job, self->loads_.Start(LoadRequest{.path = std::string(p),
+                                                                    .threads = self->options_.load_threads}));
+          return SummarizeLoad(job->Wait());
+        },
+        [self]() -> Result<std::string> { return StatusToJson(self->reporter_.Compute()).dump(); });
+    ASSIGN_OR_RETURN(s->api_server_, ApiServer::Start(s->api_service_.get(), ApiSocketPathFor(path)));
+  }
   if (o.load_on_start) {
     auto job = s->loads_.Start(LoadRequest{.threads = o.load_threads});
     if (!job.ok()) return job.status().WithContext("background load");
@@ -59,6 +71,8 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
 DaemonServices::~DaemonServices() {
   if (options_.cluster) options_.cluster->SetStatusProvider(nullptr);
   control_.reset();
+  api_server_.reset();
+  api_service_.reset();
   if (auto job = loads_.current()) job->Cancel();
   metrics_.reset();
 }

@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "api/server.h"
+#include "api/service.h"
 #include "cache/engine.h"
 #include "common/origin_defaults.h"
 #include "daemon/control.h"
@@ -65,6 +67,8 @@ class DaemonServices : public ControlHandler {
   LoadManager& loads() { return loads_; }
   StatusReporter& status() { return reporter_; }
   const std::string& socket_path() const { return control_->socket_path(); }
+  // The attach socket of the native client API (ApiSocketPathFor(socket_path())).
+  const std::string& api_socket_path() const { return api_server_->socket_path(); }
   // "host:port" the metrics server listens on; "" when off.
   std::string metrics_addr() const;
 
@@ -79,7 +83,9 @@ class DaemonServices : public ControlHandler {
   LoadManager loads_;
   StatusReporter reporter_;
   std::unique_ptr<MetricsServer> metrics_;
-  std::unique_ptr<ControlServer> control_;  // last: stopped first
+  std::unique_ptr<ControlServer> control_;  // stopped first
+  std::unique_ptr<ApiService> api_service_;  // Client::Attach (include/granary/client.h)
+  std::unique_ptr<ApiServer> api_server_;    // stopped before api_service_
 };
 
 // What the daemon calls (see DaemonServices::Start).

@@ -1,0 +1,574 @@
+// Client::Open (in-process) and Client::Attach (a daemon's socket); see
+// include/granary/client.h.
+#include "granary/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "api/server.h"
+#include "api/service.h"
+#include "api/wire.h"
+#include "common/log.h"
+#include "common/units.h"
+#include "daemon/control.h"
+#include "daemon/loader.h"
+#include "daemon/status.h"
+#include "dataset/dataset.h"
+
+namespace granary {
+
+Client::~Client() = default;
+
+namespace {
+
+using nlohmann::json;
+
+// An open cache file (or, fd -1, a file read through the engine/daemon).
+struct CachedFile {
+  int fd = -1;
+  uint64_t size = 0;
+  ~CachedFile() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+using FilePtr = std::shared_ptr<CachedFile>;
+
+// Descriptors by path, least recently used closed first.
+class FdCache {
+ public:
+  explicit FdCache(size_t capacity) : capacity_(std::max<size_t>(1, capacity)) {}
+  FilePtr Get(const std::string& path) {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(path);
+    if (it == map_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second.second);
+    return it->second.first;
+  }
+  void Put(const std::string& path, FilePtr f) {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(path);
+    if (it != map_.end()) {
+      it->second.first = std::move(f);
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      return;
+    }
+    lru_.push_front(path);
+    map_.emplace(path, std::make_pair(std::move(f), lru_.begin()));
+    while (map_.size() > capacity_) {
+      map_.erase(lru_.back());
+      lru_.pop_back();
+    }
+  }
+  void Clear() {
+    std::lock_guard lock(mu_);
+    map_.clear();
+    lru_.clear();
+  }
+
+ private:
+  size_t capacity_;
+  std::mutex mu_;  // guards map_, lru_
+  std::list<std::string> lru_;
+  std::unordered_map<std::string, std::pair<FilePtr, std::list<std::string>::iterator>> map_;
+};
+
+Result<size_t> PreadAll(int fd, uint64_t size, uint64_t offset, std::span<char> out,
+                        const std::string& path) {
+  if (offset >= size || out.empty()) return size_t{0};
+  size_t want = static_cast<size_t>(std::min<uint64_t>(out.size(), size - offset));
+  size_t done = 0;
+  while (done < want) {
+    ssize_t n = ::pread(fd, out.data() + done, want - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError(path + ": read of the cache file: " + strerror(errno));
+    }
+    if (n == 0) return Corruption(path + ": cache file shorter than the object");
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+// What both kinds share: path prefix, descriptor cache, reads.
+class CachingClient : public Client {
+ public:
+  CachingClient(std::string prefix, size_t max_open)
+      : prefix_(std::move(prefix)), fds_(max_open) {}
+
+  Result<size_t> ReadAt(std::string_view path, uint64_t offset, std::span<char> out) override {
+    ASSIGN_OR_RETURN(std::string rel, Full(path));
+    ASSIGN_OR_RETURN(FilePtr f, GetFile(rel));
+    if (f->fd >= 0) return PreadAll(f->fd, f->size, offset, out, rel);
+    if (offset >= f->size || out.empty()) return size_t{0};
+    return ReadThrough(rel, offset, out);
+  }
+
+  Result<std::string> ReadWhole(std::string_view path) override {
+    ASSIGN_OR_RETURN(std::string rel, Full(path));
+    ASSIGN_OR_RETURN(FilePtr f, GetFile(rel));
+    std::string buf(f->size, '\0');
+    std::span<char> out(buf.data(), buf.size());
+    size_t n = 0;
+    if (f->fd >= 0) {
+      ASSIGN_OR_RETURN(n, PreadAll(f->fd, f->size, 0, out, rel));
+    } else {
+      while (n < buf.size()) {
+        ASSIGN_OR_RETURN(size_t k, ReadThrough(rel, n, out.subspan(n)));
+        if (k == 0) break;
+        n += k;
+      }
+    }
+    buf.resize(n);
+    return buf;
+  }
+
+  Result<FileInfo> Stat(std::string_view path) override {
+    ASSIGN_OR_RETURN(std::string rel, Full(path));
+    ASSIGN_OR_RETURN(FileInfo f, StatFull(rel));
+    f.path = Strip(f.path);
+    return f;
+  }
+
+  Result<std::vector<FileInfo>> List(std::string_view dir, bool recursive) override {
+    ASSIGN_OR_RETURN(std::string rel, Full(dir));
+    ASSIGN_OR_RETURN(std::vector<FileInfo> v, ListFull(rel, recursive));
+    for (FileInfo& f : v) f.path = Strip(f.path);
+    return v;
+  }
+
+  Status Prefetch(const std::vector<std::string>& paths, size_t window) override {
+    std::vector<std::string> full;
+    full.reserve(paths.size());
+    for (const std::string& p : paths) {
+      ASSIGN_OR_RETURN(std::string rel, Full(p));
+      full.push_back(std::move(rel));
+    }
+    return PrefetchFull(full, window);
+  }
+
+  Result<LoadSummary> Load(std::string_view path) override {
+    ASSIGN_OR_RETURN(std::string rel, Full(path));
+    return LoadFull(rel);
+  }
+
+  Status Refresh() override {
+    fds_.Clear();
+    return Status::Ok();
+  }
+
+ protected:
+  virtual Result<FilePtr> OpenFull(const std::string& rel) = 0;
+  virtual Result<size_t> ReadThrough(const std::string& rel, uint64_t offset, std::span<char> out) = 0;
+  virtual Result<FileInfo> StatFull(const std::string& rel) = 0;
+  virtual Result<std::vector<FileInfo>> ListFull(const std::string& rel, bool recursive) = 0;
+  virtual Status PrefetchFull(const std::vector<std::string>& rel, size_t window) = 0;
+  virtual Result<LoadSummary> LoadFull(const std::string& rel) = 0;
+
+  Result<std::string> Full(std::string_view path) const {
+    ASSIGN_OR_RETURN(std::string rel, NormalizeApiPath(path));
+    if (prefix_.empty()) return rel;
+    if (rel.empty()) return prefix_;
+    return prefix_ + "/" + rel;
+  }
+  std::string Strip(const std::string& p) const {
+    if (prefix_.empty()) return p;
+    if (p == prefix_) return "";
+    if (p.size() > prefix_.size() && p.starts_with(prefix_) && p[prefix_.size()] == '/')
+      return p.substr(prefix_.size() + 1);
+    return p;
+  }
+
+ private:
+  Result<FilePtr> GetFile(const std::string& rel) {
+    if (FilePtr f = fds_.Get(rel)) return f;
+    ASSIGN_OR_RETURN(FilePtr f, OpenFull(rel));
+    if (f->fd >= 0) fds_.Put(rel, f);
+    return f;
+  }
+
+  std::string prefix_;  // the directory of the dataset the client was pointed at ("" = root)
+  FdCache fds_;
+};
+
+// ---------------- in-process ----------------
+
+Result<TierLevel> ParseCacheDirText(const std::string& text) {
+  TierLevel t{.medium = Medium::kSsd, .path = text};
+  if (size_t colon = text.rfind(':'); colon != std::string::npos) {
+    auto quota = ParseSize(text.substr(colon + 1));
+    if (!quota.ok()) return InvalidArgument("cache dir '" + text + "': " + quota.status().message());
+    if (*quota == 0) return InvalidArgument("cache dir '" + text + "': quota must be > 0");
+    t.path = text.substr(0, colon);
+    t.quota = *quota;
+  }
+  if (t.path.empty()) return InvalidArgument("cache dir '" + text + "': empty directory");
+  return t;
+}
+
+class InProcessClient final : public CachingClient {
+ public:
+  explicit InProcessClient(std::unique_ptr<Dataset> ds)
+      : CachingClient("", 4096),
+        ds_(std::move(ds)),
+        loads_(&ds_->engine()),
+        reporter_(&ds_->engine(), &loads_, ""),
+        service_(std::make_unique<ApiService>(
+            &ds_->engine(),
+            [this](std::string_view path) -> Result<LoadSummary> {
+              ASSIGN_OR_RETURN(auto job, loads_.Start(LoadRequest{.path = std::string(path)}));
+              return SummarizeLoad(job->Wait());
+            },
+            [this]() -> Result<std::string> { return StatusToJson(reporter_.Compute()).dump(); })) {}
+
+  ~InProcessClient() override {
+    // Everything that calls into the engine stops before the dataset closes.
+    server_.reset();
+    service_.reset();
+    loads_.Cancel().IgnoreError();
+    if (!serve_dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(serve_dir_, ec);
+    }
+    Status s = ds_->Close();
+    if (!s.ok()) GLOG_WARN("closing dataset {}: {}", ds_->source(), s.ToString());
+  }
+
+  DatasetInfo Info() override { return service_->Info(); }
+  PrefetchProgress PrefetchStatus() override { return service_->PrefetchStatus(); }
+  Result<std::string> StatusJson() override { return service_->StatusJson(); }
+
+  Result<std::string> Serve() override {
+    std::lock_guard lock(serve_mu_);
+    if (server_) return server_->socket_path();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "granary-api-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      return IoError("serve: cannot create a directory for the socket: " + std::string(strerror(errno)));
+    serve_dir_ = tmpl;
+    ASSIGN_OR_RETURN(server_, ApiServer::Start(service_.get(), serve_dir_ + "/api.sock"));
+    return server_->socket_path();
+  }
+
+ protected:
+  Result<FilePtr> OpenFull(const std::string& rel) override {
+    ASSIGN_OR_RETURN(OpenedFile o, service_->Open(rel));
+    auto f = std::make_shared<CachedFile>();
+    f->fd = o.fd;
+    f->size = o.size;
+    return f;
+  }
+  Result<size_t> ReadThrough(const std::string& rel, uint64_t offset, std::span<char> out) override {
+    return service_->Read(rel, offset, out);
+  }
+  Result<FileInfo> StatFull(const std::string& rel) override { return service_->Stat(rel); }
+  Result<std::vector<FileInfo>> ListFull(const std::string& rel, bool recursive) override {
+    return service_->List(rel, recursive);
+  }
+  Status PrefetchFull(const std::vector<std::string>& rel, size_t window) override {
+    return service_->Prefetch(rel, window);
+  }
+  Result<LoadSummary> LoadFull(const std::string& rel) override { return service_->Load(rel); }
+
+ private:
+  std::unique_ptr<Dataset> ds_;
+  LoadManager loads_;
+  StatusReporter reporter_;
+  std::unique_ptr<ApiService> service_;
+  std::mutex serve_mu_;  // guards server_, serve_dir_
+  std::string serve_dir_;
+  std::unique_ptr<ApiServer> server_;
+};
+
+// ---------------- attached ----------------
+
+class AttachedClient final : public CachingClient {
+ public:
+  AttachedClient(std::string socket, std::string prefix, const AttachOptions& o)
+      : CachingClient(std::move(prefix), o.max_open_files),
+        socket_(std::move(socket)),
+        max_conns_(std::max(1, o.connections)) {}
+
+  Status Hello() {
+    ASSIGN_OR_RETURN(json r, Call({{"op", "hello"}}));
+    if (!r.contains("v") || r["v"] != kApiProtocolVersion)
+      return InvalidArgument(socket_ + ": the daemon speaks another api protocol version");
+    info_ = InfoFrom(r["info"]);
+    return Status::Ok();
+  }
+
+  DatasetInfo Info() override {
+    if (auto r = Call({{"op", "hello"}}); r.ok()) return InfoFrom((*r)["info"]);
+    return info_;
+  }
+
+  PrefetchProgress PrefetchStatus() override {
+    PrefetchProgress p;
+    auto r = Call({{"op", "prefetch_status"}});
+    if (!r.ok()) return p;
+    const json& j = (*r)["progress"];
+    p.queued = j.value("queued", uint64_t{0});
+    p.fetched = j.value("fetched", uint64_t{0});
+    p.skipped = j.value("skipped", uint64_t{0});
+    p.failed = j.value("failed", uint64_t{0});
+    p.position = j.value("position", uint64_t{0});
+    return p;
+  }
+
+  Result<std::string> StatusJson() override {
+    ASSIGN_OR_RETURN(json r, Call({{"op", "status"}}));
+    return r["status"].dump();
+  }
+
+  Result<std::string> Serve() override {
+    return Unimplemented("serve: an attached client cannot serve (attach to " + socket_ + " instead)");
+  }
+
+ protected:
+  Result<FilePtr> OpenFull(const std::string& rel) override {
+    auto f = std::make_shared<CachedFile>();
+    int fd = -1;
+    ASSIGN_OR_RETURN(json r, Call({{"op", "open"}, {"path", rel}}, &fd));
+    f->fd = fd;
+    f->size = r.value("size", uint64_t{0});
+    if (r.value("fd", false) && fd < 0) return IoError(socket_ + ": open reply carried no descriptor");
+    return f;
+  }
+
+  Result<size_t> ReadThrough(const std::string& rel, uint64_t offset, std::span<char> out) override {
+    size_t done = 0;
+    while (done < out.size()) {
+      size_t len = std::min<size_t>(out.size() - done, 32u << 20);
+      ASSIGN_OR_RETURN(size_t n, CallRead(rel, offset + done, out.subspan(done, len)));
+      if (n == 0) break;
+      done += n;
+    }
+    return done;
+  }
+
+  Result<FileInfo> StatFull(const std::string& rel) override {
+    ASSIGN_OR_RETURN(json r, Call({{"op", "stat"}, {"path", rel}}));
+    return EntryFrom(r["entry"]);
+  }
+
+  Result<std::vector<FileInfo>> ListFull(const std::string& rel, bool recursive) override {
+    ASSIGN_OR_RETURN(json r, Call({{"op", "list"}, {"path", rel}, {"recursive", recursive}}));
+    std::vector<FileInfo> out;
+    out.reserve(r["entries"].size());
+    for (const json& e : r["entries"]) out.push_back(EntryFrom(e));
+    return out;
+  }
+
+  Status PrefetchFull(const std::vector<std::string>& rel, size_t window) override {
+    return Call({{"op", "prefetch"}, {"paths", rel}, {"window", window}}).status();
+  }
+
+  Result<LoadSummary> LoadFull(const std::string& rel) override {
+    ASSIGN_OR_RETURN(json r, Call({{"op", "load"}, {"path", rel}}));
+    const json& j = r["load"];
+    return LoadSummary{.files_requested = j.value("files_requested", uint64_t{0}),
+                       .bytes_requested = j.value("bytes_requested", uint64_t{0}),
+                       .files_cached = j.value("files_cached", uint64_t{0}),
+                       .bytes_cached = j.value("bytes_cached", uint64_t{0}),
+                       .files_failed = j.value("files_failed", uint64_t{0}),
+                       .files_not_fitted = j.value("files_not_fitted", uint64_t{0}),
+                       .missing = j.value("missing", uint64_t{0}),
+                       .elapsed_s = j.value("elapsed_s", 0.0)};
+  }
+
+ private:
+  static FileInfo EntryFrom(const json& e) {
+    FileInfo f;
+    if (e.is_array() && e.size() == 4) {
+      f.path = e[0].get<std::string>();
+      f.is_dir = e[1].get<bool>();
+      f.size = e[2].get<uint64_t>();
+      f.mtime_ns = e[3].get<int64_t>();
+    }
+    return f;
+  }
+  static DatasetInfo InfoFrom(const json& j) {
+    DatasetInfo i;
+    if (!j.is_object()) return i;
+    i.source = j.value("source", std::string());
+    i.files = j.value("files", uint64_t{0});
+    i.bytes = j.value("bytes", uint64_t{0});
+    i.snapshot_version = j.value("version", uint64_t{0});
+    i.attached = true;
+    return i;
+  }
+
+  // A connection from the pool (new up to max_conns_, else waits).
+  Result<std::unique_ptr<WireConn>> Take() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !idle_.empty() || open_ < max_conns_; });
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      return c;
+    }
+    ++open_;
+    lock.unlock();
+    Result<int> fd = ConnectUnix(socket_);
+    if (!fd.ok()) {
+      Give(nullptr);
+      return fd.status();
+    }
+    return std::make_unique<WireConn>(*fd);
+  }
+  // Returns a connection to the pool (null: it broke).
+  void Give(std::unique_ptr<WireConn> c) {
+    {
+      std::lock_guard lock(mu_);
+      if (c) {
+        idle_.push_back(std::move(c));
+      } else {
+        --open_;
+      }
+    }
+    cv_.notify_one();
+  }
+
+  static Status Broken(const std::string& socket, const Status& s) {
+    return Unavailable("granary daemon at " + socket + ": " + s.message());
+  }
+
+  Result<json> Call(const json& req, int* fd_out = nullptr) {
+    ASSIGN_OR_RETURN(std::unique_ptr<WireConn> c, Take());
+    Status s = c->Send(req);
+    Result<std::string> line = s.ok() ? c->ReadLine(size_t{1} << 31) : Result<std::string>(s);
+    if (!line.ok()) {
+      Give(nullptr);
+      return Broken(socket_, line.status());
+    }
+    json r = json::parse(*line, nullptr, false);
+    int fd = c->TakeFd();
+    for (int extra = c->TakeFd(); extra >= 0; extra = c->TakeFd()) ::close(extra);
+    Give(std::move(c));
+    Status st = StatusFromReply(r);
+    if (!st.ok()) {
+      if (fd >= 0) ::close(fd);
+      return st;
+    }
+    if (fd_out) {
+      *fd_out = fd;
+    } else if (fd >= 0) {
+      ::close(fd);
+    }
+    return r;
+  }
+
+  Result<size_t> CallRead(const std::string& rel, uint64_t offset, std::span<char> out) {
+    ASSIGN_OR_RETURN(std::unique_ptr<WireConn> c, Take());
+    Status s = c->Send({{"op", "read"}, {"path", rel}, {"offset", offset}, {"length", out.size()}});
+    Result<std::string> line = s.ok() ? c->ReadLine(1 << 20) : Result<std::string>(s);
+    if (!line.ok()) {
+      Give(nullptr);
+      return Broken(socket_, line.status());
+    }
+    json r = json::parse(*line, nullptr, false);
+    Status st = StatusFromReply(r);
+    if (!st.ok()) {
+      Give(std::move(c));
+      return st;
+    }
+    size_t n = r.value("n", size_t{0});
+    if (n > out.size()) {
+      Give(nullptr);
+      return IoError(socket_ + ": read reply longer than asked");
+    }
+    Status got = c->ReadExact(out.first(n));
+    if (!got.ok()) {
+      Give(nullptr);
+      return Broken(socket_, got);
+    }
+    Give(std::move(c));
+    return n;
+  }
+
+  std::string socket_;
+  int max_conns_;
+  DatasetInfo info_;
+  std::mutex mu_;  // guards idle_, open_
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<WireConn>> idle_;
+  int open_ = 0;  // connections made and not broken (idle or in use)
+};
+
+bool IsSocket(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::Open(const std::string& source, const OpenOptions& o) {
+  if (source.empty()) return InvalidArgument("open: the source is empty");
+  DatasetOptions d;
+  d.source = source;
+  d.ufs.options = o.origin_options;
+  d.ufs.secrets = o.origin_secrets;
+  if (!o.cache_dirs.empty()) {
+    d.cache_dirs.clear();
+    for (const std::string& text : o.cache_dirs) {
+      ASSIGN_OR_RETURN(TierLevel t, ParseCacheDirText(text));
+      d.cache_dirs.push_back(std::move(t));
+    }
+  }
+  if (!o.cache_size.empty()) {
+    ASSIGN_OR_RETURN(d.default_cache_size, ParseSize(o.cache_size));
+    if (d.default_cache_size == 0) return InvalidArgument("cache_size: must be > 0");
+  }
+  if (!o.mem_cache.empty()) {
+    ASSIGN_OR_RETURN(d.mem_cache, ParseSize(o.mem_cache));
+  }
+  if (o.origin_concurrency < 0) return InvalidArgument("origin_concurrency: must be >= 0");
+  if (o.origin_concurrency > 0) d.engine.origin_concurrency = o.origin_concurrency;
+  if (o.origin_timeout.count() <= 0) return InvalidArgument("origin_timeout: must be > 0");
+  d.engine.origin_timeout = o.origin_timeout;
+  d.policy = o.policy;
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(std::move(d)));
+  return std::unique_ptr<Client>(new InProcessClient(std::move(ds)));
+}
+
+Result<std::unique_ptr<Client>> Client::Attach(const std::string& target, const AttachOptions& o) {
+  if (target.empty()) return InvalidArgument("attach: the target is empty");
+  if (o.connections < 1) return InvalidArgument("attach: connections must be >= 1");
+  std::string socket;
+  std::string prefix;
+  if (IsSocket(target)) {
+    socket = target;
+  } else {
+    Result<MountLocation> loc = FindGranaryMount(target);
+    if (!loc.ok()) {
+      std::error_code ec;
+      if (!std::filesystem::exists(target, ec))
+        return NotFound("attach: " + target + ": no such mount point or socket");
+      return loc.status().WithContext("attach");
+    }
+    std::string run_dir = o.run_dir;
+    if (run_dir.empty()) {
+      const char* env = std::getenv("GRANARY_RUN_DIR");
+      run_dir = env != nullptr && *env != '\0' ? env : "/run/granary";
+    }
+    socket = ApiSocketPathFor(ControlSocketPath(run_dir, loc->mountpoint));
+    prefix = loc->subdir;
+    if (!IsSocket(socket))
+      return NotFound("attach: the daemon of " + loc->mountpoint + " serves no api socket at " +
+                      socket + " (an older granary, or another --run-dir)");
+  }
+  auto c = std::make_unique<AttachedClient>(socket, prefix, o);
+  RETURN_IF_ERROR(c->Hello());
+  return std::unique_ptr<Client>(std::move(c));
+}
+
+}  // namespace granary

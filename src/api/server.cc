@@ -1,0 +1,252 @@
+// ApiServer (see server.h).
+#include "api/server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "api/wire.h"
+#include "common/log.h"
+
+namespace granary {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxRequestBytes = 256u << 20;  // a prefetch order of ~2M paths
+constexpr uint64_t kMaxReadBytes = 64u << 20;
+
+json EntryJson(const FileInfo& f) { return json::array({f.path, f.is_dir, f.size, f.mtime_ns}); }
+
+template <typename T>
+T Field(const json& req, const char* name, T dflt) {
+  auto it = req.find(name);
+  if (it == req.end() || it->is_null()) return dflt;
+  return it->get<T>();
+}
+
+}  // namespace
+
+std::string ApiSocketPathFor(const std::string& control_socket) {
+  std::string p = control_socket;
+  if (p.size() > 5 && p.ends_with(".sock")) p.resize(p.size() - 5);
+  return p + ".api.sock";
+}
+
+struct ApiServer::Conn {
+  explicit Conn(int fd) : wire(fd) {}
+  WireConn wire;
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiService* service, std::string socket_path,
+                                                    int max_connections) {
+  if (socket_path.empty()) return InvalidArgument("api socket: empty path");
+  struct sockaddr_un addr{};
+  if (socket_path.size() >= sizeof addr.sun_path)
+    return InvalidArgument("api socket: path too long: " + socket_path);
+  std::filesystem::path dir = std::filesystem::path(socket_path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return IoError("api socket: cannot create " + dir.string() + ": " + ec.message());
+    ::chmod(dir.c_str(), 0700);
+  }
+  if (Result<int> live = ConnectUnix(socket_path); live.ok()) {
+    ::close(*live);
+    return InvalidArgument("api socket " + socket_path + ": another process serves it");
+  }
+  ::unlink(socket_path.c_str());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return IoError(std::string("api socket: ") + strerror(errno));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  mode_t old = ::umask(0177);
+  int rc = ::bind(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr);
+  ::umask(old);
+  if (rc != 0 || ::listen(fd, 256) != 0) {
+    int e = errno;
+    ::close(fd);
+    return IoError("api socket: bind " + socket_path + ": " + strerror(e));
+  }
+  ::chmod(socket_path.c_str(), 0600);
+  int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    ::close(fd);
+    return IoError(std::string("api socket: eventfd: ") + strerror(errno));
+  }
+  auto s = std::unique_ptr<ApiServer>(
+      new ApiServer(service, std::move(socket_path), fd, wake, max_connections));
+  s->accept_thread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  return s;
+}
+
+ApiServer::ApiServer(ApiService* service, std::string path, int listen_fd, int wake_fd,
+                     int max_connections)
+    : service_(service),
+      path_(std::move(path)),
+      listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      max_connections_(max_connections) {}
+
+ApiServer::~ApiServer() {
+  stopping_ = true;
+  uint64_t one = 1;
+  ssize_t wrote = ::write(wake_fd_, &one, sizeof one);
+  (void)wrote;
+  accept_thread_.join();
+  {
+    std::lock_guard lock(conns_mu_);
+    for (auto& c : conns_) ::shutdown(c->wire.fd(), SHUT_RDWR);
+  }
+  for (auto& c : conns_) c->thread.join();
+  conns_.clear();
+  ::close(listen_fd_);
+  ::close(wake_fd_);
+  ::unlink(path_.c_str());
+}
+
+void ApiServer::AcceptLoop() {
+  for (;;) {
+    struct pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    int n = ::poll(p, 2, -1);
+    if (stopping_) return;
+    if (n < 0) continue;
+    if (!(p[0].revents & POLLIN)) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::lock_guard lock(conns_mu_);
+    // Reap finished connections.
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if ((*it)->done) {
+        (*it)->thread.join();
+        it = conns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (static_cast<int>(conns_.size()) >= max_connections_) {
+      WireConn refused(fd);
+      refused.Send(ErrorJson(Unavailable("too many api connections (" +
+                                         std::to_string(max_connections_) + ")")))
+          .IgnoreError();
+      continue;
+    }
+    conns_.push_back(std::make_unique<Conn>(fd));
+    Conn* c = conns_.back().get();
+    c->thread = std::thread([this, c] { Serve(c); });
+  }
+}
+
+void ApiServer::Serve(Conn* c) {
+  WireConn& w = c->wire;
+  for (;;) {
+    Result<std::string> line = w.ReadLine(kMaxRequestBytes);
+    if (!line.ok()) {
+      if (line.status().code() == Code::kInvalidArgument) w.Send(ErrorJson(line.status())).IgnoreError();
+      break;
+    }
+    if (line->empty()) continue;
+    json req = json::parse(*line, nullptr, /*allow_exceptions=*/false);
+    Status sent;
+    try {
+      if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) {
+        sent = w.Send(ErrorJson(InvalidArgument("malformed request: a JSON object with \"op\" expected")));
+      } else {
+        const std::string op = req["op"].get<std::string>();
+        if (op == "hello") {
+          DatasetInfo i = service_->Info();
+          sent = w.Send({{"ok", true}, {"v", kApiProtocolVersion},
+                         {"info", {{"source", i.source}, {"files", i.files}, {"bytes", i.bytes},
+                                   {"version", i.snapshot_version}}}});
+        } else if (op == "stat") {
+          auto r = service_->Stat(Field<std::string>(req, "path", ""));
+          sent = r.ok() ? w.Send({{"ok", true}, {"entry", EntryJson(*r)}}) : w.Send(ErrorJson(r.status()));
+        } else if (op == "list") {
+          auto r = service_->List(Field<std::string>(req, "path", ""), Field<bool>(req, "recursive", false));
+          if (!r.ok()) {
+            sent = w.Send(ErrorJson(r.status()));
+          } else {
+            json entries = json::array();
+            for (const FileInfo& f : *r) entries.push_back(EntryJson(f));
+            sent = w.Send({{"ok", true}, {"entries", std::move(entries)}});
+          }
+        } else if (op == "open") {
+          auto r = service_->Open(Field<std::string>(req, "path", ""));
+          if (!r.ok()) {
+            sent = w.Send(ErrorJson(r.status()));
+          } else {
+            json reply = {{"ok", true}, {"fd", r->fd >= 0}, {"size", r->size}, {"ino", r->ino},
+                          {"version", r->version}};
+            sent = w.Send(reply, r->fd);
+            if (r->fd >= 0) ::close(r->fd);
+          }
+        } else if (op == "read") {
+          const uint64_t offset = Field<uint64_t>(req, "offset", 0);
+          const uint64_t length = Field<uint64_t>(req, "length", 0);
+          if (length > kMaxReadBytes) {
+            sent = w.Send(ErrorJson(InvalidArgument("read: length " + std::to_string(length) +
+                                                    " is over the limit of 64 MiB")));
+          } else {
+            std::string buf(length, '\0');
+            auto r = service_->Read(Field<std::string>(req, "path", ""), offset,
+                                    std::span<char>(buf.data(), buf.size()));
+            sent = r.ok() ? w.Send({{"ok", true}, {"n", *r}}, -1, std::span<const char>(buf.data(), *r))
+                          : w.Send(ErrorJson(r.status()));
+          }
+        } else if (op == "prefetch") {
+          auto paths = Field<std::vector<std::string>>(req, "paths", {});
+          Status s = service_->Prefetch(paths, Field<size_t>(req, "window", 256));
+          sent = w.Send(s.ok() ? json{{"ok", true}} : ErrorJson(s));
+        } else if (op == "prefetch_status") {
+          PrefetchProgress p = service_->PrefetchStatus();
+          sent = w.Send({{"ok", true},
+                         {"progress", {{"queued", p.queued}, {"fetched", p.fetched},
+                                       {"skipped", p.skipped}, {"failed", p.failed},
+                                       {"position", p.position}}}});
+        } else if (op == "load") {
+          auto r = service_->Load(Field<std::string>(req, "path", ""));
+          if (!r.ok()) {
+            sent = w.Send(ErrorJson(r.status()));
+          } else {
+            sent = w.Send({{"ok", true},
+                           {"load", {{"files_requested", r->files_requested},
+                                     {"bytes_requested", r->bytes_requested},
+                                     {"files_cached", r->files_cached},
+                                     {"bytes_cached", r->bytes_cached},
+                                     {"files_failed", r->files_failed},
+                                     {"files_not_fitted", r->files_not_fitted},
+                                     {"missing", r->missing},
+                                     {"elapsed_s", r->elapsed_s}}}});
+          }
+        } else if (op == "status") {
+          auto r = service_->StatusJson();
+          if (!r.ok()) {
+            sent = w.Send(ErrorJson(r.status()));
+          } else {
+            json st = json::parse(*r, nullptr, false);
+            sent = w.Send({{"ok", true}, {"status", std::move(st)}});
+          }
+        } else {
+          sent = w.Send(ErrorJson(InvalidArgument("unknown op '" + op + "'")));
+        }
+      }
+    } catch (const json::exception& e) {
+      sent = w.Send(ErrorJson(InvalidArgument(std::string("bad request fields: ") + e.what())));
+    }
+    if (!sent.ok()) break;
+  }
+  c->done = true;
+}
+
+}  // namespace granary

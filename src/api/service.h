@@ -1,0 +1,129 @@
+// ApiService: what the native client API (include/granary/client.h) does on
+// the side that holds the engine — an in-process Client, or the daemon's
+// ApiServer for attached clients. Resolves paths against the snapshot served
+// now, hands out descriptors of complete cache files (fetching first), reads
+// through the engine what the store will not keep, runs the epoch-aware
+// prefetcher, and answers load and status.
+//
+// Paths are relative to the dataset root; leading, trailing and doubled "/"
+// are ignored; "." and ".." components are refused (InvalidArgument).
+//
+// Thread safety: every method may be called from many threads at once.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/engine.h"
+#include "granary/dataset.h"
+#include "granary/status.h"
+
+namespace granary {
+
+// A file a client opened: the complete cache file's descriptor (fd >= 0,
+// owned by the receiver) or fd = -1 when the store did not keep it (read it
+// with ApiService::Read) or it is empty.
+struct OpenedFile {
+  int fd = -1;
+  uint64_t size = 0;
+  uint64_t ino = 0;
+  uint64_t version = 0;  // the snapshot version `ino` belongs to
+};
+
+// Fetches a given order of files ahead of the readers (Client::Prefetch).
+// At most `window` files fetched by it and not yet read are kept ahead of the
+// readers' position (the highest index of the order read so far + 1); files
+// already cached when reached cost nothing and do not count. A new order
+// replaces the old one (its fetches in flight finish).
+class Prefetcher {
+ public:
+  // Borrows `engine`. `threads` fetch at once (started by the first SetOrder).
+  Prefetcher(CacheEngine* engine, int threads);
+  // Stops and joins (fetches in flight finish first).
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  void SetOrder(std::shared_ptr<const Snapshot> snap, std::vector<uint64_t> inos, size_t window);
+  // A reader read `ino` (of the current order's snapshot): moves the position.
+  void NoteRead(uint64_t ino);
+  PrefetchProgress progress() const;
+
+ private:
+  void Worker();
+  void Advance(size_t to);  // under mu_
+
+  CacheEngine* engine_;
+  const int nthreads_;
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  std::shared_ptr<const Snapshot> snap_;
+  std::vector<uint64_t> order_;
+  std::vector<uint8_t> state_;  // per order index: 0 pending, 1 fetched by us, 2 cached/failed
+  std::unordered_map<uint64_t, size_t> index_;  // ino -> its first index in order_
+  size_t window_ = 0;
+  size_t next_ = 0;      // next order index to take
+  size_t position_ = 0;  // readers' position
+  size_t ahead_ = 0;     // fetched by us (or in flight) at index >= position_
+  PrefetchProgress totals_;
+  std::vector<std::thread> threads_;
+};
+
+class ApiService {
+ public:
+  using LoadFn = std::function<Result<LoadSummary>(std::string_view path)>;
+  using StatusFn = std::function<Result<std::string>()>;
+
+  // Borrows `engine`. load/status: what Load and StatusJson do (the host's
+  // LoadManager and StatusReporter).
+  ApiService(CacheEngine* engine, LoadFn load, StatusFn status, int prefetch_threads = 32);
+  ~ApiService();
+
+  DatasetInfo Info() const;
+  Result<FileInfo> Stat(std::string_view path) const;
+  Result<std::vector<FileInfo>> List(std::string_view dir, bool recursive) const;
+  // Resolves, fetches the file into the cache if it is not (joining any fetch
+  // in flight) and opens its cache file.
+  Result<OpenedFile> Open(std::string_view path);
+  // Reads through the engine (for files Open returned fd -1 for).
+  Result<size_t> Read(std::string_view path, uint64_t offset, std::span<char> out);
+  Status Prefetch(const std::vector<std::string>& paths, size_t window);
+  PrefetchProgress PrefetchStatus() const { return prefetcher_.progress(); }
+  Result<LoadSummary> Load(std::string_view path) { return load_(path); }
+  Result<std::string> StatusJson() { return status_(); }
+
+  CacheEngine* engine() { return engine_; }
+
+ private:
+  struct Resolved {
+    std::shared_ptr<const Snapshot> snap;
+    uint64_t ino = 0;
+    EntryView entry;
+  };
+  Result<Resolved> Resolve(std::string_view path) const;
+
+  CacheEngine* engine_;
+  LoadFn load_;
+  StatusFn status_;
+  Prefetcher prefetcher_;
+};
+
+// "a/b/c" from "/a//b/c/" style input; InvalidArgument for "..", ".", NUL.
+Result<std::string> NormalizeApiPath(std::string_view path);
+
+// A LoadSummary from a finished LoadResult.
+struct LoadResult;
+LoadSummary SummarizeLoad(const LoadResult& r);
+
+}  // namespace granary
