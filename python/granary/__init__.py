@@ -91,7 +91,7 @@ def _is_attach_target(target):
 
 def _open_native(target, cache_dir=None, cache_size="", mem_cache="", origin_concurrency=0,
                  origin_timeout=60.0, policy="lru", connections=4, max_open_files=4096,
-                 **origin_options):
+                 run_dir=None, **origin_options):
     """(native client, attached?) for `target`, as Dataset() decides it."""
     if not isinstance(target, (str, os.PathLike)):
         raise TypeError(f"granary: target must be a path or URI string, not {type(target).__name__}")
@@ -103,7 +103,8 @@ def _open_native(target, cache_dir=None, cache_size="", mem_cache="", origin_con
             raise ValueError(f"granary: {target} is served by a daemon: cache_dir and origin "
                              "options belong to its `granary mount`")
         return _granary.Client.attach(target, connections=connections,
-                                      max_open_files=max_open_files), True
+                                      max_open_files=max_open_files,
+                                      run_dir=os.fspath(run_dir or "")), True
     if cache_dir is None:
         cache_dirs = []
     elif isinstance(cache_dir, (str, os.PathLike)):
@@ -164,10 +165,11 @@ class Dataset:
     """
 
     def __init__(self, source_or_mountpoint, *, cache_dir=None, list_file=None, serve=True,
-                 connections=4, max_open_files=4096, **options):
+                 connections=4, max_open_files=4096, run_dir=None, **options):
         self.source = os.fspath(source_or_mountpoint)
         self._attach_options = {"connections": int(connections),
-                                "max_open_files": int(max_open_files)}
+                                "max_open_files": int(max_open_files),
+                                "run_dir": os.fspath(run_dir or "")}
         self._client, self.attached = _open_native(self.source, cache_dir=cache_dir,
                                                    **self._attach_options, **options)
         self._client_pid = os.getpid()

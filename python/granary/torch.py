@@ -167,10 +167,13 @@ class PrefetchSampler(torch.utils.data.Sampler):
         self.window = int(window)
 
     def __iter__(self):
+        # A generator, like the samplers it wraps: an iterator that is never
+        # advanced (torch 1.13's DataLoader makes one and drops it each epoch)
+        # neither draws from the sampler nor hands the engine an order.
         order = list(iter(self.sampler))
         files = order if self._index_map is None else [self._index_map[i] for i in order]
         self._target.prefetch(files, window=self.window)
-        return iter(order)
+        yield from order
 
     def __len__(self):
         return len(self.sampler)

@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -166,10 +168,14 @@ std::unique_ptr<ClientHandle> OpenClient(const std::string& source,
 }
 
 std::unique_ptr<ClientHandle> AttachClient(const std::string& target, int connections,
-                                           size_t max_open_files) {
+                                           size_t max_open_files, std::string run_dir) {
   if (connections <= 0) throw py::value_error("connections must be > 0");
   if (max_open_files == 0) throw py::value_error("max_open_files must be > 0");
-  AttachOptions options{.connections = connections, .max_open_files = max_open_files};
+  AttachOptions options{
+      .run_dir = std::move(run_dir),
+      .connections = connections,
+      .max_open_files = max_open_files,
+  };
   Result<std::unique_ptr<Client>> client = [&] {
     py::gil_scoped_release unlocked;
     return Client::Attach(target, options);
@@ -365,6 +371,7 @@ PYBIND11_MODULE(_granary, m) {
                   "Opens the dataset at `source` in this process (Client::Open).")
       .def_static("attach", &granary::AttachClient, py::arg("target"),
                   py::arg("connections") = 4, py::arg("max_open_files") = 4096,
+                  py::arg("run_dir") = "",
                   "Attaches to the daemon serving a mount point or a Serve() socket.")
       .def("info", &granary::Info)
       .def("stat", &granary::Stat, py::arg("path"))

@@ -77,3 +77,9 @@ def ds(origin, tmp_path_factory):
     d = granary.Dataset(origin[0], cache_dir=str(tmp_path_factory.mktemp("cache")))
     yield d
     d.close()
+
+
+def pytest_configure(config):
+    # The tests start 4 DataLoader workers on purpose, also on 2-core machines.
+    config.addinivalue_line("filterwarnings",
+                            "ignore:This DataLoader will create:UserWarning")

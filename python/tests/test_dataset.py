@@ -97,22 +97,15 @@ def test_a_fork_child_attaches_again_and_reads(ds, origin):
     assert ds[0] == files[ds.path(0)]  # the parent's client is untouched
 
 
-def test_pickling_carries_the_socket_not_the_handle(ds, origin):
+def test_pickling_carries_the_socket_not_the_handle(ds, origin, tmp_path):
     _, files = origin
     copy = pickle.loads(pickle.dumps(ds))
     assert copy.attached and copy.socket_path == ds.socket_path
     assert [copy[i] for i in range(len(copy))] == [files[p] for p in ds.paths]
     copy.close()
-    with _no_serve(origin) as private:
+    with granary.Dataset(origin[0], cache_dir=str(tmp_path / "cache"), serve=False) as private:
         with pytest.raises(TypeError):
             pickle.dumps(private)
-
-
-def _no_serve(origin):
-    import tempfile
-
-    return granary.Dataset(origin[0], cache_dir=tempfile.mkdtemp(prefix="granary-py-"),
-                           serve=False)
 
 
 def test_status_and_load_report_the_dataset(ds, origin):

@@ -35,29 +35,23 @@ def mount(origin, tmp_path_factory):
     os.mkdir(mp)
     r = _granary("mount", origin[0], mp, "--cache-dir", f"{work / 'cache'}:1G", "--run-dir", run)
     assert r.returncode == 0, r.stderr
-    saved = os.environ.get("GRANARY_RUN_DIR")
-    os.environ["GRANARY_RUN_DIR"] = run
     try:
         yield mp, run
     finally:
-        if saved is None:
-            os.environ.pop("GRANARY_RUN_DIR", None)
-        else:
-            os.environ["GRANARY_RUN_DIR"] = saved
         _granary("umount", "--run-dir", run, mp)
         if os.path.ismount(mp):
             subprocess.run(["umount", "-l", mp], check=False)
 
 
 def test_attached_to_a_mount_reads_the_origins_bytes_beside_fuse_readers(mount, origin):
-    mp, _ = mount
+    mp, run = mount
     _, files = origin
 
     def read_through_fuse(rel):
         with open(os.path.join(mp, rel), "rb") as f:
             return f.read()
 
-    with granary.Dataset(mp) as ds, concurrent.futures.ThreadPoolExecutor(4) as pool:
+    with granary.Dataset(mp, run_dir=run) as ds, concurrent.futures.ThreadPoolExecutor(4) as pool:
         assert ds.attached
         assert sorted(ds.paths) == sorted(files)
         for _ in range(3):
@@ -71,17 +65,17 @@ def test_attached_to_a_mount_reads_the_origins_bytes_beside_fuse_readers(mount, 
 
 
 def test_a_directory_inside_the_mount_roots_the_paths(mount, origin):
-    mp, _ = mount
+    mp, run = mount
     _, files = origin
-    with granary.Dataset(os.path.join(mp, "nested")) as ds:
+    with granary.Dataset(os.path.join(mp, "nested"), run_dir=run) as ds:
         assert sorted(ds.paths) == sorted(rel[len("nested/"):] for rel in files
                                           if rel.startswith("nested/"))
         assert ds.read("sub/n2.jpg") == files["nested/sub/n2.jpg"]
 
 
 def test_image_folder_on_a_mount_matches_torchvision_walking_it(mount):
-    mp, _ = mount
-    ours = gtorch.ImageFolder(mp)
+    mp, run = mount
+    ours = gtorch.ImageFolder(mp, run_dir=run)
     theirs = torchvision.datasets.ImageFolder(mp)
     assert (ours.classes, ours.class_to_idx, ours.samples) == \
         (theirs.classes, theirs.class_to_idx, theirs.samples)
@@ -90,9 +84,9 @@ def test_image_folder_on_a_mount_matches_torchvision_walking_it(mount):
 
 def test_load_and_status_report_what_the_cli_reports(mount, origin):
     mp, run = mount
-    summary = granary.load(mp, "dog")
+    summary = granary.load(mp, "dog", run_dir=run)
     assert summary["files_requested"] == 3 and summary["files_failed"] == 0
     cli = _granary("status", "--json", "--run-dir", run, mp)
     assert cli.returncode == 0, cli.stderr
-    ours = granary.status(mp)
+    ours = granary.status(mp, run_dir=run)
     assert set(ours) == set(json.loads(cli.stdout))
