@@ -43,4 +43,6 @@ module=$(find "$build/python" -maxdepth 1 -name '_granary*.so' | head -n1)
 mkdir -p "$dest/granary"
 install -m 0644 "$repo"/python/granary/*.py "$dest/granary/"
 install -m 0755 "$module" "$dest/granary/"
-(cd / && "$python" -c 'import granary, granary.torch; print("install-python: granary at", granary.__file__)')
+# The build keeps debug info (~100 MB); the installed copy keeps symbols only.
+strip --strip-debug "$dest/granary/$(basename "$module")"
+(cd / && PYTHONPATH="$dest${PYTHONPATH:+:$PYTHONPATH}" "$python" -c 'import granary, granary.torch; print("install-python: granary at", granary.__file__)')
