@@ -150,4 +150,23 @@ Result<size_t> MountTableUfs::ReadImpl(std::string_view key, uint64_t offset, st
   return m->ufs->Read(inner, offset, out, if_match);
 }
 
+Result<ObjectInfo> MountTableUfs::WriteImpl(std::string_view key, int fd, uint64_t size,
+                                            const WriteOptions& options) {
+  const std::shared_ptr<const Table> t = table();
+  std::string inner;
+  const UfsMount* m = Route(*t, key, &inner);
+  if (m == nullptr) return NotFound(root_ + "/" + std::string(key) + ": not under any mount");
+  ASSIGN_OR_RETURN(ObjectInfo info, m->ufs->Write(inner, fd, size, options));
+  info.key = std::string(key);
+  return info;
+}
+
+Status MountTableUfs::DeleteImpl(std::string_view key) {
+  const std::shared_ptr<const Table> t = table();
+  std::string inner;
+  const UfsMount* m = Route(*t, key, &inner);
+  if (m == nullptr) return NotFound(root_ + "/" + std::string(key) + ": not under any mount");
+  return m->ufs->Delete(inner);
+}
+
 }  // namespace granary

@@ -52,6 +52,9 @@ class MountTableUfs final : public UnderStorage {
  protected:
   Result<ListPage> ListImpl(const ListRequest& request) override;
   Result<ObjectInfo> StatImpl(std::string_view key) override;
+  Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,
+                               const WriteOptions& options) override;
+  Status DeleteImpl(std::string_view key) override;
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
                           std::string_view if_match) override;
 

@@ -9,11 +9,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -348,7 +351,68 @@ class PosixUfs : public UnderStorage {
     return got.size;
   }
 
+  // A temporary name in the target's directory, fsynced, renamed into place:
+  // readers see the old file or the whole new one, never a part. Runs on
+  // the caller's thread (an upload thread), without the read deadline.
+  Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,
+                               const WriteOptions& options) override {
+    RETURN_IF_ERROR(CheckKey(key));
+    const std::string path = PathOf(key);
+    const std::filesystem::path target(path);
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    if (ec) return IoError(target.parent_path().string() + ": cannot create: " + ec.message());
+    std::random_device rd;
+    char suffix[32];
+    std::snprintf(suffix, sizeof suffix, ".granary-%d-%08x", static_cast<int>(::getpid()), rd());
+    const std::string tmp = (target.parent_path() / ("." + target.filename().string() + suffix)).string();
+    int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0) return ErrnoStatus(tmp, errno);
+    Status copied = CopyAndSync(fd, out, size, tmp);
+    if (::close(out) != 0 && copied.ok()) copied = ErrnoStatus(tmp, errno);
+    if (copied.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) copied = ErrnoStatus(path, errno);
+    if (!copied.ok()) {
+      ::unlink(tmp.c_str());
+      return copied;
+    }
+    int dfd = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+    return StatFile(std::string(key));
+  }
+
+  Status DeleteImpl(std::string_view key) override {
+    RETURN_IF_ERROR(CheckKey(key));
+    const std::string path = PathOf(key);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus(path, errno);
+    return Status::Ok();
+  }
+
  private:
+  static Status CopyAndSync(int in, int out, uint64_t size, const std::string& what) {
+    std::vector<char> buf(1 << 20);
+    uint64_t off = 0;
+    while (off < size) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
+      ssize_t n = ::pread(in, buf.data(), want, static_cast<off_t>(off));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return IoError(what + ": reading the staged file: " + std::strerror(errno));
+      if (n == 0) return IoError(what + ": the staged file is shorter than " + std::to_string(size) + " bytes");
+      size_t done = 0;
+      while (done < static_cast<size_t>(n)) {
+        ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(n) - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return ErrnoStatus(what, errno);
+        done += static_cast<size_t>(w);
+      }
+      off += static_cast<uint64_t>(n);
+    }
+    if (::fsync(out) != 0) return ErrnoStatus(what, errno);
+    return Status::Ok();
+  }
+
   // Reads [offset, offset + out.size()) of `key` into `out` (blocking: open,
   // fstat, pread); the count, short only at the end of the file.
   static Result<size_t> ReadFile(std::string_view key, uint64_t offset, std::span<char> out,

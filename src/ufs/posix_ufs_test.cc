@@ -14,6 +14,8 @@
 #include <random>
 #include <thread>
 
+#include "ufs/open.h"
+
 namespace granary {
 namespace {
 
@@ -346,6 +348,55 @@ TEST(PosixUfsDeadline, BadDeadlineOptionsAreRejected) {
     ASSERT_FALSE(ufs.ok()) << k << "=" << v;
     EXPECT_NE(ufs.status().message().find(k), std::string::npos) << ufs.status().message();
   }
+}
+
+// Writes (issue 22): a staged file lands under a temporary name and is
+// renamed into place: readers see the old file or the whole new one.
+TEST_F(PosixUfsTest, WriteReplacesTheFileWholeAndLeavesNoTemporaryName) {
+  TempDir src, staged;
+  src.Write("log/old.txt", "old contents");
+  staged.Write("s", std::string(3 << 20, 'n') + "tail");
+  int fd = ::open((staged.path() + "/s").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const uint64_t size = (3 << 20) + 4;
+  auto info = ufs_->Write(src.Key("log/old.txt"), fd, size);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->size, size);
+  auto back = ufs_->ReadRange(src.Key("log/old.txt"), 0, size + 1);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->size(), size);
+  EXPECT_EQ(back->substr(back->size() - 4), "tail");
+  // A new file in a new directory.
+  info = ufs_->Write(src.Key("ckpt/e1/model.pt"), fd, 10);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(*ufs_->ReadRange(src.Key("ckpt/e1/model.pt"), 0, 100), "nnnnnnnnnn");
+
+  // A staged file shorter than claimed: the target keeps its old bytes and
+  // no temporary file stays behind.
+  info = ufs_->Write(src.Key("log/old.txt"), fd, size + 100);
+  EXPECT_FALSE(info.ok());
+  EXPECT_EQ(ufs_->ReadRange(src.Key("log/old.txt"), 0, size + 1)->size(), size);
+  ::close(fd);
+  int entries = 0;
+  for (const auto& e : fs::recursive_directory_iterator(src.path())) {
+    ++entries;
+    EXPECT_EQ(e.path().filename().string().find(".granary-"), std::string::npos) << e.path();
+  }
+  EXPECT_EQ(entries, 5);  // log, log/old.txt, ckpt, ckpt/e1, ckpt/e1/model.pt
+
+  EXPECT_TRUE(ufs_->Delete(src.Key("ckpt/e1/model.pt")).ok());
+  EXPECT_FALSE(fs::exists(src.path() + "/ckpt/e1/model.pt"));
+  EXPECT_TRUE(ufs_->Delete(src.Key("ckpt/e1/model.pt")).ok());  // gone already: fine
+  EXPECT_EQ(ufs_->stats().write_requests, 3u);
+}
+
+TEST(HttpUfsWrite, AnHttpOriginIsReadOnly) {
+  auto uri = ParseUri("http://127.0.0.1:9/data");
+  ASSERT_TRUE(uri.ok());
+  auto ufs = OpenUnderStorage(*uri, {});
+  ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
+  EXPECT_EQ((*ufs)->Write("data/x", 0, 1).status().code(), Code::kUnimplemented);
+  EXPECT_EQ((*ufs)->Delete("data/x").code(), Code::kUnimplemented);
 }
 
 }  // namespace

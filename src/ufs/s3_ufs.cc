@@ -4,10 +4,19 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <mutex>
 #include <set>
+#include <thread>
+
+#include <pugixml.hpp>
 
 #include "common/log.h"
 #include "common/units.h"
@@ -255,13 +264,15 @@ S3Ufs::Target S3Ufs::MakeTarget(std::string_view key, std::string_view query) co
 Result<HttpResponse> S3Ufs::SendOnce(const std::string& method, std::string_view key,
                                      std::string_view query, std::string_view body,
                                      std::optional<ByteRange> range, std::span<char>* into,
-                                     const AwsCredentials* credentials) {
+                                     const AwsCredentials* credentials, const Headers* extra) {
   Target target = MakeTarget(key, query);
   HttpRequest req{.method = method, .url = target.url, .range = range};
-  if (method == "PUT") req.body = body;
+  const bool has_body = method == "PUT" || method == "POST";
+  if (has_body) req.body = body;
   req.headers.emplace_back("Host", target.host);
+  if (extra != nullptr) req.headers.insert(req.headers.end(), extra->begin(), extra->end());
   if (credentials != nullptr) {
-    const std::string payload = method == "PUT" ? Sha256Hex(body) : std::string(kUnsignedPayload);
+    const std::string payload = has_body ? Sha256Hex(body) : std::string(kUnsignedPayload);
     SigV4Request sig{.method = method,
                      .canonical_uri = target.canonical_uri,
                      .canonical_query = std::string(query),
@@ -290,7 +301,7 @@ Result<HttpResponse> S3Ufs::SendOnce(const std::string& method, std::string_view
 Result<HttpResponse> S3Ufs::Execute(const std::string& method, std::string_view key,
                                     std::string_view query, std::string_view body,
                                     std::optional<ByteRange> range, std::span<char>* into,
-                                    const std::string& what) {
+                                    const std::string& what, const Headers* extra) {
   uint64_t seed;
   {
     std::lock_guard lock(rng_mu_);
@@ -303,7 +314,7 @@ Result<HttpResponse> S3Ufs::Execute(const std::string& method, std::string_view 
     if (credentials_ != nullptr) {
       ASSIGN_OR_RETURN(used, credentials_->Get());
     }
-    return SendOnce(method, key, query, body, range, into, used.get());
+    return SendOnce(method, key, query, body, range, into, used.get(), extra);
   };
   auto resp = Retry(options_.retry, clock_, rng, attempt, &outcome);
   if (resp.ok() && used != nullptr && CredentialsRefused(*resp, method)) {
@@ -412,6 +423,149 @@ Status S3Ufs::PutObject(std::string_view key, std::string_view data) {
   ASSIGN_OR_RETURN(HttpResponse r, Execute("PUT", key, "", data, std::nullopt, nullptr, what));
   if (r.status != 200) return S3Error(r, what, "NoSuchBucket");
   return Status::Ok();
+}
+
+namespace {
+
+// Base64 of the MD5 of `data`: the Content-MD5 S3 checks each body against.
+std::string ContentMd5(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  unsigned char b64[64];
+  int n = EVP_EncodeBlock(b64, md, static_cast<int>(len));
+  return std::string(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
+}
+
+Result<std::string> PreadExactly(int fd, uint64_t offset, uint64_t length, const std::string& what) {
+  std::string buf(length, '\0');
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = ::pread(fd, buf.data() + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return IoError(what + ": reading the staged file: " + std::strerror(errno));
+    if (n == 0) return IoError(what + ": the staged file is shorter than expected");
+    done += static_cast<size_t>(n);
+  }
+  return buf;
+}
+
+std::string XmlEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> S3Ufs::UploadPart(std::string_view key, const std::string& upload_id, int number,
+                                      int fd, uint64_t offset, uint64_t length,
+                                      const std::string& what) {
+  const std::string part_what = what + " (part " + std::to_string(number) + ")";
+  ASSIGN_OR_RETURN(std::string data, PreadExactly(fd, offset, length, part_what));
+  const Headers md5 = {{"Content-MD5", ContentMd5(data)}};
+  const std::string query =
+      CanonicalQuery({{"partNumber", std::to_string(number)}, {"uploadId", upload_id}});
+  ASSIGN_OR_RETURN(HttpResponse r, Execute("PUT", key, query, data, std::nullopt, nullptr, part_what, &md5));
+  if (r.status != 200) return S3Error(r, part_what, "NoSuchUpload");
+  std::string etag = HeaderOr(r, "etag");
+  if (etag.empty()) return IoError(part_what + ": the origin returned no ETag for the part");
+  return etag;
+}
+
+void S3Ufs::AbortUpload(std::string_view key, const std::string& upload_id, const std::string& what) {
+  auto r = Execute("DELETE", key, CanonicalQuery({{"uploadId", upload_id}}), "", std::nullopt,
+                   nullptr, what + " (abort upload)");
+  if (!r.ok() || (r->status != 204 && r->status != 200 && r->status != 404)) {
+    GLOG_WARN("{}: aborting multipart upload {} failed ({}); the bucket's lifecycle rule for "
+              "incomplete uploads removes its parts",
+              what, upload_id, r.ok() ? "HTTP " + std::to_string(r->status) : r.status().ToString());
+  }
+}
+
+Result<ObjectInfo> S3Ufs::WriteImpl(std::string_view key, int fd, uint64_t size,
+                                    const WriteOptions& options) {
+  const std::string what = Root() + "/" + std::string(key);
+  if (size <= options.part_size) {
+    ASSIGN_OR_RETURN(std::string data, PreadExactly(fd, 0, size, what));
+    const Headers md5 = {{"Content-MD5", ContentMd5(data)}};
+    ASSIGN_OR_RETURN(HttpResponse r, Execute("PUT", key, "", data, std::nullopt, nullptr, what, &md5));
+    if (r.status != 200) return S3Error(r, what, "NoSuchBucket");
+    return Stat(key);
+  }
+  const uint64_t part = std::max(options.part_size, (size + 9999) / 10000);
+  const int parts = static_cast<int>((size + part - 1) / part);
+  ASSIGN_OR_RETURN(HttpResponse init, Execute("POST", key, CanonicalQuery({{"uploads", ""}}), "",
+                                              std::nullopt, nullptr, what + " (start upload)"));
+  if (init.status != 200) return S3Error(init, what + " (start upload)", "NoSuchBucket");
+  pugi::xml_document doc;
+  std::string upload_id;
+  if (doc.load_buffer(init.body.data(), init.body.size())) {
+    upload_id = doc.child("InitiateMultipartUploadResult").child_value("UploadId");
+  }
+  if (upload_id.empty()) return IoError(what + ": the origin's multipart start reply has no UploadId");
+
+  std::vector<std::string> etags(static_cast<size_t>(parts));
+  std::atomic<int> next{0};
+  std::mutex err_mu;  // guards first_error
+  Status first_error;
+  auto worker = [&] {
+    for (int i; (i = next.fetch_add(1)) < parts;) {
+      {
+        std::lock_guard lock(err_mu);
+        if (!first_error.ok()) return;
+      }
+      const uint64_t off = static_cast<uint64_t>(i) * part;
+      auto etag = UploadPart(key, upload_id, i + 1, fd, off, std::min(part, size - off), what);
+      std::lock_guard lock(err_mu);
+      if (!etag.ok()) {
+        if (first_error.ok()) first_error = etag.status();
+        return;
+      }
+      etags[static_cast<size_t>(i)] = *etag;
+    }
+  };
+  std::vector<std::thread> threads;
+  const int n = std::min(options.parallel_parts, parts);
+  for (int t = 1; t < n; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  if (!first_error.ok()) {
+    AbortUpload(key, upload_id, what);
+    return first_error;
+  }
+  std::string body = "<CompleteMultipartUpload>";
+  for (int i = 0; i < parts; ++i) {
+    body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
+            XmlEscape(etags[static_cast<size_t>(i)]) + "</ETag></Part>";
+  }
+  body += "</CompleteMultipartUpload>";
+  auto done = Execute("POST", key, CanonicalQuery({{"uploadId", upload_id}}), body, std::nullopt,
+                      nullptr, what + " (complete upload)");
+  // A 200 can still carry an error document (S3 reports late failures so).
+  bool ok = done.ok() && done->status == 200 && done->body.find("<Error>") == std::string::npos;
+  if (!ok) {
+    Status s = !done.ok() ? done.status() : S3Error(*done, what + " (complete upload)", "NoSuchUpload");
+    if (s.ok()) s = IoError(what + ": completing the multipart upload failed");
+    AbortUpload(key, upload_id, what);
+    return s;
+  }
+  return Stat(key);
+}
+
+Status S3Ufs::DeleteImpl(std::string_view key) {
+  const std::string what = Root() + "/" + std::string(key);
+  ASSIGN_OR_RETURN(HttpResponse r, Execute("DELETE", key, "", "", std::nullopt, nullptr, what));
+  if (r.status == 204 || r.status == 200 || r.status == 404) return Status::Ok();
+  return S3Error(r, what, "NoSuchBucket");
 }
 
 Status S3Ufs::CreateBucket() {

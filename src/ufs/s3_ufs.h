@@ -98,21 +98,31 @@ class S3Ufs : public UnderStorage {
   Result<ObjectInfo> StatImpl(std::string_view key) override;
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
                           std::string_view if_match) override;
+  // One PUT (size <= part_size) or a multipart upload (see UnderStorage::Write).
+  Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,
+                               const WriteOptions& options) override;
+  Status DeleteImpl(std::string_view key) override;
 
  private:
   struct Target;  // a URL and the canonical pieces that get signed
   Target MakeTarget(std::string_view key, std::string_view query) const;
   // Signs and sends with retries. `what` names the object in error messages.
   // `into`: write a 2xx body into it (ranged GET) instead of buffering.
+  // `extra`: more headers, sent unsigned (Content-MD5).
+  using Headers = std::vector<std::pair<std::string, std::string>>;
   Result<HttpResponse> Execute(const std::string& method, std::string_view key,
                                std::string_view query, std::string_view body,
                                std::optional<ByteRange> range, std::span<char>* into,
-                               const std::string& what);
+                               const std::string& what, const Headers* extra = nullptr);
   // `credentials`: null when anonymous.
   Result<HttpResponse> SendOnce(const std::string& method, std::string_view key,
                                 std::string_view query, std::string_view body,
                                 std::optional<ByteRange> range, std::span<char>* into,
-                                const AwsCredentials* credentials);
+                                const AwsCredentials* credentials, const Headers* extra);
+  // Multipart pieces of WriteImpl.
+  Result<std::string> UploadPart(std::string_view key, const std::string& upload_id, int number,
+                                 int fd, uint64_t offset, uint64_t length, const std::string& what);
+  void AbortUpload(std::string_view key, const std::string& upload_id, const std::string& what);
 
   std::string bucket_;
   S3Options options_;

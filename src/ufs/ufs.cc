@@ -42,6 +42,39 @@ Result<size_t> UnderStorage::Read(std::string_view key, uint64_t offset, std::sp
   return r;
 }
 
+Result<ObjectInfo> UnderStorage::Write(std::string_view key, int fd, uint64_t size,
+                                       const WriteOptions& options) {
+  write_requests_.fetch_add(1, std::memory_order_relaxed);
+  Status bad;
+  if (key.empty() || key.starts_with("/") || key.ends_with("/")) {
+    bad = InvalidArgument(Root() + ": cannot write object key '" + std::string(key) + "'");
+  } else if (fd < 0) {
+    bad = InvalidArgument(Root() + "/" + std::string(key) + ": write: no source file");
+  } else if (options.part_size < (5ull << 20) || options.parallel_parts < 1) {
+    bad = InvalidArgument(Root() + "/" + std::string(key) +
+                          ": write: part_size must be >= 5 MiB and parallel_parts >= 1");
+  }
+  if (!bad.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    return bad;
+  }
+  auto r = WriteImpl(key, fd, size, options);
+  if (!r.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    write_bytes_.fetch_add(size, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+Status UnderStorage::Delete(std::string_view key) {
+  delete_requests_.fetch_add(1, std::memory_order_relaxed);
+  if (key.empty()) return InvalidArgument(Root() + ": cannot delete an empty key");
+  Status s = DeleteImpl(key);
+  if (!s.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
 Status UnderStorage::EtagMismatch(std::string_view what, std::string_view expected,
                                   std::string_view got) {
   return Stale(std::string(what) + ": changed at the origin since the snapshot (etag " +
@@ -64,6 +97,9 @@ UfsStats UnderStorage::stats() const {
       .read_bytes = read_bytes_.load(std::memory_order_relaxed),
       .errors = errors_.load(std::memory_order_relaxed),
       .bad_list_entries = bad_list_entries_.load(std::memory_order_relaxed),
+      .write_requests = write_requests_.load(std::memory_order_relaxed),
+      .write_bytes = write_bytes_.load(std::memory_order_relaxed),
+      .delete_requests = delete_requests_.load(std::memory_order_relaxed),
   };
 }
 

@@ -56,6 +56,16 @@ struct UfsStats {
   uint64_t read_bytes = 0;
   uint64_t errors = 0;  // calls that returned a non-OK status
   uint64_t bad_list_entries = 0;  // listing entries skipped as invalid (ListPage::skipped_entries)
+  uint64_t write_requests = 0;    // Write calls (one per object, however many parts)
+  uint64_t write_bytes = 0;       // bytes of objects written
+  uint64_t delete_requests = 0;
+};
+
+// How Write uploads (S3: objects larger than part_size go as a multipart
+// upload of part_size parts, `parallel_parts` at once).
+struct WriteOptions {
+  uint64_t part_size = 8ull << 20;  // >= 5 MiB (S3's minimum part), at most 10,000 parts
+  int parallel_parts = 4;
 };
 
 class UnderStorage {
@@ -87,6 +97,20 @@ class UnderStorage {
   // listed in parallel across common prefixes with up to `parallelism` workers.
   Result<std::vector<ObjectInfo>> ListAll(std::string_view prefix, int parallelism = 16);
 
+  // Writes the object `key` from the local file `fd` (its first `size`
+  // bytes, read with pread; the offset of fd is not used). The object
+  // appears complete or not at all: S3 sends one PUT with a Content-MD5, or a
+  // multipart upload whose parts each carry a Content-MD5 and which is
+  // completed only after every part arrived (aborted on any failure); POSIX
+  // writes a temporary name in the same directory, fsyncs it and renames it
+  // into place. Returns the new object's info (etag as a later Stat gives it).
+  // Unimplemented for read-only origins (HTTP).
+  Result<ObjectInfo> Write(std::string_view key, int fd, uint64_t size,
+                           const WriteOptions& options = {});
+  // Deletes the object (OK when it does not exist). Unimplemented for
+  // read-only origins.
+  Status Delete(std::string_view key);
+
   UfsStats stats() const;
 
   // Stops the connector for shutdown: calls running now end soon (a stuck
@@ -101,6 +125,14 @@ class UnderStorage {
   virtual Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
                                   std::string_view if_match) = 0;
 
+  virtual Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,
+                                       const WriteOptions& options) {
+    return Unimplemented(Root() + ": this origin is read-only (writes are not supported)");
+  }
+  virtual Status DeleteImpl(std::string_view key) {
+    return Unimplemented(Root() + ": this origin is read-only (deletes are not supported)");
+  }
+
   // The Stale error a ReadImpl returns when the origin's etag for `what`
   // differs from if_match (one message for every implementation).
   static Status EtagMismatch(std::string_view what, std::string_view expected, std::string_view got);
@@ -114,6 +146,9 @@ class UnderStorage {
   std::atomic<uint64_t> read_bytes_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> bad_list_entries_{0};
+  std::atomic<uint64_t> write_requests_{0};
+  std::atomic<uint64_t> write_bytes_{0};
+  std::atomic<uint64_t> delete_requests_{0};
 };
 
 }  // namespace granary

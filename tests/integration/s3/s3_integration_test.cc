@@ -3,6 +3,7 @@
 // user sees for a missing bucket or key, and a server that dies mid-test
 // (retries, then a clear Unavailable error, never a hang).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -295,6 +296,60 @@ TEST(S3ServerKilled, RetriesThenUnavailableNeverAHang) {
   EXPECT_LT(elapsed, std::chrono::seconds(30));
   auto list = s3->List(ListRequest{});
   EXPECT_EQ(list.status().code(), Code::kUnavailable);
+}
+
+// Writes (issue 22's upload path): a staged file becomes one object, whole.
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+int StagedFile(const std::string& data) {
+  char tmpl[] = "/tmp/granary-s3-write-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  ::unlink(tmpl);
+  EXPECT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  return fd;
+}
+
+TEST_F(S3IntegrationTest, WriteUploadsSmallFilesWithOnePutAndLargeOnesInParallelParts) {
+  auto s3 = MakeS3(server_->endpoint(), "data");
+  std::string small = RandomBytes(100'000, 1);
+  int fd = StagedFile(small);
+  auto info = s3->Write("ckpt/small.bin", fd, small.size());
+  ::close(fd);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->size, small.size());
+  EXPECT_EQ(*s3->ReadRange("ckpt/small.bin", 0, small.size() + 1), small);
+
+  // 23 MiB in 5 MiB parts, three at once: five parts, the last one short.
+  std::string big = RandomBytes((23u << 20) + 4321, 2);
+  fd = StagedFile(big);
+  info = s3->Write("ckpt/big.bin", fd, big.size(), WriteOptions{.part_size = 5u << 20, .parallel_parts = 3});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->size, big.size());
+  EXPECT_NE(info->etag.find('-'), std::string::npos) << info->etag;  // a multipart etag: "<md5>-5"
+  auto back = s3->ReadRange("ckpt/big.bin", 0, big.size() + 1);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == big);
+
+  // A staged file shorter than claimed: a part fails, the upload is aborted
+  // and no object appears, not even a partial one.
+  info = s3->Write("ckpt/broken.bin", fd, big.size() + (6u << 20), WriteOptions{.part_size = 5u << 20});
+  ::close(fd);
+  ASSERT_FALSE(info.ok());
+  EXPECT_NE(info.status().message().find("shorter"), std::string::npos) << info.status().ToString();
+  EXPECT_EQ(s3->Stat("ckpt/broken.bin").status().code(), Code::kNotFound);
+  auto stats = s3->stats();
+  EXPECT_EQ(stats.write_requests, 3u);
+  EXPECT_EQ(stats.write_bytes, small.size() + big.size());
+
+  EXPECT_TRUE(s3->Delete("ckpt/small.bin").ok());
+  EXPECT_EQ(s3->Stat("ckpt/small.bin").status().code(), Code::kNotFound);
+  EXPECT_TRUE(s3->Delete("ckpt/small.bin").ok());  // already gone: fine
+  EXPECT_EQ(s3->Write("ckpt/", 0, 0).status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace
