@@ -1,0 +1,512 @@
+// Overlay (see overlay.h).
+#include "meta/overlay.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace granary {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ParentOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+std::string NameOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Status Errno(const std::string& what, int err) {
+  if (err == ENOSPC || err == EDQUOT) return NoSpace(what + ": " + std::strerror(err));
+  return IoError(what + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+struct Overlay::File {
+  std::mutex mu;  // guards everything below
+  uint64_t id = 0;
+  std::string path;
+  int fd = -1;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool dirty = false;     // changed since the last upload (or never uploaded)
+  bool uploaded = false;  // an object of this path exists at the origin
+  bool removed = false;   // unlinked or folded: no more I/O
+  ~File() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Overlay::Overlay(OverlayOptions options, std::shared_ptr<UnderStorage> ufs)
+    : options_(std::move(options)), ufs_(std::move(ufs)) {}
+
+Overlay::~Overlay() = default;
+
+Result<std::unique_ptr<Overlay>> Overlay::Open(OverlayOptions options,
+                                               std::shared_ptr<UnderStorage> ufs) {
+  if (options.staging_dir.empty()) return InvalidArgument("overlay: staging_dir is empty");
+  if (!ufs) return InvalidArgument("overlay: no origin");
+  std::error_code ec;
+  fs::create_directories(options.staging_dir, ec);
+  if (ec) return IoError("staging dir " + options.staging_dir + ": " + ec.message());
+  ::chmod(options.staging_dir.c_str(), 0700);
+  auto o = std::unique_ptr<Overlay>(new Overlay(std::move(options), std::move(ufs)));
+  RETURN_IF_ERROR(o->Load());
+  return o;
+}
+
+Status Overlay::WriteMeta(const File& f) const {
+  json j = {{"v", 1}, {"kind", "file"}, {"path", f.path}, {"dirty", f.dirty},
+            {"uploaded", f.uploaded}, {"mtime_ns", f.mtime_ns}};
+  const std::string base = options_.staging_dir + "/" + std::to_string(f.id);
+  const std::string tmp = base + ".meta.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump();
+    out.flush();
+    if (!out) return IoError("staging: cannot write " + tmp);
+  }
+  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  if (::rename(tmp.c_str(), (base + ".meta").c_str()) != 0) return Errno("staging: rename " + tmp, errno);
+  return Status::Ok();
+}
+
+static Status WriteSmallMeta(const std::string& dir, uint64_t id, const json& j) {
+  const std::string base = dir + "/" + std::to_string(id);
+  std::ofstream out(base + ".meta.tmp", std::ios::trunc);
+  out << j.dump();
+  out.close();
+  if (!out) return IoError("staging: cannot write " + base + ".meta.tmp");
+  if (::rename((base + ".meta.tmp").c_str(), (base + ".meta").c_str()) != 0)
+    return Errno("staging: rename " + base + ".meta.tmp", errno);
+  return Status::Ok();
+}
+
+Status Overlay::Load() {
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(options_.staging_dir, ec)) {
+    const std::string name = de.path().filename().string();
+    if (name.ends_with(".tmp")) {
+      fs::remove(de.path(), ec);
+      continue;
+    }
+    if (!name.ends_with(".meta")) continue;
+    char* end = nullptr;
+    const uint64_t id = std::strtoull(name.c_str(), &end, 10);
+    const std::string base = options_.staging_dir + "/" + std::to_string(id);
+    std::ifstream in(de.path());
+    json j = json::parse(in, nullptr, false);
+    const bool good = id > 0 && j.is_object() && j.value("v", 0) == 1 && j.contains("path") &&
+                      j["path"].is_string() && !j["path"].get<std::string>().empty();
+    if (!good) {
+      GLOG_WARN("staging: {} is not a valid staged-file description; removed", de.path().string());
+      fs::remove(de.path(), ec);
+      fs::remove(base + ".data", ec);
+      continue;
+    }
+    next_id_ = std::max(next_id_, id + 1);
+    const std::string path = j["path"].get<std::string>();
+    const std::string kind = j.value("kind", std::string("file"));
+    const int64_t mtime = j.value("mtime_ns", int64_t{0});
+    if (kind == "dir") {
+      dirs_[path] = mtime;
+      continue;
+    }
+    if (kind == "whiteout") {
+      whiteouts_[path] = mtime;
+      continue;
+    }
+    auto f = std::make_shared<File>();
+    f->id = id;
+    f->path = path;
+    f->fd = ::open((base + ".data").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st{};
+    if (f->fd < 0 || ::fstat(f->fd, &st) != 0) {
+      GLOG_WARN("staging: {}: staged data {} is missing; the file is dropped", path, base + ".data");
+      fs::remove(de.path(), ec);
+      continue;
+    }
+    f->size = static_cast<uint64_t>(st.st_size);
+    f->mtime_ns = mtime;
+    f->dirty = j.value("dirty", true);
+    f->uploaded = j.value("uploaded", false);
+    if (f->dirty && options_.discard_pending) {
+      GLOG_WARN("staging: {} ({} bytes, not uploaded) discarded (--discard-pending)", path, f->size);
+      fs::remove(base + ".data", ec);
+      fs::remove(de.path(), ec);
+      continue;
+    }
+    staged_bytes_ += f->size;
+    files_[path] = std::move(f);
+  }
+  for (const auto& [path, f] : files_) {
+    for (std::string d = ParentOf(path); !d.empty(); d = ParentOf(d)) dirs_.try_emplace(d, f->mtime_ns);
+  }
+  return Status::Ok();
+}
+
+std::optional<Overlay::Entry> Overlay::Get(const std::string& path) const {
+  std::shared_ptr<File> f;
+  {
+    std::lock_guard lock(mu_);
+    auto it = files_.find(path);
+    if (it == files_.end()) {
+      if (auto d = dirs_.find(path); d != dirs_.end()) return Entry{.is_dir = true, .mtime_ns = d->second};
+      if (auto w = whiteouts_.find(path); w != whiteouts_.end()) return Entry{.whiteout = true};
+      return std::nullopt;
+    }
+    f = it->second;
+  }
+  std::lock_guard lock(f->mu);
+  return Entry{.size = f->size, .mtime_ns = f->mtime_ns};
+}
+
+std::map<std::string, Overlay::Entry> Overlay::Children(const std::string& dir) const {
+  std::map<std::string, Entry> out;
+  std::vector<std::shared_ptr<File>> files;
+  {
+    std::lock_guard lock(mu_);
+    const std::string prefix = dir.empty() ? "" : dir + "/";
+    auto direct = [&](const std::string& p) {
+      return p.size() > prefix.size() && p.starts_with(prefix) &&
+             p.find('/', prefix.size()) == std::string::npos;
+    };
+    for (auto it = dirs_.lower_bound(prefix); it != dirs_.end() && it->first.starts_with(prefix); ++it)
+      if (direct(it->first)) out[it->first.substr(prefix.size())] = Entry{.is_dir = true, .mtime_ns = it->second};
+    for (auto it = whiteouts_.lower_bound(prefix); it != whiteouts_.end() && it->first.starts_with(prefix); ++it)
+      if (direct(it->first)) out[it->first.substr(prefix.size())] = Entry{.whiteout = true};
+    for (auto it = files_.lower_bound(prefix); it != files_.end() && it->first.starts_with(prefix); ++it)
+      if (direct(it->first)) files.push_back(it->second);
+  }
+  for (const auto& f : files) {
+    std::lock_guard lock(f->mu);
+    if (!f->removed) out[NameOf(f->path)] = Entry{.size = f->size, .mtime_ns = f->mtime_ns};
+  }
+  return out;
+}
+
+std::shared_ptr<Overlay::File> Overlay::FileOf(const std::string& path) const {
+  std::lock_guard lock(mu_);
+  auto it = files_.find(path);
+  return it == files_.end() ? nullptr : it->second;
+}
+
+Status Overlay::NewFile(const std::string& path, std::span<const char> initial, bool dirty,
+                        bool uploaded) {
+  if (staged_bytes_.load() + initial.size() > options_.quota)
+    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
+  auto f = std::make_shared<File>();
+  {
+    std::lock_guard lock(mu_);
+    if (files_.count(path) || dirs_.count(path)) return InvalidArgument(path + ": exists");
+    f->id = next_id_++;
+  }
+  f->path = path;
+  f->mtime_ns = NowNs();
+  f->dirty = dirty;
+  f->uploaded = uploaded;
+  const std::string data = options_.staging_dir + "/" + std::to_string(f->id) + ".data";
+  f->fd = ::open(data.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (f->fd < 0) return Errno("staging: " + data, errno);
+  size_t done = 0;
+  while (done < initial.size()) {
+    ssize_t n = ::pwrite(f->fd, initial.data() + done, initial.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = Errno("staging: " + data, errno);
+      ::unlink(data.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  f->size = initial.size();
+  if (Status s = WriteMeta(*f); !s.ok()) {
+    ::unlink(data.c_str());
+    return s;
+  }
+  staged_bytes_ += f->size;
+  std::lock_guard lock(mu_);
+  whiteouts_.erase(path);
+  files_[path] = std::move(f);
+  return Status::Ok();
+}
+
+Status Overlay::Create(const std::string& path) { return NewFile(path, {}, /*dirty=*/true, false); }
+
+Status Overlay::Adopt(const std::string& path, std::span<const char> initial, bool changed) {
+  return NewFile(path, initial, changed, /*uploaded=*/true);
+}
+
+Status Overlay::Mkdir(const std::string& path) {
+  uint64_t id;
+  const int64_t now = NowNs();
+  {
+    std::lock_guard lock(mu_);
+    if (files_.count(path) || dirs_.count(path)) return InvalidArgument(path + ": exists");
+    id = next_id_++;
+    dirs_[path] = now;
+  }
+  Status s = WriteSmallMeta(options_.staging_dir, id, {{"v", 1}, {"kind", "dir"}, {"path", path}, {"mtime_ns", now}});
+  if (!s.ok()) {
+    std::lock_guard lock(mu_);
+    dirs_.erase(path);
+  }
+  return s;
+}
+
+void Overlay::DropFile(const std::shared_ptr<File>& f) {
+  const std::string base = options_.staging_dir + "/" + std::to_string(f->id);
+  ::unlink((base + ".meta").c_str());
+  ::unlink((base + ".data").c_str());
+  staged_bytes_ -= std::min(staged_bytes_.load(), f->size);
+  f->removed = true;
+}
+
+Status Overlay::Unlink(const std::string& path) {
+  std::shared_ptr<File> f = FileOf(path);
+  if (!f) return NotFound(path);
+  std::lock_guard lock(f->mu);
+  if (f->removed) return NotFound(path);
+  if (f->uploaded) {
+    RETURN_IF_ERROR(ufs_->Delete(options_.prefix + path));
+    ++deletes_;
+  }
+  DropFile(f);
+  std::lock_guard maps(mu_);
+  files_.erase(path);
+  return Status::Ok();
+}
+
+Status Overlay::Whiteout(const std::string& path) {
+  uint64_t id;
+  const int64_t now = NowNs();
+  {
+    std::lock_guard lock(mu_);
+    id = next_id_++;
+    whiteouts_[path] = now;
+  }
+  ++deletes_;
+  return WriteSmallMeta(options_.staging_dir, id, {{"v", 1}, {"kind", "whiteout"}, {"path", path}, {"mtime_ns", now}});
+}
+
+Status Overlay::Rmdir(const std::string& path) {
+  std::lock_guard lock(mu_);
+  if (!dirs_.count(path)) return NotFound(path);
+  const std::string prefix = path + "/";
+  auto f = files_.lower_bound(prefix);
+  auto d = dirs_.lower_bound(prefix);
+  if ((f != files_.end() && f->first.starts_with(prefix)) || (d != dirs_.end() && d->first.starts_with(prefix)))
+    return InvalidArgument(path + ": directory not empty");
+  dirs_.erase(path);
+  // Its description file: found by scanning (directories are few).
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(options_.staging_dir, ec)) {
+    if (!de.path().string().ends_with(".meta")) continue;
+    std::ifstream in(de.path());
+    json j = json::parse(in, nullptr, false);
+    if (j.is_object() && j.value("kind", "") == "dir" && j.value("path", "") == path) fs::remove(de.path(), ec);
+  }
+  return Status::Ok();
+}
+
+Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::span<const char> data) {
+  std::shared_ptr<File> f = FileOf(path);
+  if (!f) return NotFound(path);
+  std::lock_guard lock(f->mu);
+  if (f->removed) return NotFound(path);
+  const uint64_t end = offset + data.size();
+  const uint64_t growth = end > f->size ? end - f->size : 0;
+  if (growth > 0 && staged_bytes_.load() + growth > options_.quota)
+    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(f->fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno("staging: " + path, errno);
+    done += static_cast<size_t>(n);
+  }
+  if (end > f->size) {
+    staged_bytes_ += end - f->size;
+    f->size = end;
+  }
+  f->mtime_ns = NowNs();
+  if (!f->dirty) {
+    f->dirty = true;
+    RETURN_IF_ERROR(WriteMeta(*f));
+  }
+  return done;
+}
+
+Result<size_t> Overlay::Read(const std::string& path, uint64_t offset, std::span<char> out) const {
+  std::shared_ptr<File> f = FileOf(path);
+  if (!f) return NotFound(path);
+  std::lock_guard lock(f->mu);
+  if (f->removed) return NotFound(path);
+  if (offset >= f->size) return size_t{0};
+  size_t want = static_cast<size_t>(std::min<uint64_t>(out.size(), f->size - offset));
+  size_t done = 0;
+  while (done < want) {
+    ssize_t n = ::pread(f->fd, out.data() + done, want - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno("staging: " + path, errno);
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+Status Overlay::Truncate(const std::string& path, uint64_t size) {
+  std::shared_ptr<File> f = FileOf(path);
+  if (!f) return NotFound(path);
+  std::lock_guard lock(f->mu);
+  if (f->removed) return NotFound(path);
+  if (size > f->size && staged_bytes_.load() + (size - f->size) > options_.quota)
+    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
+  if (::ftruncate(f->fd, static_cast<off_t>(size)) != 0) return Errno("staging: " + path, errno);
+  if (size > f->size) {
+    staged_bytes_ += size - f->size;
+  } else {
+    staged_bytes_ -= std::min(staged_bytes_.load(), f->size - size);
+  }
+  f->size = size;
+  f->mtime_ns = NowNs();
+  if (!f->dirty) {
+    f->dirty = true;
+    RETURN_IF_ERROR(WriteMeta(*f));
+  }
+  return Status::Ok();
+}
+
+Status Overlay::CommitFile(File& f) {
+  if (f.removed || !f.dirty) return Status::Ok();
+  if (::fsync(f.fd) != 0) return Errno("staging: " + f.path, errno);
+  const auto start = std::chrono::steady_clock::now();
+  Result<ObjectInfo> r = ufs_->Write(options_.prefix + f.path, f.fd, f.size, options_.upload);
+  upload_ns_ += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  if (!r.ok()) {
+    ++upload_failures_;
+    GLOG_WARN("upload of {} ({} bytes) failed: {}; the staged data is kept and retried",
+              f.path, f.size, r.status().ToString());
+    return r.status();
+  }
+  ++uploads_;
+  uploaded_bytes_ += f.size;
+  f.dirty = false;
+  f.uploaded = true;
+  return WriteMeta(f);
+}
+
+Status Overlay::Commit(const std::string& path) {
+  std::shared_ptr<File> f = FileOf(path);
+  if (!f) return NotFound(path);
+  std::lock_guard lock(f->mu);
+  return CommitFile(*f);
+}
+
+void Overlay::RemoveOriginTemps(const std::string& path) const {
+  // POSIX origins: a temporary name ".<name>.granary-<pid>-<rand>" a killed
+  // upload left beside the target.
+  const std::string dir = ParentOf(options_.prefix + path);
+  const std::string temp_start = "." + NameOf(path) + ".granary-";
+  auto page = ufs_->List(ListRequest{.prefix = dir.empty() ? "" : dir + "/", .delimiter = "/"});
+  if (!page.ok()) return;
+  for (const ObjectInfo& o : page->objects) {
+    if (NameOf(o.key).starts_with(temp_start)) {
+      GLOG_INFO("staging: removing {} left at the origin by an interrupted upload", o.key);
+      ufs_->Delete(o.key).IgnoreError();
+    }
+  }
+}
+
+Status Overlay::RecoverPending() {
+  std::vector<std::shared_ptr<File>> pending;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [path, f] : files_) pending.push_back(f);
+  }
+  Status first;
+  for (const auto& f : pending) {
+    std::lock_guard lock(f->mu);
+    if (!f->dirty || f->removed) continue;
+    if (ufs_->Root() == "file:///") RemoveOriginTemps(f->path);
+    Status s = CommitFile(*f);
+    if (!s.ok() && first.ok()) first = s.WithContext("pending upload of " + f->path);
+  }
+  return first;
+}
+
+void Overlay::Fold(const std::function<bool(const std::string& path)>& in_snapshot) {
+  std::vector<std::shared_ptr<File>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [path, f] : files_) all.push_back(f);
+  }
+  for (const auto& f : all) {
+    std::lock_guard lock(f->mu);
+    if (f->dirty || f->removed || !in_snapshot(f->path)) continue;
+    DropFile(f);
+    std::lock_guard maps(mu_);
+    files_.erase(f->path);
+  }
+  std::lock_guard lock(mu_);
+  for (auto it = whiteouts_.begin(); it != whiteouts_.end();) {
+    it = in_snapshot(it->first) ? std::next(it) : whiteouts_.erase(it);
+  }
+}
+
+OverlayStats Overlay::stats() const {
+  OverlayStats s;
+  std::vector<std::shared_ptr<File>> all;
+  {
+    std::lock_guard lock(mu_);
+    s.dirs = dirs_.size();
+    for (const auto& [path, f] : files_) all.push_back(f);
+  }
+  for (const auto& f : all) {
+    std::lock_guard lock(f->mu);
+    if (f->removed) continue;
+    ++s.files;
+    if (f->dirty) {
+      ++s.pending_files;
+      s.pending_bytes += f->size;
+    }
+  }
+  s.staged_bytes = staged_bytes_.load();
+  s.uploads = uploads_.load();
+  s.upload_failures = upload_failures_.load();
+  s.uploaded_bytes = uploaded_bytes_.load();
+  s.upload_seconds = static_cast<double>(upload_ns_.load()) / 1e9;
+  s.deletes = deletes_.load();
+  return s;
+}
+
+}  // namespace granary
