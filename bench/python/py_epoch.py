@@ -20,7 +20,11 @@ DataLoader modes (PIL decode + a small transform, --workers processes,
                   opened in this process (workers attach to its socket);
                   --prefetch W wraps the sampler in PrefetchSampler
 
-Prints one JSON object (and writes it to --json): images_per_s, mb_per_s,
+Runs --warmup unmeasured epochs, then --epochs measured ones, in this one
+process (a training job's later epochs: an in-process dataset has verified
+its cache files by then, as a daemon has after its first epoch), each in a
+new shuffled order. Prints one JSON object for the fastest measured epoch
+(all of them under runs) and writes it to --json: images_per_s, mb_per_s,
 p50_ms/p99_ms (per-file read latency; not for DataLoader modes), files,
 errors, open_s (opening the dataset, not in the epoch's time), and with
 --origin-stats epoch_origin_requests (requests the origin saw during the
@@ -118,10 +122,10 @@ def run_readers(threads, order, read_one):
     return secs, sum(sizes), sorted(itertools.chain.from_iterable(lats)), sum(errors)
 
 
-def read_epoch(args, samples):
-    order = shuffled(len(samples), args.seed, args.max_files)
+def read_epochs(args, samples):
+    """--warmup + --epochs epochs over one opened dataset; [figures of each]."""
     open_s = 0.0
-    extra = {}
+    ds = None
     if args.mode == "file":
         paths = [os.path.join(args.root, p) for p, _ in samples]
 
@@ -132,25 +136,30 @@ def read_epoch(args, samples):
         ds, open_s = open_dataset(args, args.list)
         if len(ds) != len(samples):
             raise SystemExit(f"py_epoch: the dataset has {len(ds)} samples, the list {len(samples)}")
+
+        def read_one(i):
+            return len(ds[i])
+    out = []
+    for e in range(args.warmup + args.epochs):
+        order = shuffled(len(samples), args.seed + e, args.max_files)
+        extra = {}
         if args.prefetch:
             t0 = time.perf_counter()
             ds.prefetch(order, window=args.prefetch)
             extra["prefetch_call_s"] = time.perf_counter() - t0
-
-        def read_one(i):
-            return len(ds[i])
-    before = origin_requests(args.origin_stats)
-    secs, nbytes, lats, errors = run_readers(args.threads, order, read_one)
-    if before is not None:
-        extra["epoch_origin_requests"] = origin_requests(args.origin_stats) - before
-    if args.mode != "file" and args.prefetch:
-        extra["prefetch_status"] = ds.prefetch_status()
-    r = figures(len(order), nbytes, secs, errors, open_s)
-    if lats:
-        r["p50_ms"] = lats[len(lats) // 2] * 1000
-        r["p99_ms"] = lats[min(len(lats) - 1, int(len(lats) * 0.99))] * 1000
-    r.update(extra)
-    return r
+        before = origin_requests(args.origin_stats)
+        secs, nbytes, lats, errors = run_readers(args.threads, order, read_one)
+        if before is not None:
+            extra["epoch_origin_requests"] = origin_requests(args.origin_stats) - before
+        if args.prefetch:
+            extra["prefetch_status"] = ds.prefetch_status()
+        r = figures(len(order), nbytes, secs, errors, open_s)
+        if lats:
+            r["p50_ms"] = lats[len(lats) // 2] * 1000
+            r["p99_ms"] = lats[min(len(lats) - 1, int(len(lats) * 0.99))] * 1000
+        r.update(extra)
+        out.append(r)
+    return out
 
 
 def figures(files, nbytes, secs, errors, open_s):
@@ -177,10 +186,11 @@ class LabeledImages:
         self.ds.prefetch(indices, window=window)
 
 
-def loader_epoch(args, samples):
+def loader_epochs(args, samples):
+    """--warmup + --epochs DataLoader epochs over one dataset; [figures of each]."""
     import torch
     import torchvision
-    from torch.utils.data import DataLoader, RandomSampler
+    from torch.utils.data import DataLoader, RandomSampler, SubsetRandomSampler
     from torchvision import transforms as T
     torch.set_num_threads(1)
     # Small on purpose: the row measures reading + decoding, not augmentation.
@@ -197,25 +207,34 @@ def loader_epoch(args, samples):
     open_s = time.perf_counter() - t0
     if len(data) != len(samples):
         raise SystemExit(f"py_epoch: the data set has {len(data)} samples, the list {len(samples)}")
-    sampler = RandomSampler(data, generator=torch.Generator().manual_seed(args.seed))
+    # --max-files: every epoch permutes the same subset (its files are the
+    # warm-up's files too).
+    subset = shuffled(len(samples), args.seed, args.max_files) if args.max_files else None
+    sizes = [os.path.getsize(os.path.join(args.local_root, p)) for p, _ in samples] \
+        if args.local_root else [0] * len(samples)
+    nbytes = sum(sizes[i] for i in subset) if subset else sum(sizes)
+    want = len(subset) if subset else len(samples)
+    gen = torch.Generator().manual_seed(args.seed)
+    sampler = SubsetRandomSampler(subset, generator=gen) if subset \
+        else RandomSampler(data, generator=gen)
     if args.prefetch:
         from granary.torch import PrefetchSampler
         sampler = PrefetchSampler(data, sampler, window=args.prefetch)
     loader = DataLoader(data, batch_size=args.batch, sampler=sampler,
                         num_workers=args.workers, multiprocessing_context="fork")
-    images = 0
-    before = origin_requests(args.origin_stats)
-    t0 = time.perf_counter()
-    for batch, _ in loader:
-        images += batch.shape[0]
-    secs = time.perf_counter() - t0
-    after = origin_requests(args.origin_stats)
-    nbytes = sum(os.path.getsize(os.path.join(args.local_root, p)) for p, _ in samples) \
-        if args.local_root else 0
-    r = figures(images, nbytes, secs, len(samples) - images, open_s)
-    if before is not None:
-        r["epoch_origin_requests"] = after - before
-    return r
+    out = []
+    for _ in range(args.warmup + args.epochs):
+        images = 0
+        before = origin_requests(args.origin_stats)
+        t0 = time.perf_counter()
+        for batch, _ in loader:
+            images += batch.shape[0]
+        secs = time.perf_counter() - t0
+        r = figures(images, nbytes, secs, want - images, open_s)
+        if before is not None:
+            r["epoch_origin_requests"] = origin_requests(args.origin_stats) - before
+        out.append(r)
+    return out
 
 
 def main():
@@ -227,8 +246,13 @@ def main():
     ap.add_argument("--cache-dir", help="in-process Dataset: its cache directory (PATH[:QUOTA])")
     ap.add_argument("--endpoint", help="in-process Dataset: the S3 endpoint")
     ap.add_argument("--threads", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--max-files", type=int, default=0, help="read only the first N of the order")
+    ap.add_argument("--seed", type=int, default=1, help="epoch e shuffles with seed + e")
+    ap.add_argument("--warmup", type=int, default=0, help="unmeasured epochs first")
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="measured epochs (the fastest is reported, every one under runs)")
+    ap.add_argument("--max-files", type=int, default=0,
+                    help="read only the first N of each order (DataLoader: the same N files "
+                         "every epoch)")
     ap.add_argument("--prefetch", type=int, default=0, help="prefetch window (0: no prefetch)")
     ap.add_argument("--workers", type=int, default=4, help="DataLoader workers")
     ap.add_argument("--batch", type=int, default=64, help="DataLoader batch size")
@@ -240,7 +264,12 @@ def main():
     samples = read_list(args.list)
     if not samples:
         raise SystemExit(f"py_epoch: no samples in {args.list}")
-    r = (loader_epoch if args.mode.startswith("dl-") else read_epoch)(args, samples)
+    epochs = (loader_epochs if args.mode.startswith("dl-") else read_epochs)(args, samples)
+    measured = epochs[args.warmup:]
+    r = dict(max(measured, key=lambda x: x["images_per_s"]))
+    r["runs"] = [round(x["images_per_s"]) for x in measured]
+    r["warmup_runs"] = [round(x["images_per_s"]) for x in epochs[:args.warmup]]
+    r["errors"] = sum(x["errors"] for x in epochs)
     r["mode"] = args.mode
     text = json.dumps(r)
     if args.json:

@@ -21,8 +21,10 @@ Groups (each row has a reference; the ratio is row / reference):
             granary.Dataset in-process | granary.torch.ImageFolder attached
             | torchvision ImageFolder through the mount
 
-Warm and fresh rows run one unmeasured epoch (warm only) and --repeats
-measured ones and report the best; cold rows run once each (a fresh cache).
+Warm rows run, in one process, an unmeasured epoch and --repeats measured
+ones (each in a new order) and report the fastest; fresh rows run --repeats
+new processes (page cache dropped before each) and report the fastest; cold
+rows run once each (a fresh cache). DataLoader rows read --dl-files files.
 Writes results.md and results.json to --out, logs to --out/logs; every
 process it starts it stops, every mount it makes it unmounts.
 
@@ -80,6 +82,8 @@ class PyBench(compare.Bench):
         if mode.startswith("dl-"):
             argv += ["--workers", str(self.args.workers), "--batch", str(self.args.batch),
                      "--local-root", self.local_root]
+            if self.args.dl_files and self.args.dl_files < self.files:
+                argv += ["--max-files", str(self.args.dl_files)]
         if drop:
             if not drop_page_cache():
                 raise StepError("dropping the page cache needs root")
@@ -103,14 +107,17 @@ class PyBench(compare.Bench):
         self.log(f"  {label:58} {r['images_per_s']:8.0f} img/s {r['mb_per_s']:7.1f} MB/s "
                  f"{p99} req/img {r['origin_requests_per_image']:.2f}"
                  + (f" open {r['open_s']:.2f} s" if r.get("open_s") else "")
+                 + (f" runs {r['runs']}" if len(r.get("runs", [])) > 1 else "")
                  + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
         return r
 
     def best_of(self, label, mode, root, extra=(), warmup=True, drop=False, run_dir=None):
-        """--repeats epochs (after one unmeasured warm-up epoch when warmup); the fastest,
-        with every run's img/s in "runs"."""
+        """warmup: one process runs an unmeasured epoch and --repeats measured ones (a
+        training job's later epochs); else --repeats processes run one epoch each
+        (drop: after dropping the page cache). The fastest, every run's img/s in "runs"."""
         if warmup:
-            self.py_epoch(label + " (warm-up)", mode, root, extra, run_dir=run_dir)
+            return self.py_epoch(label, mode, root, [*extra, "--warmup", "1", "--epochs",
+                                                     str(self.args.repeats)], run_dir=run_dir)
         runs = [self.py_epoch(label, mode, root, extra, drop=drop, run_dir=run_dir)
                 for _ in range(self.args.repeats)]
         best = max(runs, key=lambda r: r["images_per_s"])
@@ -123,6 +130,13 @@ class PyBench(compare.Bench):
     @property
     def source(self):
         return f"s3://{self.bucket}/{self.prefix}"
+
+
+def timed_mount(g):
+    """Mounts g; the seconds `granary mount` took (it returns once the daemon serves)."""
+    t0 = time.monotonic()
+    g.mount()
+    return time.monotonic() - t0
 
 
 def row(group, path, ref, note=""):
@@ -208,9 +222,10 @@ def fresh_group(b, cache):
             runs = []
             for _ in range(b.args.repeats):
                 g = peers.GranaryMount(b, "py-re-" + name, cache, extra)
-                g.mount()
+                mount_s = timed_mount(g)
                 try:
                     runs.append(b.py_epoch(label, mode, g.mnt, drop=True, run_dir=g.run))
+                    runs[-1]["open_s"] = mount_s + runs[-1].get("open_s", 0)
                 finally:
                     g.umount()
             best = max(runs, key=lambda r: r["images_per_s"])
@@ -247,9 +262,11 @@ def cold_group(b):
 
     def mount_load():
         g = peers.GranaryMount(b, "py-ml", cache, ["--load"])
-        g.mount()
+        mount_s = timed_mount(g)
         try:
-            return b.py_epoch("mount --load, first epoch", "file", g.mnt, settle_first=False)
+            r = b.py_epoch("mount --load, first epoch", "file", g.mnt, settle_first=False)
+            r["open_s"] = mount_s
+            return r
         finally:
             g.umount()
     guarded(b, rows, row("cold", "Python open()+read(), `granary mount --load`", CEILING,
@@ -306,11 +323,12 @@ def markdown(results):
         if not mine:
             continue
         lines += [f"#### {GROUP_TITLES[group]}", "",
-                  "| access path | img/s | MB/s | × reference | p99 ms | origin req/img | runs img/s |",
-                  "|---|---:|---:|---:|---:|---:|---|"]
+                  "| access path | img/s | MB/s | × reference | p99 ms | origin req/img "
+                  "| open s | runs img/s |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|"]
         for r in mine:
             if r["error"]:
-                lines.append(f"| {r['path']} | failed: {r['error'][:120]} | | | | | |")
+                lines.append(f"| {r['path']} | failed: {r['error'][:120]} | | | | | | |")
                 continue
             x = r["result"]
             ref = _ips(rows, r["ref"])
@@ -320,14 +338,17 @@ def markdown(results):
             runs = ", ".join(f"{v:,}" for v in x.get("runs", [])) or "–"
             lines.append(f"| {r['path']} | {_fmt(x['images_per_s'])} | {_fmt(x.get('mb_per_s'), 1)} "
                          f"| {ratio} | {_fmt(x.get('p99_ms'), 2)} "
-                         f"| {_fmt(x.get('origin_requests_per_image'), 2)} | {runs} |")
+                         f"| {_fmt(x.get('origin_requests_per_image'), 2)} "
+                         f"| {_fmt(x.get('open_s') or None, 2)} | {runs} |")
         lines.append("")
     lines += ["| target | measured | wanted | met |", "|---|---:|---:|:---:|"]
     for t in results["targets"]:
         met = "–" if t["met"] is None else ("yes" if t["met"] else "**no**")
         lines.append(f"| {t['target']} ({t['against']}) | {_fmt(t['ratio'], 2)}× "
                      f"| ≥ {t['want']}× | {met} |")
-    lines += ["", "Notes:"]
+    lines += ["", "open s: opening the dataset in-process (`granary.Dataset(...)`: snapshot, "
+              "store) or `granary mount` (fresh remount and --load rows), before the epoch "
+              "and not in its img/s; p99: per-file read latency.", "", "Notes:"]
     lines += [f"- {r['path']}: {r['note']}" for r in rows if r["note"]]
     return "\n".join(lines) + "\n"
 
@@ -342,6 +363,9 @@ def main():
     ap.add_argument("--window", type=int, default=1024, help="prefetch window of the cold API row")
     ap.add_argument("--workers", type=int, default=4, help="DataLoader workers")
     ap.add_argument("--batch", type=int, default=64, help="DataLoader batch size")
+    ap.add_argument("--dl-files", type=int, default=2000,
+                    help="DataLoader epochs read this many files of the set (the same ones "
+                         "every epoch; 0 = all): PIL decode runs at a few hundred img/s here")
     ap.add_argument("--cold-delay", default="10ms", help="origin delay of the cold group")
     ap.add_argument("--origin", choices=["moto", "s3rver"], default="s3rver")
     ap.add_argument("--origin-cpus", default="auto", help="as bench/compare/compare.py")
@@ -391,6 +415,7 @@ def main():
     results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
                "config": {"files": args.files, "threads": args.threads, "repeats": args.repeats,
                           "window": args.window, "workers": args.workers, "batch": args.batch,
+                          "dl_files": args.dl_files,
                           "cold_delay": args.cold_delay, "origin": args.origin,
                           "origin_cpus": sorted(b.origin_cpus or []),
                           "client_cpus": sorted(client_cpus or [])},
