@@ -35,13 +35,14 @@ namespace py = pybind11;
 namespace granary {
 namespace {
 
-// The errno an OSError carries for a code (Python picks the subclass from it).
+// The errno an OSError carries for a code (Python picks the subclass from it:
+// ENOENT FileNotFoundError, EACCES PermissionError; Unavailable stays a plain
+// OSError with EIO, since it covers refused connections as well as timeouts).
 int ErrnoOf(Code code) {
   switch (code) {
     case Code::kNotFound: return ENOENT;
     case Code::kPermissionDenied: return EACCES;
     case Code::kNoSpace: return ENOSPC;
-    case Code::kUnavailable: return ETIMEDOUT;
     case Code::kUnimplemented: return ENOTSUP;
     case Code::kCancelled: return ECANCELED;
     case Code::kStale: return ESTALE;
