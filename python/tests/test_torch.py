@@ -107,6 +107,8 @@ def test_prefetch_sampler_makes_the_engine_fetch_a_cold_epoch(origin, tmp_path):
     st = _wait_for_prefetch(cold, len(order))
     assert st["queued"] == len(order)
     assert st["fetched"] == len(order) and st["failed"] == 0, st
+    status = cold.status()  # the engine's own figures: exactly the epoch's files, from the origin
+    assert status["cached_files"] == len(order) and status["reads"] == 0, status
 
     loader = DataLoader(ours, batch_size=None, sampler=sampler, num_workers=2,
                         multiprocessing_context="fork")
@@ -118,6 +120,21 @@ def test_prefetch_sampler_makes_the_engine_fetch_a_cold_epoch(origin, tmp_path):
     by_target = sorted((t, img.flatten().tolist()) for img, t in items)
     want = sorted((t, img.flatten().tolist()) for img, t in (theirs[i] for i in range(len(theirs))))
     assert by_target == want
+    cold.close()
+
+
+def test_a_cold_epoch_reads_right_while_the_engine_prefetches(origin, tmp_path):
+    root, _ = origin
+    cold = granary.Dataset(root, cache_dir=str(tmp_path / "cache"))
+    ours = gtorch.ImageFolder(root, dataset=cold, transform=_TO_TENSOR)
+    theirs = torchvision.datasets.ImageFolder(root, transform=_TO_TENSOR)
+    sampler = gtorch.PrefetchSampler(ours, range(len(ours)), window=2)
+    loader = DataLoader(ours, batch_size=None, sampler=sampler, num_workers=2,
+                        multiprocessing_context="fork")
+    _assert_same_items(list(loader), theirs)
+    st = _wait_for_prefetch(cold, len(ours))
+    assert st["queued"] == len(ours) and st["failed"] == 0, st
+    assert cold.status()["cached_files"] == len(ours)
     cold.close()
 
 
