@@ -79,6 +79,10 @@ def test_image_folder_on_a_mount_matches_torchvision_walking_it(mount):
     theirs = torchvision.datasets.ImageFolder(mp)
     assert (ours.classes, ours.class_to_idx, ours.samples) == \
         (theirs.classes, theirs.class_to_idx, theirs.samples)
+    # The epoch's order goes to the daemon's engine through the socket.
+    queued = ours.dataset.prefetch_status()["queued"]
+    assert list(gtorch.PrefetchSampler(ours, range(len(ours)), window=4)) == list(range(len(ours)))
+    assert ours.dataset.prefetch_status()["queued"] == queued + len(ours)
     ours.dataset.close()
 
 
