@@ -98,6 +98,8 @@ def _open_native(target, cache_dir=None, cache_size="", mem_cache="", origin_con
     target = os.fspath(target)
     if not target:
         raise ValueError("granary: empty target")
+    if "://" not in target:
+        target = os.path.expanduser(target)
     if _is_attach_target(target):
         if cache_dir is not None or origin_options:
             raise ValueError(f"granary: {target} is served by a daemon: cache_dir and origin "
@@ -167,6 +169,8 @@ class Dataset:
     def __init__(self, source_or_mountpoint, *, cache_dir=None, list_file=None, serve=True,
                  connections=4, max_open_files=4096, run_dir=None, **options):
         self.source = os.fspath(source_or_mountpoint)
+        if "://" not in self.source:
+            self.source = os.path.expanduser(self.source)
         self._attach_options = {"connections": int(connections),
                                 "max_open_files": int(max_open_files),
                                 "run_dir": os.fspath(run_dir or "")}

@@ -184,32 +184,35 @@ std::unique_ptr<ClientHandle> AttachClient(const std::string& target, int connec
   return std::make_unique<ClientHandle>(ValueOrRaise(std::move(client), target));
 }
 
-// The whole file as bytes. With `size` (the snapshot's size, >= 0) the bytes
-// object is allocated first and read into: no copy. Without it, ReadWhole
-// and one copy.
+// The whole file as bytes. With `size` (the snapshot's, >= 0) the bytes object
+// is allocated first and read into: no copy. One byte more is asked for, so a
+// file longer than `size` (the snapshot moved on: `granary sync`) is seen and
+// read whole instead of cut short. Without `size`: ReadWhole and one copy.
 py::bytes Read(ClientHandle& h, const std::string& path, int64_t size) {
   Client& client = h.Get();
-  if (size < 0) {
-    Result<std::string> data = [&] {
+  if (size >= 0) {
+    PyObject* raw = PyBytes_FromStringAndSize(nullptr, size + 1);
+    if (raw == nullptr) throw py::error_already_set();
+    py::object bytes = py::reinterpret_steal<py::object>(raw);
+    // Nobody else holds `bytes` yet: filling it without the GIL is safe.
+    Result<size_t> got = [&] {
       py::gil_scoped_release unlocked;
-      return client.ReadWhole(path);
+      return client.ReadAt(path, 0, std::span<char>(PyBytes_AS_STRING(raw), size + 1));
     }();
-    return py::bytes(ValueOrRaise(std::move(data), path));
+    size_t n = ValueOrRaise(std::move(got), path);
+    if (static_cast<int64_t>(n) <= size) {
+      // Shrink in place, as _PyBytes_Resize does after its realloc (the
+      // unused tail byte stays allocated); the hash is not computed yet.
+      Py_SET_SIZE(raw, static_cast<Py_ssize_t>(n));
+      PyBytes_AS_STRING(raw)[n] = '\0';
+      return py::reinterpret_steal<py::bytes>(bytes.release());
+    }
   }
-  PyObject* raw = PyBytes_FromStringAndSize(nullptr, size);
-  if (raw == nullptr) throw py::error_already_set();
-  py::object bytes = py::reinterpret_steal<py::object>(raw);
-  // Nobody else holds `bytes` yet: filling it without the GIL is safe.
-  Result<size_t> got = [&] {
+  Result<std::string> data = [&] {
     py::gil_scoped_release unlocked;
-    return client.ReadAt(path, 0, std::span<char>(PyBytes_AS_STRING(raw), size));
+    return client.ReadWhole(path);
   }();
-  size_t n = ValueOrRaise(std::move(got), path);
-  if (static_cast<int64_t>(n) != size) {
-    // Shorter than the snapshot said (only at a truncated origin): one copy.
-    return py::bytes(PyBytes_AS_STRING(raw), n);
-  }
-  return py::reinterpret_steal<py::bytes>(bytes.release());
+  return py::bytes(ValueOrRaise(std::move(data), path));
 }
 
 // Reads into a writable, C-contiguous buffer from `offset` in the file; returns

@@ -154,3 +154,15 @@ def test_a_vanished_origin_raises_os_error_with_the_path(fresh_origin, tmp_path)
             d.read("dog/d1.jpeg")  # in the snapshot, never cached
         assert "d1.jpeg" in str(e.value)
         assert d.read("cat/c0.png") == files["cat/c0.png"]  # the cache still serves it
+
+
+def test_a_size_hint_off_from_the_file_still_reads_the_whole_file(ds, origin):
+    # ds[i] reads straight into a bytes object of the snapshot's size; a file
+    # the snapshot has grown or shrunk since (granary sync) must neither be
+    # cut short nor padded.
+    _, files = origin
+    want = files["cat/c1.jpg"]
+    for hint in (0, 1, len(want) - 1, len(want), len(want) + 1, 10 * len(want)):
+        got = ds.read("cat/c1.jpg", hint)
+        assert got == want, hint
+        assert hash(got) == hash(want) and len(got) == len(want)
