@@ -362,20 +362,20 @@ std::string Serve(ClientHandle& h) {
 
 PYBIND11_MODULE(_granary, m) {
   using granary::ClientHandle;
-  m.doc() = "Native binding of the Granary client (include/granary/client.h); use the "
-            "`granary` package.";
+  m.doc() =
+      "Native binding of the Granary client (include/granary/client.h); use the "
+      "`granary` package.";
   py::class_<ClientHandle>(m, "Client")
       .def_static("open", &granary::OpenClient, py::arg("source"),
-                  py::arg("cache_dirs") = std::vector<std::string>{},
-                  py::arg("cache_size") = "", py::arg("mem_cache") = "",
+                  py::arg("cache_dirs") = std::vector<std::string>{}, py::arg("cache_size") = "",
+                  py::arg("mem_cache") = "",
                   py::arg("origin_options") = std::map<std::string, std::string>{},
                   py::arg("origin_secrets") = std::map<std::string, std::string>{},
                   py::arg("origin_concurrency") = 0, py::arg("origin_timeout") = 60.0,
                   py::arg("policy") = "lru",
                   "Opens the dataset at `source` in this process (Client::Open).")
-      .def_static("attach", &granary::AttachClient, py::arg("target"),
-                  py::arg("connections") = 4, py::arg("max_open_files") = 4096,
-                  py::arg("run_dir") = "",
+      .def_static("attach", &granary::AttachClient, py::arg("target"), py::arg("connections") = 4,
+                  py::arg("max_open_files") = 4096, py::arg("run_dir") = "",
                   "Attaches to the daemon serving a mount point or a Serve() socket.")
       .def("info", &granary::Info)
       .def("stat", &granary::Stat, py::arg("path"))
