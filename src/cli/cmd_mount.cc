@@ -40,6 +40,11 @@ struct MountFlags {
   bool allow_other = false;
   bool no_dir_prefetch = false;
   bool no_push_fetched = false;
+  bool writable = false;
+  bool allow_overwrite = false;
+  bool allow_delete = false;
+  bool discard_pending = false;
+  std::string staging_quota;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   std::string metrics_addr;
@@ -133,6 +138,14 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   ASSIGN_OR_RETURN(o.fuse.passthrough, ParseFusePassthrough(f.passthrough));
   o.fuse.threads = f.fuse_threads;
   o.fuse.allow_other = f.allow_other;
+  o.writable = f.writable || (config && config->writable());
+  o.allow_overwrite = f.allow_overwrite;
+  o.allow_delete = f.allow_delete;
+  o.discard_pending = f.discard_pending;
+  if (!f.staging_quota.empty()) {
+    ASSIGN_OR_RETURN(o.staging_quota, ParseSize(f.staging_quota));
+    if (o.staging_quota == 0) return InvalidArgument("--staging-quota: must be > 0");
+  }
   o.fuse.dir_prefetch = !f.no_dir_prefetch;
   o.push_fetched = !f.no_push_fetched;
   o.fuse.uid = f.uid;
@@ -226,6 +239,17 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
                 "Do not list a directory ahead once files in it are opened by name");
   cmd->add_flag("--no-push-fetched", f->no_push_fetched,
                 "cached read mode: do not put loaded files into the mount's page cache as they arrive");
+  cmd->add_flag("--writable", f->writable,
+                "Accept new files and directories (logs, checkpoints): staged in the cache dir, "
+                "uploaded on close and fsync (docs/semantics.md)");
+  cmd->add_flag("--allow-overwrite", f->allow_overwrite,
+                "--writable: also rewrite or truncate files that came from the origin");
+  cmd->add_flag("--allow-delete", f->allow_delete,
+                "--writable: also delete files that came from the origin");
+  cmd->add_option("--staging-quota", f->staging_quota,
+                  "--writable: bytes staged at once before writes get ENOSPC (default 10G)");
+  cmd->add_flag("--discard-pending", f->discard_pending,
+                "--writable: drop files a crash left staged instead of uploading them");
   cmd->add_option("--uid", f->uid, "Owner shown for every file (default: the mounting user)");
   cmd->add_option("--gid", f->gid, "Group shown for every file (default: the mounting group)");
   cmd->add_flag("--load", f->load, "Load the whole dataset into the cache in the background once mounted");

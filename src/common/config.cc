@@ -260,6 +260,17 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     if (runtime && Get(runtime, "secretsDir")) cfg.secrets_dir = Scalar(Get(runtime, "secretsDir"));
     if (const auto& ds = Get(root, "dataset"); ds) {
       cfg.dataset_name = Scalar(Get(ds, "name"));
+      if (const auto& modes = Get(ds, "accessModes"); modes) {
+        if (!modes.IsSequence()) return FieldError(source, "dataset.accessModes", "", "expected a list");
+        for (size_t i = 0; i < modes.size(); ++i) {
+          std::string m = Scalar(modes[i]);
+          if (m != "ReadOnlyMany" && m != "ReadWriteMany" && m != "ReadWriteOnce" && m != "ReadOnlyOnce") {
+            return FieldError(source, "dataset.accessModes[" + std::to_string(i) + "]", m,
+                              "expected ReadOnlyMany, ReadWriteMany or ReadWriteOnce");
+          }
+          cfg.access_modes.push_back(std::move(m));
+        }
+      }
       if (const auto& mounts = Get(ds, "mounts"); mounts) {
         if (!mounts.IsSequence()) return FieldError(source, "dataset.mounts", "", "expected a list");
         for (size_t i = 0; i < mounts.size(); ++i) {
@@ -325,6 +336,13 @@ Result<Config> LoadConfigFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ParseConfig(ss.str(), path);
+}
+
+bool Config::writable() const {
+  for (const std::string& m : access_modes) {
+    if (m == "ReadWriteMany" || m == "ReadWriteOnce") return true;
+  }
+  return false;
 }
 
 }  // namespace granary

@@ -101,6 +101,10 @@ struct ClusterConfig {
 struct Config {
   std::string dataset_name;       // dataset.name
   std::vector<MountSpec> mounts;  // dataset.mounts
+  // dataset.accessModes (Fluid's): ReadOnlyMany (default), ReadWriteMany or
+  // ReadWriteOnce; either ReadWrite mode makes a mount writable (--writable).
+  std::vector<std::string> access_modes;
+  bool writable() const;
   int replicas = 1;               // runtime.replicas (cluster members)
   std::string secrets_dir = "/etc/fluid/secrets";  // runtime.secretsDir
   std::vector<TierLevel> tiers;   // runtime.tieredstore.levels, fastest first

@@ -27,6 +27,7 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
   auto s = std::unique_ptr<DaemonServices>(
       new DaemonServices(engine, std::move(options), std::move(fuse_stats), std::move(sync)));
   const ServicesOptions& o = s->options_;
+  if (o.write_stats) s->reporter_.SetWriteStats(o.write_stats);
   if (!o.metrics_addr.empty()) {
     DaemonServices* self = s.get();
     ASSIGN_OR_RETURN(s->metrics_, MetricsServer::Start(o.metrics_addr, [self] {
@@ -36,6 +37,7 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
                        if (self->fuse_stats_) in.fuse = self->fuse_stats_();
                        if (auto job = self->loads_.current()) in.load = job->progress();
                        if (self->options_.cluster) in.cluster = self->options_.cluster->stats();
+                       if (self->options_.write_stats) in.writes = self->options_.write_stats();
                        return RenderMetrics(in);
                      }));
   }

@@ -46,6 +46,9 @@ struct ServicesOptions {
   // The dataset's cluster membership and peers (null on a single node):
   // `status --cluster`, cluster metrics, peers' status requests.
   ClusterNode* cluster = nullptr;
+  // A writable mount's overlay counters (status "writes", granary_write_*
+  // metrics); empty = read-only.
+  std::function<OverlayStats()> write_stats;
 };
 
 class DaemonServices : public ControlHandler {

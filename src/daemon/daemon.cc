@@ -86,6 +86,10 @@ Status DaemonOptions::Validate() const {
   if (mountpoint.empty() && !dataset.cluster.enabled()) {
     return InvalidArgument("a worker (no mount point) needs a cluster: --cluster-listen");
   }
+  if ((allow_overwrite || allow_delete || discard_pending) && !writable) {
+    return InvalidArgument("--allow-overwrite, --allow-delete and --discard-pending need --writable");
+  }
+  if (writable && mountpoint.empty()) return InvalidArgument("--writable: a worker has no mount to write through");
   return Status::Ok();
 }
 
@@ -174,7 +178,10 @@ Status Daemon::Open() {
                                     .metrics_addr = o.metrics_addr,
                                     .load_on_start = o.load_on_start,
                                     .load_threads = o.load_threads,
-                                    .cluster = dataset_->cluster()},
+                                    .cluster = dataset_->cluster(),
+                                    .write_stats = overlay_ ? std::function<OverlayStats()>(
+                                                                  [ov = overlay_.get()] { return ov->stats(); })
+                                                            : std::function<OverlayStats()>()},
                     std::move(fuse_stats), [this]() -> Result<nlohmann::json> {
                       ASSIGN_OR_RETURN(SyncResult r, Sync());
                       return SyncResultToJson(r);
@@ -202,7 +209,31 @@ Status Daemon::StartMount() {
   CacheEngine& engine = dataset_->engine();
   const bool offer = o.fuse.read_mode == FuseReadMode::kPassthrough &&
                      o.fuse.passthrough != FusePassthrough::kOff;
-  fs_ = std::make_unique<EngineFs>(&engine, EngineFsOptions{.offer_backing = offer});
+  EngineFsOptions fs_opts{.offer_backing = offer};
+  if (o.writable) {
+    if (dataset_->ufs().Root().starts_with("http")) {
+      return InvalidArgument("--writable: " + dataset_->ufs().Root() +
+                             " is an HTTP origin, which is read-only");
+    }
+    OverlayOptions ov{.staging_dir = dataset_->dir() + "/staging",
+                      .prefix = dataset_->snapshot()->prefix(),
+                      .quota = o.staging_quota > 0 ? o.staging_quota : (10ull << 30),
+                      .discard_pending = o.discard_pending};
+    ASSIGN_OR_RETURN(overlay_, Overlay::Open(std::move(ov), dataset_->shared_ufs()));
+    fs_opts.overlay = overlay_.get();
+    fs_opts.allow_overwrite = o.allow_overwrite;
+    fs_opts.allow_delete = o.allow_delete;
+    OverlayStats st = overlay_->stats();
+    if (st.pending_files > 0) {
+      GLOG_INFO("staging: {} files ({} bytes) written before a crash are uploaded now",
+                st.pending_files, st.pending_bytes);
+      recover_thread_ = std::thread([ov = overlay_.get()] {
+        Status s = ov->RecoverPending();
+        if (!s.ok()) GLOG_WARN("staging: {} (they stay staged; `granary status` lists them)", s.ToString());
+      });
+    }
+  }
+  fs_ = std::make_unique<EngineFs>(&engine, fs_opts);
   if (o.fuse.read_mode == FuseReadMode::kCached && o.push_fetched) {
     // The mount keeps file pages across opens: bytes fetched ahead of their
     // reader (warm-up, readahead) go straight into its page cache, so that
@@ -214,6 +245,7 @@ Status Daemon::StartMount() {
   }
   FuseOptions fuse_opts = o.fuse;
   fuse_opts.mountpoint = o.mountpoint;
+  fuse_opts.writable = o.writable;
   fuse_opts.fsname = "granary";
   fuse_ = std::make_unique<FuseServer>(fs_.get(), fuse_opts);
   return fuse_->Start();
@@ -266,6 +298,10 @@ Result<SyncResult> Daemon::Sync() {
       }
     }
     if (Status s = fuse_->InvalidateNode(kRootIno); !s.ok()) GLOG_WARN("sync: {}", s.ToString());
+    if (overlay_) {
+      // Uploaded files the new version lists are served by the snapshot now.
+      overlay_->Fold([&next](const std::string& path) { return next->FindPath(path).has_value(); });
+    }
   });
 }
 
@@ -350,7 +386,9 @@ Status Daemon::Shutdown() {
     if (watchdog.joinable()) watchdog.join();
     last.store = dataset_->store().stats();
   }
+  if (recover_thread_.joinable()) recover_thread_.join();  // the origin is aborted: ends soon
   fs_.reset();
+  overlay_.reset();
   {
     std::lock_guard lock(final_mu_);
     final_stats_ = last;

@@ -58,6 +58,7 @@
 namespace granary {
 
 class EngineFs;
+class Overlay;
 class DaemonServices;
 
 // How long a stopping daemon process (handle_signals) waits for origin
@@ -102,6 +103,17 @@ struct DaemonOptions {
   // single page-cache copy and in-kernel reads (docs/fuse.md).
   bool read_mode_auto = false;
   uint64_t auto_cached_max_bytes = 0;
+
+  // `--writable` (docs/semantics.md): new files and directories are created
+  // in an overlay staged under <dataset dir>/staging and uploaded on close
+  // and fsync. Overwriting or deleting origin objects needs allow_overwrite
+  // / allow_delete. staging_quota: bytes staged at once (0 = 10 GiB);
+  // discard_pending: drop what a crash left staged instead of uploading it.
+  bool writable = false;
+  bool allow_overwrite = false;
+  bool allow_delete = false;
+  uint64_t staging_quota = 0;
+  bool discard_pending = false;
 
   // Checks every field once; errors name the field and the value.
   Status Validate() const;
@@ -195,6 +207,8 @@ class Daemon {
   DaemonOptions options_;
   std::string run_name_;
   std::unique_ptr<Dataset> dataset_;
+  std::unique_ptr<Overlay> overlay_;  // writable mounts; outlives fs_
+  std::thread recover_thread_;        // uploads what a crash left staged
   std::unique_ptr<EngineFs> fs_;
   std::unique_ptr<FuseServer> fuse_;
   std::unique_ptr<DaemonServices> services_;  // control socket, loads, metrics (control_service.h)

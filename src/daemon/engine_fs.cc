@@ -1,18 +1,22 @@
 // EngineFs: FUSE operations mapped onto the cache engine (see engine_fs.h).
 #include "daemon/engine_fs.h"
 
+#include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <map>
 #include <mutex>
 #include <set>
 
 #include "common/log.h"
+#include "fuse/fuse_dispatch.h"
 
 namespace granary {
 
 EngineFs::EngineFs(CacheEngine* engine, EngineFsOptions options)
-    : engine_(engine), options_(options) {
+    : engine_(engine), options_(options), overlay_(options.overlay) {
   versions_.push_back(Version{.base = 0, .snap = engine->snapshot()});
 }
 
@@ -53,6 +57,27 @@ NodeAttr EngineFs::AttrOf(const Snapshot& snap, uint64_t base, const EntryView& 
 }
 
 Result<NodeAttr> EngineFs::Lookup(uint64_t parent, std::string_view name) {
+  if (overlay_ != nullptr) {
+    ASSIGN_OR_RETURN(std::string dir_path, PathOf(parent));
+    const std::string path = dir_path.empty() ? std::string(name) : dir_path + "/" + std::string(name);
+    if (std::optional<Overlay::Entry> e = overlay_->Get(path)) {
+      if (e->whiteout) return NotFound(std::string(name));
+      return OverlayAttr(OverlayNode(path), path, *e);
+    }
+    if (parent >= kOverlayBase) {
+      // A directory this mount made that a sync also found at the origin.
+      std::shared_ptr<const Snapshot> snap;
+      uint64_t base = 0;
+      {
+        std::shared_lock lock(versions_mu_);
+        snap = versions_.back().snap;
+        base = versions_.back().base;
+      }
+      std::optional<EntryView> e = OriginEntry(*snap, path);
+      if (!e) return NotFound(std::string(name));
+      return AttrOf(*snap, base, *e);
+    }
+  }
   ASSIGN_OR_RETURN(Resolved dir, Resolve(parent));
   std::optional<uint64_t> ino = dir.snap->Lookup(dir.ino, name);
   if (!ino) return NotFound(std::string(name));
@@ -62,6 +87,13 @@ Result<NodeAttr> EngineFs::Lookup(uint64_t parent, std::string_view name) {
 }
 
 Result<NodeAttr> EngineFs::GetAttr(uint64_t node) {
+  if (overlay_ != nullptr) {
+    ASSIGN_OR_RETURN(std::string path, PathOf(node));
+    if (std::optional<Overlay::Entry> e = overlay_->Get(path); e && !e->whiteout) {
+      return OverlayAttr(node, path, *e);
+    }
+    if (node >= kOverlayBase) return NotFound("node " + std::to_string(node));
+  }
   ASSIGN_OR_RETURN(Resolved r, Resolve(node));
   std::optional<EntryView> e = r.snap->Get(r.ino);
   if (!e) return NotFound("node " + std::to_string(node));
@@ -70,6 +102,13 @@ Result<NodeAttr> EngineFs::GetAttr(uint64_t node) {
 
 Result<OpenResult> EngineFs::Open(uint64_t node, int flags) {
   opens_.fetch_add(1, std::memory_order_relaxed);
+  if (overlay_ != nullptr) {
+    ASSIGN_OR_RETURN(std::string path, PathOf(node));
+    if (std::optional<Overlay::Entry> e = overlay_->Get(path); e && !e->whiteout) {
+      if (e->is_dir) return InvalidArgument(path + " is a directory");
+      return OpenResult{.fh = 0, .keep_cache = false};  // its bytes change with writes
+    }
+  }
   ASSIGN_OR_RETURN(Resolved r, Resolve(node));
   std::optional<EntryView> e = r.snap->Get(r.ino);
   if (!e) return NotFound("node " + std::to_string(node));
@@ -93,11 +132,19 @@ Result<int> EngineFs::OpenBackingFile(uint64_t node, const std::string& /*backin
 }
 
 Result<size_t> EngineFs::Read(uint64_t node, uint64_t fh, uint64_t offset, std::span<char> out) {
+  if (overlay_ != nullptr) {
+    Result<std::string> path = PathOf(node);
+    if (path.ok() && overlay_->Get(*path)) return overlay_->Read(*path, offset, out);
+  }
   return ReadResolved(Resolve(node), offset, out, nullptr);
 }
 
 std::optional<Result<size_t>> EngineFs::TryRead(uint64_t node, uint64_t fh, uint64_t offset,
                                                 std::span<char> out) {
+  if (overlay_ != nullptr) {
+    Result<std::string> path = PathOf(node);
+    if (path.ok() && overlay_->Get(*path)) return overlay_->Read(*path, offset, out);
+  }
   Result<Resolved> r = Resolve(node);  // once per READ: the read below reuses it
   if (r.ok() && !engine_->IsLocal(*r->snap, r->ino, offset, out.size())) return std::nullopt;
   return ReadResolved(r, offset, out, nullptr);
@@ -105,6 +152,10 @@ std::optional<Result<size_t>> EngineFs::TryRead(uint64_t node, uint64_t fh, uint
 
 Result<size_t> EngineFs::ReadCancellable(uint64_t node, uint64_t fh, uint64_t offset,
                                          std::span<char> out, CancelToken& cancel) {
+  if (overlay_ != nullptr) {
+    Result<std::string> path = PathOf(node);
+    if (path.ok() && overlay_->Get(*path)) return overlay_->Read(*path, offset, out);
+  }
   return ReadResolved(Resolve(node), offset, out, &cancel);
 }
 
@@ -122,6 +173,7 @@ Result<size_t> EngineFs::ReadResolved(const Result<Resolved>& r, uint64_t offset
 }
 
 Status EngineFs::ReadDir(uint64_t node, uint64_t offset, const DirEntrySink& emit) {
+  if (overlay_ != nullptr) return ReadDirMerged(node, offset, emit);
   ASSIGN_OR_RETURN(Resolved r, Resolve(node));
   std::optional<EntryView> dir = r.snap->Get(r.ino);
   if (!dir) return NotFound("node " + std::to_string(node));
@@ -185,6 +237,309 @@ EngineFsStats EngineFs::stats() const {
                        .backing_offers = backing_offers_.load(std::memory_order_relaxed),
                        .read_errors = read_errors_.load(std::memory_order_relaxed),
                        .stale_nodes = stale_nodes_.load(std::memory_order_relaxed)};
+}
+
+// ---------------- the overlay of a writable mount ----------------
+
+namespace {
+
+std::string JoinPath(const std::string& dir, std::string_view name) {
+  return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
+}
+
+// Status -> the errno a writer sees.
+int WriteErrno(const Status& s) {
+  switch (s.code()) {
+    case Code::kOk: return 0;
+    case Code::kNoSpace: return ENOSPC;
+    case Code::kNotFound: return ENOENT;
+    case Code::kPermissionDenied: return EACCES;
+    case Code::kCancelled: return EINTR;
+    default: return EIO;
+  }
+}
+
+}  // namespace
+
+uint64_t EngineFs::OverlayNode(const std::string& path) {
+  std::lock_guard lock(overlay_mu_);
+  auto [it, inserted] = overlay_ids_.try_emplace(path, 0);
+  if (inserted) {
+    it->second = next_overlay_++;
+    overlay_paths_[it->second] = path;
+  }
+  return it->second;
+}
+
+Result<std::string> EngineFs::PathOf(uint64_t node) const {
+  if (node == kRootIno) return std::string();
+  if (node >= kOverlayBase) {
+    std::lock_guard lock(overlay_mu_);
+    auto it = overlay_paths_.find(node);
+    if (it == overlay_paths_.end()) return NotFound("node " + std::to_string(node));
+    return it->second;
+  }
+  ASSIGN_OR_RETURN(Resolved r, Resolve(node));
+  return r.snap->Path(r.ino);
+}
+
+NodeAttr EngineFs::OverlayAttr(uint64_t node, const std::string& path, const Overlay::Entry& e) const {
+  if (e.is_dir) return NodeAttr{.ino = node, .size = 4096, .mtime_ns = e.mtime_ns, .is_dir = true, .nlink = 2};
+  return NodeAttr{.ino = node, .size = e.size, .mtime_ns = e.mtime_ns, .is_dir = false, .nlink = 1};
+}
+
+std::optional<EntryView> EngineFs::OriginEntry(const Snapshot& snap, const std::string& path) const {
+  if (overlay_ != nullptr) {
+    if (std::optional<Overlay::Entry> e = overlay_->Get(path); e && e->whiteout) return std::nullopt;
+  }
+  std::optional<uint64_t> ino = snap.FindPath(path);
+  if (!ino) return std::nullopt;
+  return snap.Get(*ino);
+}
+
+Status EngineFs::ReadDirMerged(uint64_t node, uint64_t offset, const DirEntrySink& emit) {
+  ASSIGN_OR_RETURN(std::string path, PathOf(node));
+  std::map<std::string, Overlay::Entry> extra = overlay_->Children(path);
+  std::shared_ptr<const Snapshot> snap;
+  uint64_t base = 0;
+  std::optional<EntryView> dir;
+  if (node < kOverlayBase) {
+    ASSIGN_OR_RETURN(Resolved r, Resolve(node));
+    snap = r.snap;
+    base = r.base;
+    dir = r.snap->Get(r.ino);
+    if (!dir) return NotFound("node " + std::to_string(node));
+    if (!dir->is_dir) return InvalidArgument("node " + std::to_string(node) + " is not a directory");
+  } else {
+    // An overlay directory: the origin may have it too (after a sync).
+    {
+      std::shared_lock lock(versions_mu_);
+      snap = versions_.back().snap;
+      base = versions_.back().base;
+    }
+    dir = OriginEntry(*snap, path);
+    if (dir && !dir->is_dir) dir.reset();
+  }
+  // Position i: the snapshot's children first (hidden ones keep their
+  // position and are skipped), then the overlay's new names in name order.
+  const uint64_t snap_count = dir ? dir->child_count : 0;
+  uint64_t pos = offset;
+  for (; dir && pos < snap_count;) {
+    std::vector<EntryView> page = snap->ReadDir(dir->ino, pos, options_.readdir_page);
+    if (page.empty()) break;
+    for (const EntryView& child : page) {
+      ++pos;
+      auto it = extra.find(std::string(child.name));
+      if (it != extra.end()) {
+        if (it->second.whiteout) continue;
+        const std::string p = JoinPath(path, child.name);
+        if (!emit(DirEntry{.name = it->first, .attr = OverlayAttr(OverlayNode(p), p, it->second)}))
+          return Status::Ok();
+        continue;
+      }
+      if (!emit(DirEntry{.name = std::string(child.name), .attr = AttrOf(*snap, base, child)}))
+        return Status::Ok();
+    }
+  }
+  pos = std::max(pos, snap_count);
+  uint64_t i = snap_count;
+  for (const auto& [name, e] : extra) {
+    if (e.whiteout) continue;
+    if (dir && snap->Lookup(dir->ino, name)) continue;  // shown at the snapshot's position
+    if (i++ < pos) continue;
+    const std::string p = JoinPath(path, name);
+    if (!emit(DirEntry{.name = name, .attr = OverlayAttr(OverlayNode(p), p, e)})) return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+int EngineFs::Adopt(const std::string& path, bool truncate) {
+  if (!options_.allow_overwrite) return EPERM;
+  auto snap = engine_->snapshot();
+  std::optional<uint64_t> ino = snap->FindPath(path);
+  if (!ino) return ENOENT;
+  std::optional<EntryView> e = snap->Get(*ino);
+  if (!e) return ENOENT;
+  if (e->is_dir) return EISDIR;
+  std::string data;
+  if (!truncate) {
+    data.resize(e->size);
+    size_t done = 0;
+    while (done < data.size()) {
+      Result<size_t> n = engine_->Read(snap, *ino, done, std::span<char>(data.data() + done, data.size() - done));
+      if (!n.ok()) return WriteErrno(n.status());
+      if (*n == 0) break;
+      done += *n;
+    }
+    data.resize(done);
+  }
+  Status s = overlay_->Adopt(path, data, truncate);
+  if (!s.ok() && s.code() != Code::kInvalidArgument) return WriteErrno(s);  // exists: adopted meanwhile
+  return 0;
+}
+
+int EngineFs::OpenForWrite(uint64_t node, int flags, OpenResult* out) {
+  if (overlay_ == nullptr) return EROFS;
+  Result<std::string> path = PathOf(node);
+  if (!path.ok()) return FuseErrno(path.status());
+  std::optional<Overlay::Entry> e = overlay_->Get(*path);
+  if (e && e->whiteout) return ENOENT;
+  if (e && e->is_dir) return EISDIR;
+  if (!e) {
+    if (int err = Adopt(*path, (flags & O_TRUNC) != 0); err != 0) return err;
+  } else if (flags & O_TRUNC) {
+    if (Status s = overlay_->Truncate(*path, 0); !s.ok()) return WriteErrno(s);
+  }
+  *out = OpenResult{.fh = 0, .keep_cache = false};
+  return 0;
+}
+
+int EngineFs::Create(uint64_t parent, std::string_view name, int flags, NodeAttr* attr,
+                     OpenResult* out) {
+  if (overlay_ == nullptr) return EROFS;
+  Result<std::string> dir = PathOf(parent);
+  if (!dir.ok()) return FuseErrno(dir.status());
+  const std::string path = JoinPath(*dir, name);
+  std::optional<Overlay::Entry> e = overlay_->Get(path);
+  if ((e && !e->whiteout) || (!e && OriginEntry(*engine_->snapshot(), path))) return EEXIST;
+  if (Status s = overlay_->Create(path); !s.ok()) {
+    return s.code() == Code::kInvalidArgument ? EEXIST : WriteErrno(s);
+  }
+  std::optional<Overlay::Entry> made = overlay_->Get(path);
+  if (!made) return EIO;
+  *attr = OverlayAttr(OverlayNode(path), path, *made);
+  *out = OpenResult{.fh = 0, .keep_cache = false};
+  return 0;
+}
+
+int EngineFs::Mkdir(uint64_t parent, std::string_view name, NodeAttr* attr) {
+  if (overlay_ == nullptr) return EROFS;
+  Result<std::string> dir = PathOf(parent);
+  if (!dir.ok()) return FuseErrno(dir.status());
+  const std::string path = JoinPath(*dir, name);
+  std::optional<Overlay::Entry> e = overlay_->Get(path);
+  if ((e && !e->whiteout) || (!e && OriginEntry(*engine_->snapshot(), path))) return EEXIST;
+  if (Status s = overlay_->Mkdir(path); !s.ok()) {
+    return s.code() == Code::kInvalidArgument ? EEXIST : WriteErrno(s);
+  }
+  std::optional<Overlay::Entry> made = overlay_->Get(path);
+  if (!made) return EIO;
+  *attr = OverlayAttr(OverlayNode(path), path, *made);
+  return 0;
+}
+
+int EngineFs::Write(uint64_t node, uint64_t fh, uint64_t offset, std::span<const char> data,
+                    size_t* written) {
+  if (overlay_ == nullptr) return EROFS;
+  Result<std::string> path = PathOf(node);
+  if (!path.ok()) return FuseErrno(path.status());
+  std::optional<Overlay::Entry> e = overlay_->Get(*path);
+  if (!e) {
+    // No OPEN came first (the `cached` read mode's no-open): adopt now.
+    if (int err = Adopt(*path, false); err != 0) return err;
+  } else if (e->whiteout) {
+    return ENOENT;
+  }
+  Result<size_t> n = overlay_->Write(*path, offset, data);
+  if (!n.ok()) return WriteErrno(n.status());
+  *written = *n;
+  return 0;
+}
+
+int EngineFs::Flush(uint64_t node, uint64_t fh) {
+  if (overlay_ == nullptr) return 0;
+  Result<std::string> path = PathOf(node);
+  if (!path.ok()) return 0;
+  std::optional<Overlay::Entry> e = overlay_->Get(*path);
+  if (!e || e->is_dir || e->whiteout) return 0;
+  return WriteErrno(overlay_->Commit(*path));
+}
+
+int EngineFs::Fsync(uint64_t node, uint64_t fh) { return Flush(node, fh); }
+
+int EngineFs::SetAttr(uint64_t node, std::optional<uint64_t> size, bool mode_or_owner, NodeAttr* attr) {
+  if (overlay_ == nullptr) return EROFS;
+  // Objects carry no mode or owner: chmod/chown (cp -p, mv across
+  // filesystems) are accepted and change nothing (docs/semantics.md).
+  (void)mode_or_owner;
+  Result<std::string> path = PathOf(node);
+  if (!path.ok()) return FuseErrno(path.status());
+  if (size) {
+    std::optional<Overlay::Entry> e = overlay_->Get(*path);
+    if (e && e->is_dir) return EISDIR;
+    if (!e) {
+      if (int err = Adopt(*path, *size == 0); err != 0) return err;
+    }
+    if (Status s = overlay_->Truncate(*path, *size); !s.ok()) return WriteErrno(s);
+  }
+  Result<NodeAttr> a = GetAttr(node);
+  if (!a.ok()) return FuseErrno(a.status());
+  *attr = *a;
+  return 0;
+}
+
+int EngineFs::Unlink(uint64_t parent, std::string_view name) {
+  if (overlay_ == nullptr) return EROFS;
+  Result<std::string> dir = PathOf(parent);
+  if (!dir.ok()) return FuseErrno(dir.status());
+  const std::string path = JoinPath(*dir, name);
+  std::optional<Overlay::Entry> e = overlay_->Get(path);
+  if (e && e->whiteout) return ENOENT;
+  if (e && e->is_dir) return EISDIR;
+  if (e) {
+    Status s = overlay_->Unlink(path);
+    if (!s.ok()) return WriteErrno(s);
+    // An origin file this mount rewrote: the snapshot must not show it again.
+    if (engine_->snapshot()->FindPath(path)) {
+      if (Status w = overlay_->Whiteout(path); !w.ok()) return WriteErrno(w);
+    }
+  } else {
+    auto snap = engine_->snapshot();
+    std::optional<uint64_t> ino = snap->FindPath(path);
+    std::optional<EntryView> origin = ino ? snap->Get(*ino) : std::nullopt;
+    if (!origin) return ENOENT;
+    if (origin->is_dir) return EISDIR;
+    if (!options_.allow_delete) return EPERM;
+    if (Status s = engine_->ufs().Delete(snap->Key(*ino)); !s.ok()) return WriteErrno(s);
+    if (Status s = overlay_->Whiteout(path); !s.ok()) return WriteErrno(s);
+  }
+  std::lock_guard lock(overlay_mu_);
+  if (auto it = overlay_ids_.find(path); it != overlay_ids_.end()) {
+    overlay_paths_.erase(it->second);
+    overlay_ids_.erase(it);
+  }
+  return 0;
+}
+
+int EngineFs::Rmdir(uint64_t parent, std::string_view name) {
+  if (overlay_ == nullptr) return EROFS;
+  Result<std::string> dir = PathOf(parent);
+  if (!dir.ok()) return FuseErrno(dir.status());
+  const std::string path = JoinPath(*dir, name);
+  std::optional<Overlay::Entry> e = overlay_->Get(path);
+  std::optional<EntryView> origin = OriginEntry(*engine_->snapshot(), path);
+  if (!e || !e->is_dir) {
+    if (origin && origin->is_dir) return origin->child_count > 0 ? ENOTEMPTY : EPERM;
+    return origin ? ENOTDIR : ENOENT;
+  }
+  if (origin && origin->child_count > 0) return ENOTEMPTY;
+  for (const auto& [child, ce] : overlay_->Children(path)) {
+    if (!ce.whiteout) return ENOTEMPTY;
+  }
+  Status s = overlay_->Rmdir(path);
+  if (!s.ok()) return s.code() == Code::kInvalidArgument ? ENOTEMPTY : WriteErrno(s);
+  std::lock_guard lock(overlay_mu_);
+  if (auto it = overlay_ids_.find(path); it != overlay_ids_.end()) {
+    overlay_paths_.erase(it->second);
+    overlay_ids_.erase(it);
+  }
+  return 0;
+}
+
+int EngineFs::Rename(uint64_t, std::string_view, uint64_t, std::string_view) {
+  // Object stores have no rename; EXDEV makes mv(1) and shutil.move copy
+  // the file and unlink the original instead (docs/semantics.md).
+  return overlay_ == nullptr ? EROFS : EXDEV;
 }
 
 }  // namespace granary

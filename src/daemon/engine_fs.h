@@ -25,16 +25,27 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/engine.h"
 #include "fuse/fuse_filesystem.h"
+#include "meta/overlay.h"
 
 namespace granary {
 
 struct EngineFsOptions {
+  // Writable mount (docs/semantics.md): the files and directories it creates
+  // live in this overlay (borrowed; null = read-only).
+  Overlay* overlay = nullptr;
+  // With an overlay: writes to (and truncation of) files that came from the
+  // origin are allowed (the object is replaced on close), and so is deleting them.
+  bool allow_overwrite = false;
+  bool allow_delete = false;
   // Offer cache files for kernel passthrough from Open().
   bool offer_backing = true;
   // Entries per snapshot ReadDir call while filling one READDIR reply.
@@ -70,6 +81,20 @@ class EngineFs : public FuseFilesystem {
   Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) override;
   Result<StatFsResult> StatFs() override;
 
+  int OpenForWrite(uint64_t ino, int flags, OpenResult* out) override;
+  int Create(uint64_t parent, std::string_view name, int flags, NodeAttr* attr,
+             OpenResult* out) override;
+  int Mkdir(uint64_t parent, std::string_view name, NodeAttr* attr) override;
+  int Write(uint64_t ino, uint64_t fh, uint64_t offset, std::span<const char> data,
+            size_t* written) override;
+  int Flush(uint64_t ino, uint64_t fh) override;
+  int Fsync(uint64_t ino, uint64_t fh) override;
+  int SetAttr(uint64_t ino, std::optional<uint64_t> size, bool mode_or_owner, NodeAttr* attr) override;
+  int Unlink(uint64_t parent, std::string_view name) override;
+  int Rmdir(uint64_t parent, std::string_view name) override;
+  int Rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+             std::string_view new_name) override;
+
   // Makes `next` the version the root shows (after the engine switched to
   // it). Returns the names the kernel may hold under the root from the
   // previous version plus those of the new one: invalidating them (FUSE
@@ -100,8 +125,27 @@ class EngineFs : public FuseFilesystem {
   Result<size_t> ReadResolved(const Result<Resolved>& r, uint64_t offset, std::span<char> out,
                               CancelToken* cancel);
 
+  // ---- the overlay of a writable mount ----
+  // Node ids of overlay entries: kOverlayBase + n (never a snapshot id).
+  static constexpr uint64_t kOverlayBase = 1ull << 62;
+  uint64_t OverlayNode(const std::string& path);
+  // The dataset path a node names ("" = the root); NotFound/Stale as Resolve.
+  Result<std::string> PathOf(uint64_t node) const;
+  // The overlay's attributes of `path`, as node `node`.
+  NodeAttr OverlayAttr(uint64_t node, const std::string& path, const Overlay::Entry& e) const;
+  // The current snapshot's entry of `path`, unless the overlay hides it.
+  std::optional<EntryView> OriginEntry(const Snapshot& snap, const std::string& path) const;
+  // Makes the origin file `path` an overlay file (--allow-overwrite).
+  int Adopt(const std::string& path, bool truncate);
+  Status ReadDirMerged(uint64_t node, uint64_t offset, const DirEntrySink& emit);
+
   CacheEngine* engine_;
   EngineFsOptions options_;
+  Overlay* overlay_ = nullptr;
+  mutable std::mutex overlay_mu_;  // guards overlay_paths_, overlay_ids_, next_overlay_
+  std::unordered_map<uint64_t, std::string> overlay_paths_;
+  std::unordered_map<std::string, uint64_t> overlay_ids_;
+  uint64_t next_overlay_ = kOverlayBase + 1;
   mutable std::shared_mutex versions_mu_;
   std::vector<Version> versions_;  // oldest first; back() is current
   uint64_t dropped_below_ = 0;     // ids <= this belong to dropped versions

@@ -174,6 +174,23 @@ void RenderLoad(Writer& w, const LoadProgress& p) {
         p.bytes_done);
 }
 
+void RenderWrites(Writer& w, const OverlayStats& o) {
+  w.One("granary_write_pending_files", "gauge", "Files written through the mount and not yet uploaded.",
+        o.pending_files);
+  w.One("granary_write_pending_bytes", "gauge", "Bytes of those files.", o.pending_bytes);
+  w.One("granary_write_staged_bytes", "gauge", "Bytes in the staging area (pending and uploaded).",
+        o.staged_bytes);
+  w.One("granary_write_uploads_total", "counter", "Files uploaded to the origin.", o.uploads);
+  w.One("granary_write_upload_failures_total", "counter",
+        "Uploads that failed (the data stays staged and is retried).", o.upload_failures);
+  w.One("granary_write_uploaded_bytes_total", "counter", "Bytes uploaded to the origin.",
+        o.uploaded_bytes);
+  w.One("granary_write_upload_seconds_total", "counter",
+        "Time spent uploading (bytes / seconds = upload throughput).", o.upload_seconds);
+  w.One("granary_write_deletes_total", "counter", "Origin objects deleted through the mount.",
+        o.deletes);
+}
+
 void RenderCluster(Writer& w, const EngineStats& e, const StoreStats& s, const ClusterStats& c) {
   w.One("granary_cluster_members", "gauge", "Live members of the dataset's cluster, this node included.",
         c.members);
@@ -218,6 +235,7 @@ std::string RenderMetrics(const MetricsInput& in) {
   if (in.fuse) RenderFuse(w, *in.fuse);
   RenderLoad(w, in.load.value_or(LoadProgress{}));
   if (in.cluster) RenderCluster(w, in.engine, in.store, *in.cluster);
+  if (in.writes) RenderWrites(w, *in.writes);
   return w.Take();
 }
 

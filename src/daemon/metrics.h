@@ -20,6 +20,7 @@
 #include "daemon/loader.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
+#include "meta/overlay.h"
 #include "store/store.h"
 
 namespace granary {
@@ -32,6 +33,7 @@ struct MetricsInput {
   std::optional<FuseStats> fuse;     // absent without a mount
   std::optional<LoadProgress> load;  // the running or last load
   std::optional<ClusterStats> cluster;  // absent on a single node
+  std::optional<OverlayStats> writes;   // absent unless the mount is writable
 };
 
 // The text exposition of `in`.

@@ -132,6 +132,7 @@ DatasetStatus StatusReporter::Compute() {
   // each.
   const uint64_t kernel_hits = s.passthrough_opens + s.page_cache_stores;
   s.hit_ratio_reads = Ratio(es.hit_reads + kernel_hits, es.reads + kernel_hits);
+  if (write_stats_) s.writes = write_stats_();
   if (loads_ != nullptr) {
     if (auto job = loads_->current()) s.load = job->progress();
   }
@@ -190,6 +191,19 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                       {"phase", s.phase},
                       {"tiers", tiers}};
   j["load"] = s.load ? LoadProgressToJson(*s.load) : nlohmann::json(nullptr);
+  if (s.writes) {
+    const OverlayStats& w = *s.writes;
+    j["writes"] = {{"files", w.files},
+                   {"dirs", w.dirs},
+                   {"pending_files", w.pending_files},
+                   {"pending_bytes", w.pending_bytes},
+                   {"staged_bytes", w.staged_bytes},
+                   {"uploads", w.uploads},
+                   {"upload_failures", w.upload_failures},
+                   {"uploaded_bytes", w.uploaded_bytes},
+                   {"upload_seconds", w.upload_seconds},
+                   {"deletes", w.deletes}};
+  }
   return j;
 }
 
@@ -251,6 +265,21 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
     RETURN_IF_ERROR(err);
     s.load = p;
   }
+  if (auto wj = j.find("writes"); wj != j.end() && wj->is_object()) {
+    OverlayStats w;
+    Field(*wj, "files", w.files, err);
+    Field(*wj, "dirs", w.dirs, err);
+    Field(*wj, "pending_files", w.pending_files, err);
+    Field(*wj, "pending_bytes", w.pending_bytes, err);
+    Field(*wj, "staged_bytes", w.staged_bytes, err);
+    Field(*wj, "uploads", w.uploads, err);
+    Field(*wj, "upload_failures", w.upload_failures, err);
+    Field(*wj, "uploaded_bytes", w.uploaded_bytes, err);
+    Field(*wj, "upload_seconds", w.upload_seconds, err);
+    Field(*wj, "deletes", w.deletes, err);
+    RETURN_IF_ERROR(err);
+    s.writes = w;
+  }
   return s;
 }
 
@@ -301,6 +330,18 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
+  }
+  for (const DatasetStatus& s : rows) {
+    if (!s.writes) continue;
+    const OverlayStats& w = *s.writes;
+    char rate[64] = "";
+    if (w.upload_seconds > 0) {
+      std::snprintf(rate, sizeof rate, ", %.1f MB/s", static_cast<double>(w.uploaded_bytes) / 1e6 / w.upload_seconds);
+    }
+    out += "writes " + s.name + ": " + std::to_string(w.pending_files) + " files pending upload (" +
+           FluidSize(w.pending_bytes) + "), " + std::to_string(w.uploads) + " uploaded (" +
+           FluidSize(w.uploaded_bytes) + rate + "), " + std::to_string(w.upload_failures) +
+           " failed\n";
   }
   if (std::any_of(rows.begin(), rows.end(),
                   [](const DatasetStatus& s) { return s.read_mode == "cached"; })) {

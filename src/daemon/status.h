@@ -44,6 +44,7 @@
 
 #include "cache/engine.h"
 #include "daemon/loader.h"
+#include "meta/overlay.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
 
@@ -106,6 +107,7 @@ struct DatasetStatus {
   std::string phase = "Ready";  // Loading | Ready | Degraded
   std::vector<TierUsage> tiers;
   std::optional<LoadProgress> load;  // the running (or last) load
+  std::optional<OverlayStats> writes;  // a writable mount's uploads (docs/semantics.md)
 };
 
 // Cached figures of one snapshot (DatasetStatus's fields of the same names).
@@ -132,6 +134,8 @@ class StatusReporter {
                  std::function<FuseStats()> fuse_stats = {}, std::string read_mode = "");
 
   DatasetStatus Compute();
+  // A writable mount's overlay counters (DatasetStatus::writes). Set before use.
+  void SetWriteStats(std::function<OverlayStats()> f) { write_stats_ = std::move(f); }
 
  private:
   // Cached figures from the store's counters and the empty files of `snap`
@@ -143,6 +147,7 @@ class StatusReporter {
   std::string mountpoint_;
   std::function<FuseStats()> fuse_stats_;
   std::string read_mode_;
+  std::function<OverlayStats()> write_stats_;
   std::mutex mu_;  // guards last_errors_, degraded_until_
   uint64_t last_errors_ = 0;
   std::chrono::steady_clock::time_point degraded_until_{};

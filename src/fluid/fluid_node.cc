@@ -164,6 +164,10 @@ Result<DaemonOptions> BuildDaemonOptions(const FluidRuntime& rt, Role role,
   o.foreground = true;
   o.metrics_addr = OptionOr(opts, "metricsAddr");
   if (role == Role::kClient) {
+    // The Dataset's accessModes: ReadWriteMany / ReadWriteOnce -> a writable mount.
+    for (const std::string& m : rt.access_modes) {
+      if (m == "ReadWriteMany" || m == "ReadWriteOnce") o.writable = true;
+    }
     o.mountpoint = options.mountpoint;
     if (o.mountpoint.empty()) {
       const char* env = std::getenv("FLUID_RUNTIME_MOUNT_PATH");

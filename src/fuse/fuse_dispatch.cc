@@ -89,7 +89,7 @@ InitDecision NegotiateInit(const struct fuse_init_in& in, const InitPolicy& poli
   }
   uint64_t offered = in.flags;
   if (in.flags & FUSE_INIT_EXT) offered |= static_cast<uint64_t>(in.flags2) << 32;
-  uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT |
+  uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT | FUSE_BIG_WRITES |
                   FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO | FUSE_NO_OPEN_SUPPORT |
                   FUSE_NO_OPENDIR_SUPPORT | FUSE_CACHE_SYMLINKS | FUSE_ABORT_ERROR;
   if (policy.want_passthrough && in.minor >= fusek::kMinorPassthrough) want |= FUSE_PASSTHROUGH;
@@ -196,7 +196,11 @@ void FuseDispatcher::FillAttr(const NodeAttr& a, struct fuse_attr* out) const {
   uint32_t nsec = a.mtime_ns >= 0 ? static_cast<uint32_t>(a.mtime_ns % 1000000000) : 0;
   out->atime = out->mtime = out->ctime = sec;
   out->atimensec = out->mtimensec = out->ctimensec = nsec;
-  out->mode = a.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  if (options_.writable) {
+    out->mode = a.is_dir ? (S_IFDIR | 0755) : (S_IFREG | 0644);
+  } else {
+    out->mode = a.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  }
   out->nlink = a.nlink;
   out->uid = uid_;
   out->gid = gid_;
@@ -247,17 +251,28 @@ HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<co
     case FUSE_STATFS: r = DoStatFs(out); break;
     case FUSE_ACCESS: {
       const auto* in = Arg<fuse_access_in>(body);
-      r = (in != nullptr && (in->mask & W_OK)) ? Error(EROFS) : Ok(0);
+      r = (in != nullptr && (in->mask & W_OK) && !options_.writable) ? Error(EROFS) : Ok(0);
       break;
     }
     // ENOSYS once: the kernel stops sending FLUSH on every close(2) (no-open
     // files cannot carry FOPEN_NOFLUSH; opened ones do).
-    case FUSE_FLUSH: r = Error(ENOSYS); break;
+    case FUSE_FLUSH:
+      r = options_.writable ? DoWriteOp(h, body, out) : Error(ENOSYS);
+      break;
+    case FUSE_FSYNC:
+      r = options_.writable ? DoWriteOp(h, body, out) : Error(ENOSYS);
+      break;
     case FUSE_GETXATTR: r = Error(ENODATA); break;
     case FUSE_LISTXATTR: r = DoListXattr(body, out); break;
     case FUSE_DESTROY: r = Ok(0); break;
     case FUSE_READLINK: r = Error(EINVAL); break;  // there are no symlinks
-    default: r = Error(IsWriteOpcode(h.opcode) ? EROFS : ENOSYS); break;
+    default:
+      if (IsWriteOpcode(h.opcode)) {
+        r = options_.writable ? DoWriteOp(h, body, out) : Error(EROFS);
+      } else {
+        r = Error(ENOSYS);
+      }
+      break;
   }
   if (r.error != 0) errors_.fetch_add(1, std::memory_order_relaxed);
   return r;
@@ -302,7 +317,18 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
                                     std::span<char> out) {
   const auto* in = Arg<fuse_open_in>(body);
   if (in == nullptr) return Error(EINVAL);
-  if ((in->flags & O_ACCMODE) != O_RDONLY || (in->flags & O_TRUNC)) return Error(EROFS);
+  if ((in->flags & O_ACCMODE) != O_RDONLY || (in->flags & O_TRUNC)) {
+    if (!options_.writable) return Error(EROFS);
+    OpenResult opened;
+    int err = fs_->OpenForWrite(h.nodeid, static_cast<int>(in->flags), &opened);
+    if (err != 0) return Error(err);
+    auto* o = reinterpret_cast<fusek::OpenOut*>(out.data());
+    std::memset(o, 0, sizeof(*o));
+    o->fh = opened.fh & ~kPassthroughFh;
+    o->open_flags = opened.keep_cache ? FOPEN_KEEP_CACHE : 0;
+    userspace_opens_.fetch_add(1, std::memory_order_relaxed);
+    return Ok(sizeof(*o));
+  }
   // No-open: the kernel stops sending OPEN/RELEASE and keeps the page cache.
   if (options_.read_mode == FuseReadMode::kCached) return Error(ENOSYS);
   Result<OpenResult> opened = fs_->Open(h.nodeid, static_cast<int>(in->flags));
@@ -323,6 +349,102 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
     userspace_opens_.fetch_add(1, std::memory_order_relaxed);
   }
   return Ok(sizeof(*o));
+}
+
+HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span<const char> body,
+                                       std::span<char> out) {
+  switch (h.opcode) {
+    case FUSE_CREATE: {
+      const auto* in = Arg<fuse_create_in>(body);
+      if (in == nullptr) return Error(EINVAL);
+      std::string_view name = NameArg(body, sizeof(fuse_create_in));
+      if (name.empty() || name.size() > 255) return Error(name.empty() ? EINVAL : ENAMETOOLONG);
+      if (!S_ISREG(in->mode) && (in->mode & S_IFMT) != 0) return Error(EPERM);  // files only
+      NodeAttr attr;
+      OpenResult opened;
+      int err = fs_->Create(h.nodeid, name, static_cast<int>(in->flags), &attr, &opened);
+      if (err != 0) return Error(err);
+      AddLookup(attr.ino);
+      auto* e = reinterpret_cast<fuse_entry_out*>(out.data());
+      FillEntry(attr, e);
+      auto* o = reinterpret_cast<fusek::OpenOut*>(out.data() + sizeof(fuse_entry_out));
+      std::memset(o, 0, sizeof(*o));
+      o->fh = opened.fh & ~kPassthroughFh;
+      userspace_opens_.fetch_add(1, std::memory_order_relaxed);
+      return Ok(sizeof(fuse_entry_out) + sizeof(fusek::OpenOut));
+    }
+    case FUSE_MKDIR: {
+      std::string_view name = NameArg(body, sizeof(fuse_mkdir_in));
+      if (Arg<fuse_mkdir_in>(body) == nullptr || name.empty()) return Error(EINVAL);
+      if (name.size() > 255) return Error(ENAMETOOLONG);
+      NodeAttr attr;
+      int err = fs_->Mkdir(h.nodeid, name, &attr);
+      if (err != 0) return Error(err);
+      AddLookup(attr.ino);
+      NoteDir(attr.ino, h.nodeid, name);
+      FillEntry(attr, reinterpret_cast<fuse_entry_out*>(out.data()));
+      return Ok(sizeof(fuse_entry_out));
+    }
+    case FUSE_WRITE: {
+      const auto* in = Arg<fuse_write_in>(body);
+      if (in == nullptr || body.size() < sizeof(fuse_write_in) + in->size) return Error(EINVAL);
+      size_t written = 0;
+      int err = fs_->Write(h.nodeid, in->fh & ~kPassthroughFh, in->offset,
+                           body.subspan(sizeof(fuse_write_in), in->size), &written);
+      if (err != 0) return Error(err);
+      auto* o = reinterpret_cast<fuse_write_out*>(out.data());
+      std::memset(o, 0, sizeof(*o));
+      o->size = static_cast<uint32_t>(written);
+      return Ok(sizeof(*o));
+    }
+    case FUSE_FLUSH: {
+      const auto* in = Arg<fuse_flush_in>(body);
+      if (in == nullptr) return Error(EINVAL);
+      int err = fs_->Flush(h.nodeid, in->fh & ~kPassthroughFh);
+      return err != 0 ? Error(err) : Ok(0);
+    }
+    case FUSE_FSYNC: {
+      const auto* in = Arg<fuse_fsync_in>(body);
+      if (in == nullptr) return Error(EINVAL);
+      int err = fs_->Fsync(h.nodeid, in->fh & ~kPassthroughFh);
+      return err != 0 ? Error(err) : Ok(0);
+    }
+    case FUSE_SETATTR: {
+      const auto* in = Arg<fuse_setattr_in>(body);
+      if (in == nullptr) return Error(EINVAL);
+      std::optional<uint64_t> size;
+      if (in->valid & FATTR_SIZE) size = in->size;
+      const bool mode_or_owner = (in->valid & (FATTR_MODE | FATTR_UID | FATTR_GID)) != 0;
+      NodeAttr attr;
+      int err = fs_->SetAttr(h.nodeid, size, mode_or_owner, &attr);
+      if (err != 0) return Error(err);
+      auto* a = reinterpret_cast<fuse_attr_out*>(out.data());
+      std::memset(a, 0, sizeof(*a));
+      a->attr_valid = static_cast<uint64_t>(options_.attr_timeout.count());
+      FillAttr(attr, &a->attr);
+      return Ok(sizeof(*a));
+    }
+    case FUSE_UNLINK:
+    case FUSE_RMDIR: {
+      std::string_view name = NameArg(body);
+      if (name.empty()) return Error(EINVAL);
+      int err = h.opcode == FUSE_UNLINK ? fs_->Unlink(h.nodeid, name) : fs_->Rmdir(h.nodeid, name);
+      return err != 0 ? Error(err) : Ok(0);
+    }
+    case FUSE_RENAME:
+    case FUSE_RENAME2: {
+      const size_t skip = h.opcode == FUSE_RENAME ? sizeof(fuse_rename_in) : sizeof(fuse_rename2_in);
+      if (body.size() < skip) return Error(EINVAL);
+      const uint64_t newdir = reinterpret_cast<const fuse_rename_in*>(body.data())->newdir;
+      std::string_view from = NameArg(body, skip);
+      std::string_view to = NameArg(body, skip + from.size() + 1);
+      if (from.empty() || to.empty()) return Error(EINVAL);
+      return Error(fs_->Rename(h.nodeid, from, newdir, to));
+    }
+    default:
+      // Links, special files, xattrs, fallocate, copy_file_range: not offered.
+      return Error(EPERM);
+  }
 }
 
 HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<const char> body,

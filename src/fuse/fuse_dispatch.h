@@ -196,6 +196,9 @@ class FuseDispatcher {
   HandlerReply DoReadDir(const struct fuse_in_header& h, std::span<const char> body,
                          std::span<char> out, bool plus);
   HandlerReply DoStatFs(std::span<char> out);
+  // Writable mounts (FuseOptions::writable); every one answers EROFS otherwise.
+  HandlerReply DoWriteOp(const struct fuse_in_header& h, std::span<const char> body,
+                         std::span<char> out);
   HandlerReply DoListXattr(std::span<const char> body, std::span<char> out);
   void DoForget(uint64_t ino, uint64_t nlookup);
 

@@ -23,6 +23,7 @@
 // threads that serve lookups and cached files.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -134,6 +135,40 @@ class FuseFilesystem {
   virtual Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) = 0;
 
   virtual Result<StatFsResult> StatFs() { return StatFsResult{}; }
+
+  // ---- Writes (FuseOptions::writable; docs/semantics.md). ----
+  // These answer an errno directly (0 = done): the refusals a writer must
+  // tell apart (EPERM, EEXIST, ENOTEMPTY, EXDEV, ENOSPC) have no Status code.
+  // The defaults refuse: a read-only tree.
+
+  // Opens a file for writing (`flags` has O_WRONLY or O_RDWR; O_TRUNC).
+  virtual int OpenForWrite(uint64_t ino, int flags, OpenResult* out) { return EROFS; }
+  // Creates and opens a new file in `parent`.
+  virtual int Create(uint64_t parent, std::string_view name, int flags, NodeAttr* attr,
+                     OpenResult* out) {
+    return EROFS;
+  }
+  virtual int Mkdir(uint64_t parent, std::string_view name, NodeAttr* attr) { return EROFS; }
+  // Writes data at `offset`; *written = bytes written.
+  virtual int Write(uint64_t ino, uint64_t fh, uint64_t offset, std::span<const char> data,
+                    size_t* written) {
+    return EROFS;
+  }
+  // close(2) of a descriptor (FLUSH) and fsync(2): make the file durable at the origin.
+  virtual int Flush(uint64_t ino, uint64_t fh) { return 0; }
+  virtual int Fsync(uint64_t ino, uint64_t fh) { return 0; }
+  // truncate(2) when `size` is set; times are accepted (and not kept), mode
+  // and owner changes refused. *attr = the attributes after.
+  virtual int SetAttr(uint64_t ino, std::optional<uint64_t> size, bool mode_or_owner,
+                      NodeAttr* attr) {
+    return EROFS;
+  }
+  virtual int Unlink(uint64_t parent, std::string_view name) { return EROFS; }
+  virtual int Rmdir(uint64_t parent, std::string_view name) { return EROFS; }
+  virtual int Rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                     std::string_view new_name) {
+    return EROFS;
+  }
 };
 
 }  // namespace granary

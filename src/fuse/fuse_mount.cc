@@ -132,7 +132,7 @@ Result<int> MountWithFusermount(const FuseOptions& o, uint32_t uid, uint32_t gid
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return ErrnoStatus("socketpair", errno);
   // sv[0] goes to the helper (inherited: no CLOEXEC); sv[1] stays here.
   fcntl(sv[1], F_SETFD, FD_CLOEXEC);
-  std::string opts = "ro,nosuid,nodev," + MountOptions(o, uid, gid, -1) + ",fsname=" + o.fsname +
+  std::string opts = std::string(o.writable ? "rw" : "ro") + ",nosuid,nodev," + MountOptions(o, uid, gid, -1) + ",fsname=" + o.fsname +
                      ",subtype=granary";
   Result<int> rc = RunHelper({FusermountBinary(), "-o", opts, "--", o.mountpoint}, sv[0]);
   close(sv[0]);
@@ -197,7 +197,7 @@ Result<int> MountFuse(const FuseOptions& o, uint32_t uid, uint32_t gid) {
   int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open /dev/fuse (is the fuse module loaded?)", errno);
   std::string opts = MountOptions(o, uid, gid, fd);
-  unsigned long flags = MS_NOSUID | MS_NODEV | MS_RDONLY;
+  unsigned long flags = MS_NOSUID | MS_NODEV | (o.writable ? 0 : MS_RDONLY);
   if (mount(o.fsname.c_str(), o.mountpoint.c_str(), "fuse.granary", flags, opts.c_str()) != 0) {
     int err = errno;
     close(fd);

@@ -176,6 +176,8 @@ Status FuseServer::Impl::Start() {
   gid_ = opts_.gid.value_or(getgid());
   InitPolicy policy{.max_background = static_cast<uint16_t>(opts_.max_background),
                     .max_pages = static_cast<uint16_t>(kFuseMaxPages)};
+  // Writable mounts take 1 MiB writes (the request buffers hold max_pages).
+  if (opts_.writable) policy.max_write = static_cast<uint32_t>(kFuseMaxPages * 4096);
   if (opts_.read_mode == FuseReadMode::kPassthrough && opts_.passthrough != FusePassthrough::kOff) {
     policy.want_passthrough = HaveCapSysAdmin();
     if (!policy.want_passthrough) info_.passthrough_note = "no CAP_SYS_ADMIN";

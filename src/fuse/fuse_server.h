@@ -75,6 +75,9 @@ struct FuseOptions {
   std::optional<uint32_t> gid;
   // Let other users access the mount (mount option allow_other).
   bool allow_other = false;
+  // Accept writes (create, write, mkdir, unlink, truncate; FuseFilesystem's
+  // write operations decide). false: every write answers EROFS.
+  bool writable = false;
   // How long the kernel may cache names and attributes (the snapshot is immutable).
   std::chrono::seconds entry_timeout{86400};
   std::chrono::seconds attr_timeout{86400};
