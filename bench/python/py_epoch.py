@@ -143,11 +143,11 @@ def read_epochs(args, samples):
     for e in range(args.warmup + args.epochs):
         order = shuffled(len(samples), args.seed + e, args.max_files)
         extra = {}
+        before = origin_requests(args.origin_stats)
         if args.prefetch:
             t0 = time.perf_counter()
             ds.prefetch(order, window=args.prefetch)
             extra["prefetch_call_s"] = time.perf_counter() - t0
-        before = origin_requests(args.origin_stats)
         secs, nbytes, lats, errors = run_readers(args.threads, order, read_one)
         if before is not None:
             extra["epoch_origin_requests"] = origin_requests(args.origin_stats) - before
