@@ -20,10 +20,12 @@ behind bench/s3_delay_proxy, as in bench/compare) by four paths, at each
 
 MB/s = size / seconds from the first open (awscli: the process start) until
 the object is durable at the origin. Origin requests are counted at the delay
-proxy (by method) over the same span; a mount's own start-up requests are not
-counted. Every uploaded object is checked at the origin (directly, not through
-the proxy, so the check is neither timed nor counted): its size and SHA-256
-must equal the file's, else the row is reported as failed, not timed.
+proxy (by method) over the same span, a mount's own start-up requests not
+included; "origin CPU" is the share of one CPU the origin server used over
+that span (1.0: saturated). Every uploaded object is checked at the origin
+(directly, not through the proxy, so the check is neither timed nor
+counted): its size and SHA-256 must equal the file's, else the row is
+reported as failed, not timed.
 
 The origin and its proxy run on CPUs of their own (--origin-cpus, as in
 bench/compare), every client on the others. Writes results.md and
@@ -115,6 +117,17 @@ class WriteBench(compare.Bench):
         for chunk in iter(lambda: body.read(8 << 20), b""):
             h.update(chunk)
         return h.hexdigest()
+
+    def origin_cpu_seconds(self):
+        """CPU seconds the origin server (s3rver or moto_server) has used so far."""
+        pid = next((p.pid for name, p in self.procs.live.values()
+                    if name in ("s3rver", "moto_server")), None)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
 
     def proxy_stats(self):
         try:
@@ -277,13 +290,18 @@ class Counter:
 
     def __enter__(self):
         self.before = self.b.proxy_stats()
+        self.cpu_before, self.t0 = self.b.origin_cpu_seconds(), time.monotonic()
         return self
 
     def __exit__(self, *exc):
         if exc[0] is None:
             after = self.b.proxy_stats()
+            cpu = self.b.origin_cpu_seconds()
             self.delta = {k: after[k] - self.before.get(k, 0) for k in after
                           if k.endswith("requests") or k.startswith("bytes")}
+            if cpu is not None and self.cpu_before is not None:
+                # share of one CPU the origin server used over the span (1.0 = saturated)
+                self.delta["origin_cpu"] = (cpu - self.cpu_before) / (time.monotonic() - self.t0)
         return False
 
 
@@ -311,7 +329,7 @@ def run_row(b, tool, attempt):
         b.log(f"  {secs:7.2f} s  {row['mb_per_s']:7.1f} MB/s  requests {counter.delta['requests']}"
               f" (PUT {counter.delta['put_requests']}, other {counter.delta['other_requests']},"
               f" HEAD {counter.delta['head_requests']}, GET {counter.delta['get_requests']})"
-              "  size and SHA-256 match")
+              f"  origin CPU {counter.delta.get('origin_cpu', 0):.2f}  size and SHA-256 match")
     except StepError as e:
         row["error"] = str(e)
         b.log(f"  FAILED: {e}")
@@ -341,13 +359,15 @@ def markdown(results):
     size_mib = results["config"]["size"] / 2**20
     lines = [f"Writing a {size_mib:.0f} MiB file to S3 (s3rver behind s3_delay_proxy), "
              f"best of {results['config']['repeats']}; MB/s = size / seconds until durable "
-             "at the origin; requests counted at the proxy.", ""]
+             "at the origin; requests counted at the proxy; origin CPU: "
+             "share of one CPU the origin server used while the row ran (1.00 = saturated); "
+             "load: 1-minute load average when the row started.", ""]
     chosen = best(results["rows"])
     for delay in results["config"]["delays"]:
         lines += [f"### {delay} per request", "",
                   "| path | s | MB/s | vs awscli | origin requests (PUT / POST / HEAD / GET) | "
-                  "all attempts (s) | load | note |",
-                  "|---|---:|---:|---:|---|---|---:|---|"]
+                  "origin CPU | all attempts (s) | load | note |",
+                  "|---|---:|---:|---:|---|---:|---|---:|---|"]
         aws = chosen.get((delay, "awscli"))
         aws_mbps = aws["mb_per_s"] if aws and not aws["error"] else None
         for tool in results["config"]["tools"]:
@@ -358,14 +378,15 @@ def markdown(results):
                               for x in results["rows"]
                               if x["delay"] == delay and x["tool"] == tool)
             if r["error"]:
-                lines.append(f"| {r['path']} | failed | | | | {tries} | {r['load']:.1f} | "
+                lines.append(f"| {r['path']} | failed | | | | | {tries} | {r['load']:.1f} | "
                              f"{r['error']} |")
                 continue
             q = r["requests"]
             ratio = f"{r['mb_per_s'] / aws_mbps:.2f}x" if aws_mbps else "-"
             lines.append(f"| {r['path']} | {r['seconds']:.1f} | {r['mb_per_s']:.0f} | {ratio} | "
                          f"{q['requests']} ({q['put_requests']} / {q['other_requests']} / "
-                         f"{q['head_requests']} / {q['get_requests']}) | {tries} | "
+                         f"{q['head_requests']} / {q['get_requests']}) | "
+                         f"{q.get('origin_cpu', 0):.2f} | {tries} | "
                          f"{r['load']:.1f} | {r['note']} |")
         lines.append("")
     g = [chosen.get((d, "granary")) for d in results["config"]["delays"]]
