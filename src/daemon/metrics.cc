@@ -178,6 +178,9 @@ void RenderWrites(Writer& w, const OverlayStats& o) {
   w.One("granary_write_pending_files", "gauge", "Files written through the mount and not yet uploaded.",
         o.pending_files);
   w.One("granary_write_pending_bytes", "gauge", "Bytes of those files.", o.pending_bytes);
+  w.One("granary_write_unclosed_files", "gauge",
+        "Pending files last changed without a close or fsync (not uploaded on their own).",
+        o.unclosed_files);
   w.One("granary_write_staged_bytes", "gauge", "Bytes in the staging area (pending and uploaded).",
         o.staged_bytes);
   w.One("granary_write_uploads_total", "counter", "Files uploaded to the origin.", o.uploads);

@@ -197,6 +197,7 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                    {"dirs", w.dirs},
                    {"pending_files", w.pending_files},
                    {"pending_bytes", w.pending_bytes},
+                   {"unclosed_files", w.unclosed_files},
                    {"staged_bytes", w.staged_bytes},
                    {"uploads", w.uploads},
                    {"upload_failures", w.upload_failures},
@@ -271,6 +272,7 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
     Field(*wj, "dirs", w.dirs, err);
     Field(*wj, "pending_files", w.pending_files, err);
     Field(*wj, "pending_bytes", w.pending_bytes, err);
+    Field(*wj, "unclosed_files", w.unclosed_files, err);
     Field(*wj, "staged_bytes", w.staged_bytes, err);
     Field(*wj, "uploads", w.uploads, err);
     Field(*wj, "upload_failures", w.upload_failures, err);
@@ -338,8 +340,14 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
     if (w.upload_seconds > 0) {
       std::snprintf(rate, sizeof rate, ", %.1f MB/s", static_cast<double>(w.uploaded_bytes) / 1e6 / w.upload_seconds);
     }
+    std::string unclosed;
+    if (w.unclosed_files > 0) {
+      unclosed = ", " + std::to_string(w.unclosed_files) +
+                 " never closed before a restart: close them again through the mount or "
+                 "remount with --discard-pending";
+    }
     out += "writes " + s.name + ": " + std::to_string(w.pending_files) + " files pending upload (" +
-           FluidSize(w.pending_bytes) + "), " + std::to_string(w.uploads) + " uploaded (" +
+           FluidSize(w.pending_bytes) + unclosed + "), " + std::to_string(w.uploads) + " uploaded (" +
            FluidSize(w.uploaded_bytes) + rate + "), " + std::to_string(w.upload_failures) +
            " failed\n";
   }

@@ -330,7 +330,10 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
     return Ok(sizeof(*o));
   }
   // No-open: the kernel stops sending OPEN/RELEASE and keeps the page cache.
-  if (options_.read_mode == FuseReadMode::kCached) return Error(ENOSYS);
+  // Not on a writable mount: without OPEN replies (FOPEN_NOFLUSH for
+  // read-only opens) every close(2) would send a FLUSH, and a reader's close
+  // could not be told from a writer's.
+  if (options_.read_mode == FuseReadMode::kCached && !options_.writable) return Error(ENOSYS);
   Result<OpenResult> opened = fs_->Open(h.nodeid, static_cast<int>(in->flags));
   if (!opened.ok()) return Error(FuseErrno(opened.status()));
   auto* o = reinterpret_cast<fusek::OpenOut*>(out.data());

@@ -54,6 +54,7 @@ struct Overlay::File {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   bool dirty = false;     // changed since the last upload (or never uploaded)
+  bool sealed = false;    // dirty, and closed or fsynced since its last change: upload it
   bool uploaded = false;  // an object of this path exists at the origin
   bool removed = false;   // unlinked or folded: no more I/O
   ~File() {
@@ -80,7 +81,7 @@ Result<std::unique_ptr<Overlay>> Overlay::Open(OverlayOptions options,
 }
 
 Status Overlay::WriteMeta(const File& f) const {
-  json j = {{"v", 1}, {"kind", "file"}, {"path", f.path}, {"dirty", f.dirty},
+  json j = {{"v", 1}, {"kind", "file"}, {"path", f.path}, {"dirty", f.dirty}, {"sealed", f.sealed},
             {"uploaded", f.uploaded}, {"mtime_ns", f.mtime_ns}};
   const std::string base = options_.staging_dir + "/" + std::to_string(f.id);
   const std::string tmp = base + ".meta.tmp";
@@ -157,6 +158,7 @@ Status Overlay::Load() {
     f->size = static_cast<uint64_t>(st.st_size);
     f->mtime_ns = mtime;
     f->dirty = j.value("dirty", true);
+    f->sealed = f->dirty && j.value("sealed", false);
     f->uploaded = j.value("uploaded", false);
     if (f->dirty && options_.discard_pending) {
       GLOG_WARN("staging: {} ({} bytes, not uploaded) discarded (--discard-pending)", path, f->size);
@@ -358,8 +360,9 @@ Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::spa
     f->size = end;
   }
   f->mtime_ns = NowNs();
-  if (!f->dirty) {
+  if (!f->dirty || f->sealed) {
     f->dirty = true;
+    f->sealed = false;  // changed after its close: not complete until the next one
     RETURN_IF_ERROR(WriteMeta(*f));
   }
   return done;
@@ -398,8 +401,9 @@ Status Overlay::Truncate(const std::string& path, uint64_t size) {
   }
   f->size = size;
   f->mtime_ns = NowNs();
-  if (!f->dirty) {
+  if (!f->dirty || f->sealed) {
     f->dirty = true;
+    f->sealed = false;
     RETURN_IF_ERROR(WriteMeta(*f));
   }
   return Status::Ok();
@@ -408,6 +412,13 @@ Status Overlay::Truncate(const std::string& path, uint64_t size) {
 Status Overlay::CommitFile(File& f) {
   if (f.removed || !f.dirty) return Status::Ok();
   if (::fsync(f.fd) != 0) return Errno("staging: " + f.path, errno);
+  if (!f.sealed) {
+    // The writer closed (or fsynced) it: these bytes are the file. Recorded
+    // before the upload, so a crash from here on uploads them at the next
+    // mount, and a crash before (a writer that never closed) uploads nothing.
+    f.sealed = true;
+    RETURN_IF_ERROR(WriteMeta(f));
+  }
   const auto start = std::chrono::steady_clock::now();
   Result<ObjectInfo> r = ufs_->Write(options_.prefix + f.path, f.fd, f.size, options_.upload);
   upload_ns_ += static_cast<uint64_t>(
@@ -421,6 +432,7 @@ Status Overlay::CommitFile(File& f) {
   ++uploads_;
   uploaded_bytes_ += f.size;
   f.dirty = false;
+  f.sealed = false;
   f.uploaded = true;
   return WriteMeta(f);
 }
@@ -457,6 +469,12 @@ Status Overlay::RecoverPending() {
   for (const auto& f : pending) {
     std::lock_guard lock(f->mu);
     if (!f->dirty || f->removed) continue;
+    if (!f->sealed) {
+      GLOG_WARN("staging: {} ({} bytes) was being written when the daemon stopped and never "
+                "closed: not uploaded (open and close it to upload it, or mount with "
+                "--discard-pending to drop it)", f->path, f->size);
+      continue;
+    }
     if (ufs_->Root() == "file:///") RemoveOriginTemps(f->path);
     Status s = CommitFile(*f);
     if (!s.ok() && first.ok()) first = s.WithContext("pending upload of " + f->path);
@@ -498,6 +516,7 @@ OverlayStats Overlay::stats() const {
     if (f->dirty) {
       ++s.pending_files;
       s.pending_bytes += f->size;
+      if (!f->sealed) ++s.unclosed_files;
     }
   }
   s.staged_bytes = staged_bytes_.load();

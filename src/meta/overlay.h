@@ -7,10 +7,12 @@
 // object appears whole or not at all) and marks it clean; the staged bytes
 // then serve reads (no origin request) until `granary sync` lists the object
 // into the snapshot and Fold() drops them. A staged file that is dirty after
-// a crash (kill -9 during staging or upload) is found again by Open() and
-// uploaded by the next mount (RecoverPending), or dropped with
-// discard_pending; POSIX temporary names it left at the origin are removed
-// first.
+// a crash is found again by Open(): one its writer had closed or fsynced
+// (sealed) is uploaded by the next mount (RecoverPending); one still being
+// written is never uploaded on its own (that would put a partial file at the
+// origin): it stays pending, readable, until it is closed again through the
+// mount or dropped with discard_pending. POSIX temporary names an
+// interrupted upload left at the origin are removed first.
 //
 // Paths are relative to the dataset root ("log/workerlog.0"). The origin key
 // of a path is <prefix><path>.
@@ -54,6 +56,7 @@ struct OverlayStats {
   uint64_t dirs = 0;           // directories created
   uint64_t pending_files = 0;  // dirty: not yet (completely) at the origin
   uint64_t pending_bytes = 0;
+  uint64_t unclosed_files = 0; // of those, being written (not closed or fsynced since their last change)
   uint64_t staged_bytes = 0;   // all staged bytes (counted against the quota)
   uint64_t uploads = 0;        // uploads done
   uint64_t upload_failures = 0;
@@ -105,7 +108,7 @@ class Overlay {
   // Uploads the file if it changed since its last upload. Errors: the
   // origin's (the staged data stays, dirty, and the next Commit retries).
   Status Commit(const std::string& path);
-  // Uploads every pending file (a mount's start: what a crash left).
+  // Uploads every sealed pending file (a mount's start: what a crash left).
   Status RecoverPending();
 
   // After a sync: clean staged files whose path the new snapshot has are

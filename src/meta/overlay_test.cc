@@ -95,16 +95,22 @@ TEST_F(OverlayTest, AnyWritePatternIsStagedAndUploadedWhole) {
   EXPECT_TRUE(ov.Rmdir("ckpt").ok());
 }
 
-TEST_F(OverlayTest, WhatACrashLeftStagedIsUploadedByTheNextOpenOrDiscarded) {
+TEST_F(OverlayTest, WhatACrashLeftStagedIsUploadedByTheNextOpenOnlyIfItsWriterHadClosedIt) {
   {
     auto o = Overlay::Open(Opts(), ufs_);
     ASSERT_TRUE(o.ok());
+    // Closed by its writer, but the upload failed (the origin's "log" is a file).
+    std::ofstream(Origin("log")) << "in the way";
     ASSERT_TRUE((*o)->Create("log/workerlog.0").ok());
     ASSERT_TRUE((*o)->Write("log/workerlog.0", 0, std::span<const char>("line 1\n", 7)).ok());
+    EXPECT_FALSE((*o)->Commit("log/workerlog.0").ok());
+    // Still being written when the daemon dies: never closed.
     ASSERT_TRUE((*o)->Create("b.txt").ok());
     ASSERT_TRUE((*o)->Write("b.txt", 0, std::span<const char>("bbb", 3)).ok());
-    // Destroyed without a commit: as after kill -9.
+    EXPECT_EQ((*o)->stats().unclosed_files, 1u);
+    // Destroyed here: as after kill -9.
   }
+  fs::remove(Origin("log"));
   // A temporary name an interrupted POSIX upload left beside the target.
   fs::create_directories(Origin("log"));
   std::ofstream(Origin("log/.workerlog.0.granary-1-abc")) << "partial";
@@ -113,11 +119,22 @@ TEST_F(OverlayTest, WhatACrashLeftStagedIsUploadedByTheNextOpenOrDiscarded) {
     ASSERT_TRUE(o.ok());
     EXPECT_EQ((*o)->stats().pending_files, 2u);
     EXPECT_EQ((*o)->stats().pending_bytes, 10u);
+    EXPECT_EQ((*o)->stats().unclosed_files, 1u);
     ASSERT_TRUE((*o)->RecoverPending().ok());
     EXPECT_EQ(Slurp(Origin("log/workerlog.0")), "line 1\n");
-    EXPECT_EQ(Slurp(Origin("b.txt")), "bbb");
     EXPECT_FALSE(fs::exists(Origin("log/.workerlog.0.granary-1-abc")));
-    EXPECT_EQ((*o)->stats().pending_files, 0u);
+    EXPECT_FALSE(fs::exists(Origin("b.txt")));  // a partial file never reaches the origin
+    EXPECT_EQ((*o)->stats().pending_files, 1u);
+    EXPECT_TRUE((*o)->Get("b.txt").has_value());  // still readable, still pending
+  }
+  {
+    // Closing it again (through the mount: Commit) uploads it.
+    auto o = Overlay::Open(Opts(), ufs_);
+    ASSERT_TRUE(o.ok());
+    ASSERT_TRUE((*o)->RecoverPending().ok());
+    EXPECT_FALSE(fs::exists(Origin("b.txt")));
+    ASSERT_TRUE((*o)->Commit("b.txt").ok());
+    EXPECT_EQ(Slurp(Origin("b.txt")), "bbb");
     ASSERT_TRUE((*o)->Create("c.txt").ok());
     ASSERT_TRUE((*o)->Write("c.txt", 0, std::span<const char>("c", 1)).ok());
   }
@@ -157,6 +174,26 @@ TEST_F(OverlayTest, TheQuotaRefusesGrowthWithNoSpaceAndAFailedUploadKeepsTheData
   fs::remove(Origin("sub"));
   ASSERT_TRUE((*o)->Commit("sub/y").ok());
   EXPECT_EQ(Slurp(Origin("sub/y")), "yy");
+}
+
+TEST_F(OverlayTest, ABrokenStagedFileDescriptionIsRemovedAndTheOthersLoad) {
+  {
+    auto o = Overlay::Open(Opts(), ufs_);
+    ASSERT_TRUE(o.ok());
+    ASSERT_TRUE((*o)->Create("good.txt").ok());
+    ASSERT_TRUE((*o)->Write("good.txt", 0, std::span<const char>("ok", 2)).ok());
+  }
+  std::ofstream(dir_ + "/staging/77.meta") << "{not json";
+  std::ofstream(dir_ + "/staging/77.data") << "junk";
+  std::ofstream(dir_ + "/staging/78.meta") << R"({"v":1,"kind":"file","path":"no-data.txt"})";
+  auto o = Overlay::Open(Opts(), ufs_);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE((*o)->Get("good.txt").has_value());
+  EXPECT_FALSE((*o)->Get("no-data.txt").has_value());
+  EXPECT_FALSE(fs::exists(dir_ + "/staging/77.meta"));
+  EXPECT_FALSE(fs::exists(dir_ + "/staging/77.data"));
+  EXPECT_FALSE(fs::exists(dir_ + "/staging/78.meta"));
+  EXPECT_EQ((*o)->stats().pending_files, 1u);
 }
 
 }  // namespace

@@ -254,14 +254,26 @@ else:
   EXPECT_NE(loaded.out.find("equal"), std::string::npos) << loaded.out;
 }
 
+// True once a staged file under `cache` is sealed (closed by its writer, its
+// upload starting).
+bool Sealed(const std::string& cache) {
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(cache, ec)) {
+    if (e.path().extension() != ".meta") continue;
+    auto j = nlohmann::json::parse(Slurp(e.path().string()), nullptr, false);
+    if (j.is_object() && j.value("sealed", false)) return true;
+  }
+  return false;
+}
+
 TEST_F(S3WriteTest, KillDuringA200MiBUploadLeavesNoPartialObjectAndTheNextMountFinishesIt) {
   const std::string big = testing::RandomBytes(200u << 20, 11);
   int round = 0;
   int interrupted = 0;  // rounds whose kill came before the upload completed
-  for (int delay_ms : {0, 300, 1500}) {
+  for (int delay_ms : {0, 700}) {
     SCOPED_TRACE("kill after " + std::to_string(delay_ms) + " ms of close()");
-    const std::string key = "ds/upload" + std::to_string(round++) + ".bin";
-    const std::string cache = work_.path() + "/cache-kill";
+    const std::string key = "ds/upload" + std::to_string(round) + ".bin";
+    const std::string cache = work_.path() + "/cache-kill" + std::to_string(round++);
     MustMount(cache);
     auto pid = ReadPidFile(RunDir(), mp_);
     ASSERT_TRUE(pid.ok()) << pid.status().ToString();
@@ -273,16 +285,13 @@ TEST_F(S3WriteTest, KillDuringA200MiBUploadLeavesNoPartialObjectAndTheNextMountF
       }
       ::close(fd);  // the upload runs inside this close; it fails once the daemon dies
     });
-    // Wait until the whole file is staged (the upload starts at close).
+    // The upload starts when close() reaches the daemon: the staged file's
+    // description then says "sealed" (its writer is done).
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline) {
-      uint64_t staged = 0;
-      std::error_code ec;
-      for (const auto& e : fs::recursive_directory_iterator(cache, ec))
-        if (e.path().extension() == ".data") staged = std::max<uint64_t>(staged, fs::file_size(e.path(), ec));
-      if (staged >= big.size()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (std::chrono::steady_clock::now() < deadline && !Sealed(cache)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    ASSERT_TRUE(Sealed(cache));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     ASSERT_EQ(::kill(pid->pid, SIGKILL), 0);
     writer.join();
@@ -311,6 +320,36 @@ TEST_F(S3WriteTest, KillDuringA200MiBUploadLeavesNoPartialObjectAndTheNextMountF
     Unmount();
   }
   EXPECT_GE(interrupted, 1) << "no kill landed during an upload: the test did not test it";
+}
+
+TEST_F(S3WriteTest, KillWhileAFileIsBeingWrittenNeverUploadsThePartialFile) {
+  const std::string cache = work_.path() + "/cache-staging";
+  MustMount(cache);
+  auto pid = ReadPidFile(RunDir(), mp_);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  int fd = ::open((mp_ + "/half.bin").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const std::string chunk = testing::RandomBytes(1u << 20, 5);
+  for (int i = 0; i < 48; ++i) ASSERT_TRUE(WriteAll(fd, chunk, static_cast<off_t>(i) << 20));
+  ASSERT_EQ(::kill(pid->pid, SIGKILL), 0);  // the writer has not closed the file
+  ::close(fd);
+  RunGranary({"umount", "--run-dir", RunDir(), mp_});
+  if (IsMountpoint(mp_)) UnmountFuse(mp_).IgnoreError();
+  MustMount(cache);
+  nlohmann::json st = Status();
+  EXPECT_EQ(st["writes"]["pending_files"].get<uint64_t>(), 1u) << st.dump();
+  EXPECT_EQ(st["writes"]["unclosed_files"].get<uint64_t>(), 1u) << st.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(s3_->Stat("ds/half.bin").status().code(), Code::kNotFound);  // never a partial object
+  EXPECT_EQ(Slurp(mp_ + "/half.bin").size(), 48u << 20);  // what was written is still readable
+  ProcessResult table = RunGranary({"status", mp_, "--run-dir", RunDir()});
+  EXPECT_NE(table.out.find("never closed"), std::string::npos) << table.out;
+  Unmount();
+  // --discard-pending drops it.
+  MustMount(cache, {"--discard-pending"});
+  EXPECT_EQ(Status()["writes"]["pending_files"].get<uint64_t>(), 0u);
+  EXPECT_FALSE(fs::exists(mp_ + "/half.bin"));
+  EXPECT_EQ(s3_->Stat("ds/half.bin").status().code(), Code::kNotFound);
 }
 
 // ---------------- over a posix directory ----------------
