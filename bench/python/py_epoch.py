@@ -70,7 +70,12 @@ def open_dataset(args, samples_file):
         ds = granary.Dataset(args.root, cache_dir=args.cache_dir, list_file=samples_file,
                              serve=args.mode.startswith("dl-"), **opts)
     else:
-        ds = granary.Dataset(args.root, list_file=samples_file)
+        tuning = {}
+        if args.connections:
+            tuning["connections"] = args.connections
+        if args.max_open_files:
+            tuning["max_open_files"] = args.max_open_files
+        ds = granary.Dataset(args.root, list_file=samples_file, **tuning)
     return ds, time.perf_counter() - t0
 
 
@@ -246,6 +251,10 @@ def main():
     ap.add_argument("--cache-dir", help="in-process Dataset: its cache directory (PATH[:QUOTA])")
     ap.add_argument("--endpoint", help="in-process Dataset: the S3 endpoint")
     ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--connections", type=int, default=0,
+                    help="attach: socket connections to the daemon (0: the default)")
+    ap.add_argument("--max-open-files", type=int, default=0,
+                    help="attach: cache-file descriptors the client keeps (0: the default)")
     ap.add_argument("--seed", type=int, default=1, help="epoch e shuffles with seed + e")
     ap.add_argument("--warmup", type=int, default=0, help="unmeasured epochs first")
     ap.add_argument("--epochs", type=int, default=1,
