@@ -367,8 +367,9 @@ def markdown(results):
     lines += ["| target | measured | wanted | met |", "|---|---:|---:|:---:|"]
     for t in results["targets"]:
         met = "–" if t["met"] is None else ("yes" if t["met"] else "**no**")
-        lines.append(f"| {t['target']} ({t['against']}) | {_fmt(t['ratio'], 2)}× "
-                     f"| ≥ {t['want']}× | {met} |")
+        against = f" ({t['against']})" if t["against"] else ""
+        ratio = f"{t['ratio']:.2f}×" if t["ratio"] is not None else "not measured"
+        lines.append(f"| {t['target']}{against} | {ratio} | ≥ {t['want']}× | {met} |")
     lines += ["", "open s: opening the dataset in-process (`granary.Dataset(...)`: snapshot, "
               "store) or `granary mount` (fresh remount and --load rows), before the epoch "
               "and not in its img/s; p99: per-file read latency.", "", "Notes:"]
