@@ -330,9 +330,9 @@ def run_row(b, tool, attempt):
               f" (PUT {counter.delta['put_requests']}, other {counter.delta['other_requests']},"
               f" HEAD {counter.delta['head_requests']}, GET {counter.delta['get_requests']})"
               f"  origin CPU {counter.delta.get('origin_cpu', 0):.2f}  size and SHA-256 match")
-    except StepError as e:
-        row["error"] = str(e)
-        b.log(f"  FAILED: {e}")
+    except (StepError, OSError) as e:
+        row["error"] = str(e) if isinstance(e, StepError) else f"{type(e).__name__}: {e}"
+        b.log(f"  FAILED: {row['error']}")
     finally:
         for m in list(b.procs.mounts):
             b.procs.unmount(m)
@@ -459,6 +459,8 @@ def main():
             for attempt in range(1, args.repeats + 1):
                 for tool in tools:
                     results["rows"].append(run_row(b, tool, attempt))
+                    with open(os.path.join(args.out, "results.json"), "w") as f:
+                        json.dump(results, f, indent=2)  # what is done so far, if a later row dies
             b.procs.stop(proxy)
     except KeyboardInterrupt:
         print("write_bench: interrupted; stopping everything", file=sys.stderr)
