@@ -41,10 +41,13 @@ struct AttachOptions {
   // Run directory of the daemons' sockets (`granary mount --run-dir`); used
   // when Attach is given a mount point. "" = $GRANARY_RUN_DIR, else /run/granary.
   std::string run_dir;
-  // Socket connections kept to the daemon (requests from many threads share them).
-  int connections = 4;
+  // Socket connections kept to the daemon (requests from many threads share
+  // them; one per reader thread avoids waiting for one).
+  int connections = 16;
   // Cache-file descriptors kept open by this client (least recently used closed first).
-  size_t max_open_files = 4096;
+  // At most half of the process's file limit, which the client raises to its
+  // hard limit (RLIMIT_NOFILE): the rest stays for the program.
+  size_t max_open_files = 65536;
 };
 
 }  // namespace granary

@@ -90,7 +90,7 @@ def _is_attach_target(target):
 
 
 def _open_native(target, cache_dir=None, cache_size="", mem_cache="", origin_concurrency=0,
-                 origin_timeout=60.0, policy="lru", connections=4, max_open_files=4096,
+                 origin_timeout=60.0, policy="lru", connections=16, max_open_files=65536,
                  run_dir=None, **origin_options):
     """(native client, attached?) for `target`, as Dataset() decides it."""
     if not isinstance(target, (str, os.PathLike)):
@@ -167,7 +167,7 @@ class Dataset:
     """
 
     def __init__(self, source_or_mountpoint, *, cache_dir=None, list_file=None, serve=True,
-                 connections=4, max_open_files=4096, run_dir=None, **options):
+                 connections=16, max_open_files=65536, run_dir=None, **options):
         self.source = os.fspath(source_or_mountpoint)
         if "://" not in self.source:
             self.source = os.path.expanduser(self.source)

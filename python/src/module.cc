@@ -374,8 +374,8 @@ PYBIND11_MODULE(_granary, m) {
                   py::arg("origin_concurrency") = 0, py::arg("origin_timeout") = 60.0,
                   py::arg("policy") = "lru",
                   "Opens the dataset at `source` in this process (Client::Open).")
-      .def_static("attach", &granary::AttachClient, py::arg("target"), py::arg("connections") = 4,
-                  py::arg("max_open_files") = 4096, py::arg("run_dir") = "",
+      .def_static("attach", &granary::AttachClient, py::arg("target"), py::arg("connections") = 16,
+                  py::arg("max_open_files") = 65536, py::arg("run_dir") = "",
                   "Attaches to the daemon serving a mount point or a Serve() socket.")
       .def("info", &granary::Info)
       .def("stat", &granary::Stat, py::arg("path"))

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,6 +83,20 @@ class FdCache {
   std::list<std::string> lru_;
   std::unordered_map<std::string, std::pair<FilePtr, std::list<std::string>::iterator>> map_;
 };
+
+// How many cache-file descriptors a client may keep: `wanted`, at most half
+// of the file limit, whose soft value is raised to the hard one first.
+size_t FdBound(size_t wanted) {
+  struct rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return std::min<size_t>(wanted, 512);
+  if (rl.rlim_cur < rl.rlim_max) {
+    struct rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  const size_t half = rl.rlim_cur == RLIM_INFINITY ? wanted : static_cast<size_t>(rl.rlim_cur / 2);
+  return std::max<size_t>(16, std::min(wanted, half));
+}
 
 Result<size_t> PreadAll(int fd, uint64_t size, uint64_t offset, std::span<char> out,
                         const std::string& path) {
@@ -219,7 +234,7 @@ Result<TierLevel> ParseCacheDirText(const std::string& text) {
 class InProcessClient final : public CachingClient {
  public:
   explicit InProcessClient(std::unique_ptr<Dataset> ds)
-      : CachingClient("", 4096),
+      : CachingClient("", FdBound(65536)),
         ds_(std::move(ds)),
         loads_(&ds_->engine()),
         reporter_(&ds_->engine(), &loads_, ""),
@@ -294,7 +309,7 @@ class InProcessClient final : public CachingClient {
 class AttachedClient final : public CachingClient {
  public:
   AttachedClient(std::string socket, std::string prefix, const AttachOptions& o)
-      : CachingClient(std::move(prefix), o.max_open_files),
+      : CachingClient(std::move(prefix), FdBound(o.max_open_files)),
         socket_(std::move(socket)),
         max_conns_(std::max(1, o.connections)) {}
 
