@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (what CI runs): installs dependencies, builds Granary, runs
 # every test with ctest, runs every libFuzzer target for FUZZ_SECONDS (default
-# 30) each, then builds the unit tests (ctest label `unit`) under ASan+UBSan
+# 20) each, then builds the unit tests (ctest label `unit`) under ASan+UBSan
 # and under TSan and runs them; any sanitizer report fails the run.
 #   scripts/test.sh                          # all of the above
 #   GRANARY_SANITIZERS=0 scripts/test.sh     # without the sanitizer runs
@@ -18,7 +18,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRANARY_SANITIZE="$sa
 cmake --build "$build" -j"$jobs"
 (cd "$build" && ctest --output-on-failure -j"$jobs" "$@")
 [[ -n "$san" ]] && exit 0
-FUZZ_SECONDS="${FUZZ_SECONDS:-30}" scripts/fuzz.sh
+FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh
 
 [[ "${GRANARY_SANITIZERS:-1}" == 0 ]] && exit 0
 # Every report is fatal: the sanitizer builds compile with
