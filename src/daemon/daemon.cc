@@ -90,6 +90,9 @@ Status DaemonOptions::Validate() const {
     return InvalidArgument("--allow-overwrite, --allow-delete and --discard-pending need --writable");
   }
   if (writable && mountpoint.empty()) return InvalidArgument("--writable: a worker has no mount to write through");
+  if (writable && fuse.transport == FuseTransport::kUring) {
+    return InvalidArgument("--writable: --fuse-transport uring does not carry writes yet; use auto or dev");
+  }
   return Status::Ok();
 }
 
@@ -246,6 +249,9 @@ Status Daemon::StartMount() {
   FuseOptions fuse_opts = o.fuse;
   fuse_opts.mountpoint = o.mountpoint;
   fuse_opts.writable = o.writable;
+  // FUSE-over-io_uring puts the names of CREATE/MKDIR and the data of WRITE
+  // where this transport does not read them yet: writable mounts use /dev/fuse.
+  if (o.writable) fuse_opts.transport = FuseTransport::kDev;
   fuse_opts.fsname = "granary";
   fuse_ = std::make_unique<FuseServer>(fs_.get(), fuse_opts);
   return fuse_->Start();

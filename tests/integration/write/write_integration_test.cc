@@ -390,6 +390,12 @@ TEST_F(PosixWriteTest, RefusedOperationsReturnTheDocumentedErrno) {
   EXPECT_EQ(Slurp(src_ + "/train/c0/a.jpg"), "origin bytes");
   Unmount();
 
+  // The io_uring transport does not carry writes yet: refused with a clear error.
+  ProcessResult uring = Mount(src_, work_.path() + "/cache", {"--writable", "--fuse-transport", "uring"});
+  EXPECT_NE(uring.exit_code, 0);
+  EXPECT_NE(uring.err.find("uring"), std::string::npos) << uring.err;
+  EXPECT_FALSE(IsMountpoint(mp_));
+
   // A read-only mount answers EROFS; with the opt-ins, origin files can be replaced and deleted.
   MustMount();
   EXPECT_EQ(::open((mp_ + "/x").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644), -1);
