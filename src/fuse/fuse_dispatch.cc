@@ -13,22 +13,13 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "fuse/fuse_dispatch_util.h"
 
 namespace granary {
+using namespace fuse_dispatch_util;
 namespace {
 
-// The protocol layer's tag on file handles of passthrough opens.
-constexpr uint64_t kPassthroughFh = 1ULL << 63;
 constexpr uint32_t kBlockSize = 1 << 20;  // st_blksize: stdio/Python buffer hint
-
-template <typename T>
-const T* Arg(std::span<const char> body) {
-  return body.size() >= sizeof(T) ? reinterpret_cast<const T*>(body.data()) : nullptr;
-}
-
-HandlerReply Error(int err) { return {.error = err, .size = 0, .send = true}; }
-HandlerReply Ok(size_t size) { return {.error = 0, .size = size, .send = true}; }
-HandlerReply NoReply() { return {.error = 0, .size = 0, .send = false}; }
 
 bool IsWriteOpcode(uint32_t op) {
   switch (op) {
@@ -41,14 +32,6 @@ bool IsWriteOpcode(uint32_t op) {
     default:
       return false;
   }
-}
-
-// The NUL-terminated name at the start of `body` (after `skip` bytes).
-std::string_view NameArg(std::span<const char> body, size_t skip = 0) {
-  if (body.size() <= skip) return {};
-  const char* p = body.data() + skip;
-  size_t max = body.size() - skip;
-  return std::string_view(p, strnlen(p, max));
 }
 
 }  // namespace
@@ -318,16 +301,7 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
   const auto* in = Arg<fuse_open_in>(body);
   if (in == nullptr) return Error(EINVAL);
   if ((in->flags & O_ACCMODE) != O_RDONLY || (in->flags & O_TRUNC)) {
-    if (!options_.writable) return Error(EROFS);
-    OpenResult opened;
-    int err = fs_->OpenForWrite(h.nodeid, static_cast<int>(in->flags), &opened);
-    if (err != 0) return Error(err);
-    auto* o = reinterpret_cast<fusek::OpenOut*>(out.data());
-    std::memset(o, 0, sizeof(*o));
-    o->fh = opened.fh & ~kPassthroughFh;
-    o->open_flags = opened.keep_cache ? FOPEN_KEEP_CACHE : 0;
-    userspace_opens_.fetch_add(1, std::memory_order_relaxed);
-    return Ok(sizeof(*o));
+    return options_.writable ? DoOpenForWrite(h, *in, out) : Error(EROFS);
   }
   // No-open: the kernel stops sending OPEN/RELEASE and keeps the page cache.
   // Not on a writable mount: without OPEN replies (FOPEN_NOFLUSH for
@@ -352,102 +326,6 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
     userspace_opens_.fetch_add(1, std::memory_order_relaxed);
   }
   return Ok(sizeof(*o));
-}
-
-HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span<const char> body,
-                                       std::span<char> out) {
-  switch (h.opcode) {
-    case FUSE_CREATE: {
-      const auto* in = Arg<fuse_create_in>(body);
-      if (in == nullptr) return Error(EINVAL);
-      std::string_view name = NameArg(body, sizeof(fuse_create_in));
-      if (name.empty() || name.size() > 255) return Error(name.empty() ? EINVAL : ENAMETOOLONG);
-      if (!S_ISREG(in->mode) && (in->mode & S_IFMT) != 0) return Error(EPERM);  // files only
-      NodeAttr attr;
-      OpenResult opened;
-      int err = fs_->Create(h.nodeid, name, static_cast<int>(in->flags), &attr, &opened);
-      if (err != 0) return Error(err);
-      AddLookup(attr.ino);
-      auto* e = reinterpret_cast<fuse_entry_out*>(out.data());
-      FillEntry(attr, e);
-      auto* o = reinterpret_cast<fusek::OpenOut*>(out.data() + sizeof(fuse_entry_out));
-      std::memset(o, 0, sizeof(*o));
-      o->fh = opened.fh & ~kPassthroughFh;
-      userspace_opens_.fetch_add(1, std::memory_order_relaxed);
-      return Ok(sizeof(fuse_entry_out) + sizeof(fusek::OpenOut));
-    }
-    case FUSE_MKDIR: {
-      std::string_view name = NameArg(body, sizeof(fuse_mkdir_in));
-      if (Arg<fuse_mkdir_in>(body) == nullptr || name.empty()) return Error(EINVAL);
-      if (name.size() > 255) return Error(ENAMETOOLONG);
-      NodeAttr attr;
-      int err = fs_->Mkdir(h.nodeid, name, &attr);
-      if (err != 0) return Error(err);
-      AddLookup(attr.ino);
-      NoteDir(attr.ino, h.nodeid, name);
-      FillEntry(attr, reinterpret_cast<fuse_entry_out*>(out.data()));
-      return Ok(sizeof(fuse_entry_out));
-    }
-    case FUSE_WRITE: {
-      const auto* in = Arg<fuse_write_in>(body);
-      if (in == nullptr || body.size() < sizeof(fuse_write_in) + in->size) return Error(EINVAL);
-      size_t written = 0;
-      int err = fs_->Write(h.nodeid, in->fh & ~kPassthroughFh, in->offset,
-                           body.subspan(sizeof(fuse_write_in), in->size), &written);
-      if (err != 0) return Error(err);
-      auto* o = reinterpret_cast<fuse_write_out*>(out.data());
-      std::memset(o, 0, sizeof(*o));
-      o->size = static_cast<uint32_t>(written);
-      return Ok(sizeof(*o));
-    }
-    case FUSE_FLUSH: {
-      const auto* in = Arg<fuse_flush_in>(body);
-      if (in == nullptr) return Error(EINVAL);
-      int err = fs_->Flush(h.nodeid, in->fh & ~kPassthroughFh);
-      return err != 0 ? Error(err) : Ok(0);
-    }
-    case FUSE_FSYNC: {
-      const auto* in = Arg<fuse_fsync_in>(body);
-      if (in == nullptr) return Error(EINVAL);
-      int err = fs_->Fsync(h.nodeid, in->fh & ~kPassthroughFh);
-      return err != 0 ? Error(err) : Ok(0);
-    }
-    case FUSE_SETATTR: {
-      const auto* in = Arg<fuse_setattr_in>(body);
-      if (in == nullptr) return Error(EINVAL);
-      std::optional<uint64_t> size;
-      if (in->valid & FATTR_SIZE) size = in->size;
-      const bool mode_or_owner = (in->valid & (FATTR_MODE | FATTR_UID | FATTR_GID)) != 0;
-      NodeAttr attr;
-      int err = fs_->SetAttr(h.nodeid, size, mode_or_owner, &attr);
-      if (err != 0) return Error(err);
-      auto* a = reinterpret_cast<fuse_attr_out*>(out.data());
-      std::memset(a, 0, sizeof(*a));
-      a->attr_valid = static_cast<uint64_t>(options_.attr_timeout.count());
-      FillAttr(attr, &a->attr);
-      return Ok(sizeof(*a));
-    }
-    case FUSE_UNLINK:
-    case FUSE_RMDIR: {
-      std::string_view name = NameArg(body);
-      if (name.empty()) return Error(EINVAL);
-      int err = h.opcode == FUSE_UNLINK ? fs_->Unlink(h.nodeid, name) : fs_->Rmdir(h.nodeid, name);
-      return err != 0 ? Error(err) : Ok(0);
-    }
-    case FUSE_RENAME:
-    case FUSE_RENAME2: {
-      const size_t skip = h.opcode == FUSE_RENAME ? sizeof(fuse_rename_in) : sizeof(fuse_rename2_in);
-      if (body.size() < skip) return Error(EINVAL);
-      const uint64_t newdir = reinterpret_cast<const fuse_rename_in*>(body.data())->newdir;
-      std::string_view from = NameArg(body, skip);
-      std::string_view to = NameArg(body, skip + from.size() + 1);
-      if (from.empty() || to.empty()) return Error(EINVAL);
-      return Error(fs_->Rename(h.nodeid, from, newdir, to));
-    }
-    default:
-      // Links, special files, xattrs, fallocate, copy_file_range: not offered.
-      return Error(EPERM);
-  }
 }
 
 HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<const char> body,

@@ -196,7 +196,10 @@ class FuseDispatcher {
   HandlerReply DoReadDir(const struct fuse_in_header& h, std::span<const char> body,
                          std::span<char> out, bool plus);
   HandlerReply DoStatFs(std::span<char> out);
-  // Writable mounts (FuseOptions::writable); every one answers EROFS otherwise.
+  // Writable mounts (FuseOptions::writable; fuse_dispatch_write.cc); every
+  // one answers EROFS otherwise.
+  HandlerReply DoOpenForWrite(const struct fuse_in_header& h, const struct fuse_open_in& in,
+                              std::span<char> out);
   HandlerReply DoWriteOp(const struct fuse_in_header& h, std::span<const char> body,
                          std::span<char> out);
   HandlerReply DoListXattr(std::span<const char> body, std::span<char> out);
