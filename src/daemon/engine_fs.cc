@@ -87,7 +87,7 @@ Result<NodeAttr> EngineFs::Lookup(uint64_t parent, std::string_view name) {
 }
 
 Result<NodeAttr> EngineFs::GetAttr(uint64_t node) {
-  if (overlay_ != nullptr) {
+  if (MayBeOverlaid(node)) {
     ASSIGN_OR_RETURN(std::string path, PathOf(node));
     if (std::optional<Overlay::Entry> e = overlay_->Get(path); e && !e->whiteout) {
       return OverlayAttr(node, path, *e);
@@ -102,7 +102,7 @@ Result<NodeAttr> EngineFs::GetAttr(uint64_t node) {
 
 Result<OpenResult> EngineFs::Open(uint64_t node, int flags) {
   opens_.fetch_add(1, std::memory_order_relaxed);
-  if (overlay_ != nullptr) {
+  if (MayBeOverlaid(node)) {
     ASSIGN_OR_RETURN(std::string path, PathOf(node));
     if (std::optional<Overlay::Entry> e = overlay_->Get(path); e && !e->whiteout) {
       if (e->is_dir) return InvalidArgument(path + " is a directory");
@@ -132,19 +132,13 @@ Result<int> EngineFs::OpenBackingFile(uint64_t node, const std::string& /*backin
 }
 
 Result<size_t> EngineFs::Read(uint64_t node, uint64_t fh, uint64_t offset, std::span<char> out) {
-  if (overlay_ != nullptr) {
-    Result<std::string> path = PathOf(node);
-    if (path.ok() && overlay_->Get(*path)) return overlay_->Read(*path, offset, out);
-  }
+  if (auto o = ReadOverlay(node, offset, out)) return *o;
   return ReadResolved(Resolve(node), offset, out, nullptr);
 }
 
 std::optional<Result<size_t>> EngineFs::TryRead(uint64_t node, uint64_t fh, uint64_t offset,
                                                 std::span<char> out) {
-  if (overlay_ != nullptr) {
-    Result<std::string> path = PathOf(node);
-    if (path.ok() && overlay_->Get(*path)) return overlay_->Read(*path, offset, out);
-  }
+  if (auto o = ReadOverlay(node, offset, out)) return *o;
   Result<Resolved> r = Resolve(node);  // once per READ: the read below reuses it
   if (r.ok() && !engine_->IsLocal(*r->snap, r->ino, offset, out.size())) return std::nullopt;
   return ReadResolved(r, offset, out, nullptr);
@@ -152,10 +146,7 @@ std::optional<Result<size_t>> EngineFs::TryRead(uint64_t node, uint64_t fh, uint
 
 Result<size_t> EngineFs::ReadCancellable(uint64_t node, uint64_t fh, uint64_t offset,
                                          std::span<char> out, CancelToken& cancel) {
-  if (overlay_ != nullptr) {
-    Result<std::string> path = PathOf(node);
-    if (path.ok() && overlay_->Get(*path)) return overlay_->Read(*path, offset, out);
-  }
+  if (auto o = ReadOverlay(node, offset, out)) return *o;
   return ReadResolved(Resolve(node), offset, out, &cancel);
 }
 
@@ -269,6 +260,45 @@ uint64_t EngineFs::OverlayNode(const std::string& path) {
     overlay_paths_[it->second] = path;
   }
   return it->second;
+}
+
+bool EngineFs::MayBeOverlaid(uint64_t node) const {
+  return overlay_ != nullptr &&
+         (node >= kOverlayBase || options_.allow_overwrite || options_.allow_delete);
+}
+
+std::optional<Result<size_t>> EngineFs::ReadOverlay(uint64_t node, uint64_t offset,
+                                                    std::span<char> out) {
+  if (!MayBeOverlaid(node)) return std::nullopt;
+  Result<std::string> path = PathOf(node);
+  if (!path.ok() || !overlay_->Get(*path)) return std::nullopt;
+  return overlay_->Read(*path, offset, out);
+}
+
+void EngineFs::ForgetOverlayPath(const std::string& path) {
+  std::lock_guard lock(overlay_mu_);
+  if (auto it = overlay_ids_.find(path); it != overlay_ids_.end()) {
+    overlay_paths_.erase(it->second);
+    overlay_ids_.erase(it);
+  }
+}
+
+int EngineFs::NewEntryPath(uint64_t parent, std::string_view name, std::string* path) {
+  if (overlay_ == nullptr) return EROFS;
+  Result<std::string> dir = PathOf(parent);
+  if (!dir.ok()) return FuseErrno(dir.status());
+  *path = JoinPath(*dir, name);
+  std::optional<Overlay::Entry> e = overlay_->Get(*path);
+  if ((e && !e->whiteout) || (!e && OriginEntry(*engine_->snapshot(), *path))) return EEXIST;
+  return 0;
+}
+
+int EngineFs::MadeEntry(const Status& made, const std::string& path, NodeAttr* attr) {
+  if (!made.ok()) return made.code() == Code::kInvalidArgument ? EEXIST : WriteErrno(made);
+  std::optional<Overlay::Entry> e = overlay_->Get(path);
+  if (!e) return EIO;
+  *attr = OverlayAttr(OverlayNode(path), path, *e);
+  return 0;
 }
 
 Result<std::string> EngineFs::PathOf(uint64_t node) const {
@@ -396,36 +426,17 @@ int EngineFs::OpenForWrite(uint64_t node, int flags, OpenResult* out) {
 
 int EngineFs::Create(uint64_t parent, std::string_view name, int flags, NodeAttr* attr,
                      OpenResult* out) {
-  if (overlay_ == nullptr) return EROFS;
-  Result<std::string> dir = PathOf(parent);
-  if (!dir.ok()) return FuseErrno(dir.status());
-  const std::string path = JoinPath(*dir, name);
-  std::optional<Overlay::Entry> e = overlay_->Get(path);
-  if ((e && !e->whiteout) || (!e && OriginEntry(*engine_->snapshot(), path))) return EEXIST;
-  if (Status s = overlay_->Create(path); !s.ok()) {
-    return s.code() == Code::kInvalidArgument ? EEXIST : WriteErrno(s);
-  }
-  std::optional<Overlay::Entry> made = overlay_->Get(path);
-  if (!made) return EIO;
-  *attr = OverlayAttr(OverlayNode(path), path, *made);
+  std::string path;
+  if (int err = NewEntryPath(parent, name, &path); err != 0) return err;
+  if (int err = MadeEntry(overlay_->Create(path), path, attr); err != 0) return err;
   *out = OpenResult{.fh = 0, .keep_cache = false};
   return 0;
 }
 
 int EngineFs::Mkdir(uint64_t parent, std::string_view name, NodeAttr* attr) {
-  if (overlay_ == nullptr) return EROFS;
-  Result<std::string> dir = PathOf(parent);
-  if (!dir.ok()) return FuseErrno(dir.status());
-  const std::string path = JoinPath(*dir, name);
-  std::optional<Overlay::Entry> e = overlay_->Get(path);
-  if ((e && !e->whiteout) || (!e && OriginEntry(*engine_->snapshot(), path))) return EEXIST;
-  if (Status s = overlay_->Mkdir(path); !s.ok()) {
-    return s.code() == Code::kInvalidArgument ? EEXIST : WriteErrno(s);
-  }
-  std::optional<Overlay::Entry> made = overlay_->Get(path);
-  if (!made) return EIO;
-  *attr = OverlayAttr(OverlayNode(path), path, *made);
-  return 0;
+  std::string path;
+  if (int err = NewEntryPath(parent, name, &path); err != 0) return err;
+  return MadeEntry(overlay_->Mkdir(path), path, attr);
 }
 
 int EngineFs::Write(uint64_t node, uint64_t fh, uint64_t offset, std::span<const char> data,
@@ -503,11 +514,7 @@ int EngineFs::Unlink(uint64_t parent, std::string_view name) {
     if (Status s = engine_->ufs().Delete(snap->Key(*ino)); !s.ok()) return WriteErrno(s);
     if (Status s = overlay_->Whiteout(path); !s.ok()) return WriteErrno(s);
   }
-  std::lock_guard lock(overlay_mu_);
-  if (auto it = overlay_ids_.find(path); it != overlay_ids_.end()) {
-    overlay_paths_.erase(it->second);
-    overlay_ids_.erase(it);
-  }
+  ForgetOverlayPath(path);
   return 0;
 }
 
@@ -528,11 +535,7 @@ int EngineFs::Rmdir(uint64_t parent, std::string_view name) {
   }
   Status s = overlay_->Rmdir(path);
   if (!s.ok()) return s.code() == Code::kInvalidArgument ? ENOTEMPTY : WriteErrno(s);
-  std::lock_guard lock(overlay_mu_);
-  if (auto it = overlay_ids_.find(path); it != overlay_ids_.end()) {
-    overlay_paths_.erase(it->second);
-    overlay_ids_.erase(it);
-  }
+  ForgetOverlayPath(path);
   return 0;
 }
 

@@ -135,6 +135,18 @@ class EngineFs : public FuseFilesystem {
   NodeAttr OverlayAttr(uint64_t node, const std::string& path, const Overlay::Entry& e) const;
   // The current snapshot's entry of `path`, unless the overlay hides it.
   std::optional<EntryView> OriginEntry(const Snapshot& snap, const std::string& path) const;
+  // True when the overlay may hold the node's path: a node it made, or any
+  // node once origin files can be taken over (--allow-overwrite) or hidden
+  // (--allow-delete). Other nodes skip the path lookup on every READ.
+  bool MayBeOverlaid(uint64_t node) const;
+  // The overlay's read of `node`, or nullopt when the overlay does not hold it.
+  std::optional<Result<size_t>> ReadOverlay(uint64_t node, uint64_t offset, std::span<char> out);
+  // Drops the node id of a path the overlay no longer has.
+  void ForgetOverlayPath(const std::string& path);
+  // Create/Mkdir: the new entry's path (EEXIST when the name is taken), then
+  // the attributes of what the overlay made (or the errno of `made`).
+  int NewEntryPath(uint64_t parent, std::string_view name, std::string* path);
+  int MadeEntry(const Status& made, const std::string& path, NodeAttr* attr);
   // Makes the origin file `path` an overlay file (--allow-overwrite).
   int Adopt(const std::string& path, bool truncate);
   Status ReadDirMerged(uint64_t node, uint64_t offset, const DirEntrySink& emit);
