@@ -218,19 +218,6 @@ class CachingClient : public Client {
 
 // ---------------- in-process ----------------
 
-Result<TierLevel> ParseCacheDirText(const std::string& text) {
-  TierLevel t{.medium = Medium::kSsd, .path = text};
-  if (size_t colon = text.rfind(':'); colon != std::string::npos) {
-    auto quota = ParseSize(text.substr(colon + 1));
-    if (!quota.ok()) return InvalidArgument("cache dir '" + text + "': " + quota.status().message());
-    if (*quota == 0) return InvalidArgument("cache dir '" + text + "': quota must be > 0");
-    t.path = text.substr(0, colon);
-    t.quota = *quota;
-  }
-  if (t.path.empty()) return InvalidArgument("cache dir '" + text + "': empty directory");
-  return t;
-}
-
 class InProcessClient final : public CachingClient {
  public:
   explicit InProcessClient(std::unique_ptr<Dataset> ds)
@@ -535,7 +522,7 @@ Result<std::unique_ptr<Client>> Client::Open(const std::string& source, const Op
   if (!o.cache_dirs.empty()) {
     d.cache_dirs.clear();
     for (const std::string& text : o.cache_dirs) {
-      ASSIGN_OR_RETURN(TierLevel t, ParseCacheDirText(text));
+      ASSIGN_OR_RETURN(TierLevel t, ParseCacheDirSpec(text, "cache dir"));
       d.cache_dirs.push_back(std::move(t));
     }
   }

@@ -53,20 +53,6 @@ struct MountFlags {
   ClusterFlags cluster;
 };
 
-// "DIR" or "DIR:QUOTA" (QUOTA a size such as 200G). quota 0 = auto.
-Result<TierLevel> ParseCacheDir(const std::string& text) {
-  TierLevel t{.medium = Medium::kSsd, .path = text};
-  if (size_t colon = text.rfind(':'); colon != std::string::npos) {
-    auto quota = ParseSize(text.substr(colon + 1));
-    if (!quota.ok()) return InvalidArgument("--cache-dir '" + text + "': " + quota.status().message());
-    if (*quota == 0) return InvalidArgument("--cache-dir '" + text + "': quota must be > 0");
-    t.path = text.substr(0, colon);
-    t.quota = *quota;
-  }
-  if (t.path.empty()) return InvalidArgument("--cache-dir '" + text + "': empty directory");
-  return t;
-}
-
 // Flags (and --config) -> DaemonOptions. Errors are usage errors.
 Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globals) {
   DaemonOptions o;
@@ -86,7 +72,7 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   if (!f.cache_dirs.empty()) {
     o.dataset.cache_dirs.clear();
     for (const std::string& text : f.cache_dirs) {
-      ASSIGN_OR_RETURN(TierLevel t, ParseCacheDir(text));
+      ASSIGN_OR_RETURN(TierLevel t, ParseCacheDirSpec(text, "--cache-dir"));
       o.dataset.cache_dirs.push_back(t);
     }
   } else if (config && !config->tiers.empty()) {

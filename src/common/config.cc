@@ -345,4 +345,18 @@ bool Config::writable() const {
   return false;
 }
 
+Result<TierLevel> ParseCacheDirSpec(const std::string& text, std::string_view what) {
+  const std::string named = std::string(what) + " '" + text + "': ";
+  TierLevel t{.medium = Medium::kSsd, .path = text};
+  if (size_t colon = text.rfind(':'); colon != std::string::npos) {
+    auto quota = ParseSize(text.substr(colon + 1));
+    if (!quota.ok()) return InvalidArgument(named + quota.status().message());
+    if (*quota == 0) return InvalidArgument(named + "quota must be > 0");
+    t.path = text.substr(0, colon);
+    t.quota = *quota;
+  }
+  if (t.path.empty()) return InvalidArgument(named + "empty directory");
+  return t;
+}
+
 }  // namespace granary

@@ -127,4 +127,9 @@ Result<Config> LoadConfigFile(const std::string& path);
 // Parses "MEM", "ssd", ... (case-insensitive).
 Result<Medium> ParseMedium(std::string_view text);
 
+// A cache directory given as "DIR" or "DIR:QUOTA" (QUOTA a size such as
+// 200G; without one quota stays 0 = auto), medium SSD. InvalidArgument
+// starting with `what` ("--cache-dir", "cache dir") and the text.
+Result<TierLevel> ParseCacheDirSpec(const std::string& text, std::string_view what);
+
 }  // namespace granary
