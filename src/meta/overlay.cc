@@ -138,7 +138,7 @@ Status Overlay::Load() {
     const std::string kind = j.value("kind", std::string("file"));
     const int64_t mtime = j.value("mtime_ns", int64_t{0});
     if (kind == "dir") {
-      dirs_[path] = mtime;
+      dirs_[path] = Dir{.mtime_ns = mtime, .id = id};
       continue;
     }
     if (kind == "whiteout") {
@@ -170,7 +170,7 @@ Status Overlay::Load() {
     files_[path] = std::move(f);
   }
   for (const auto& [path, f] : files_) {
-    for (std::string d = ParentOf(path); !d.empty(); d = ParentOf(d)) dirs_.try_emplace(d, f->mtime_ns);
+    for (std::string d = ParentOf(path); !d.empty(); d = ParentOf(d)) dirs_.try_emplace(d, Dir{.mtime_ns = f->mtime_ns});
   }
   return Status::Ok();
 }
@@ -181,7 +181,7 @@ std::optional<Overlay::Entry> Overlay::Get(const std::string& path) const {
     std::lock_guard lock(mu_);
     auto it = files_.find(path);
     if (it == files_.end()) {
-      if (auto d = dirs_.find(path); d != dirs_.end()) return Entry{.is_dir = true, .mtime_ns = d->second};
+      if (auto d = dirs_.find(path); d != dirs_.end()) return Entry{.is_dir = true, .mtime_ns = d->second.mtime_ns};
       if (auto w = whiteouts_.find(path); w != whiteouts_.end()) return Entry{.whiteout = true};
       return std::nullopt;
     }
@@ -202,7 +202,7 @@ std::map<std::string, Overlay::Entry> Overlay::Children(const std::string& dir) 
              p.find('/', prefix.size()) == std::string::npos;
     };
     for (auto it = dirs_.lower_bound(prefix); it != dirs_.end() && it->first.starts_with(prefix); ++it)
-      if (direct(it->first)) out[it->first.substr(prefix.size())] = Entry{.is_dir = true, .mtime_ns = it->second};
+      if (direct(it->first)) out[it->first.substr(prefix.size())] = Entry{.is_dir = true, .mtime_ns = it->second.mtime_ns};
     for (auto it = whiteouts_.lower_bound(prefix); it != whiteouts_.end() && it->first.starts_with(prefix); ++it)
       if (direct(it->first)) out[it->first.substr(prefix.size())] = Entry{.whiteout = true};
     for (auto it = files_.lower_bound(prefix); it != files_.end() && it->first.starts_with(prefix); ++it)
@@ -274,7 +274,7 @@ Status Overlay::Mkdir(const std::string& path) {
     std::lock_guard lock(mu_);
     if (files_.count(path) || dirs_.count(path)) return InvalidArgument(path + ": exists");
     id = next_id_++;
-    dirs_[path] = now;
+    dirs_[path] = Dir{.mtime_ns = now, .id = id};
   }
   Status s = WriteSmallMeta(options_.staging_dir, id, {{"v", 1}, {"kind", "dir"}, {"path", path}, {"mtime_ns", now}});
   if (!s.ok()) {
@@ -321,21 +321,17 @@ Status Overlay::Whiteout(const std::string& path) {
 
 Status Overlay::Rmdir(const std::string& path) {
   std::lock_guard lock(mu_);
-  if (!dirs_.count(path)) return NotFound(path);
+  auto dir = dirs_.find(path);
+  if (dir == dirs_.end()) return NotFound(path);
   const std::string prefix = path + "/";
   auto f = files_.lower_bound(prefix);
   auto d = dirs_.lower_bound(prefix);
   if ((f != files_.end() && f->first.starts_with(prefix)) || (d != dirs_.end() && d->first.starts_with(prefix)))
     return InvalidArgument(path + ": directory not empty");
-  dirs_.erase(path);
-  // Its description file: found by scanning (directories are few).
-  std::error_code ec;
-  for (const auto& de : fs::directory_iterator(options_.staging_dir, ec)) {
-    if (!de.path().string().ends_with(".meta")) continue;
-    std::ifstream in(de.path());
-    json j = json::parse(in, nullptr, false);
-    if (j.is_object() && j.value("kind", "") == "dir" && j.value("path", "") == path) fs::remove(de.path(), ec);
+  if (dir->second.id != 0) {
+    ::unlink((options_.staging_dir + "/" + std::to_string(dir->second.id) + ".meta").c_str());
   }
+  dirs_.erase(dir);
   return Status::Ok();
 }
 

@@ -133,7 +133,11 @@ class Overlay {
   std::shared_ptr<UnderStorage> ufs_;
   mutable std::mutex mu_;  // guards files_, dirs_, whiteouts_, next_id_
   std::map<std::string, std::shared_ptr<File>> files_;
-  std::map<std::string, int64_t> dirs_;  // path -> creation time
+  struct Dir {
+    int64_t mtime_ns = 0;
+    uint64_t id = 0;  // of its <id>.meta; 0 = none (the parent of a staged file)
+  };
+  std::map<std::string, Dir> dirs_;
   std::map<std::string, int64_t> whiteouts_;
   uint64_t next_id_ = 1;
   std::atomic<uint64_t> staged_bytes_{0};
