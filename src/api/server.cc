@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "api/wire.h"
+#include "daemon/control.h"
 #include "common/log.h"
 
 namespace granary {
@@ -52,9 +53,8 @@ struct ApiServer::Conn {
 Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiService* service, std::string socket_path,
                                                     int max_connections) {
   if (socket_path.empty()) return InvalidArgument("api socket: empty path");
-  struct sockaddr_un addr{};
-  if (socket_path.size() >= sizeof addr.sun_path)
-    return InvalidArgument("api socket: path too long: " + socket_path);
+  Result<sockaddr_un> address = UnixAddress(socket_path);
+  if (!address.ok()) return address.status().WithContext("api socket");
   std::filesystem::path dir = std::filesystem::path(socket_path).parent_path();
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
@@ -69,10 +69,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiService* service, std::st
   ::unlink(socket_path.c_str());
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return IoError(std::string("api socket: ") + strerror(errno));
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   mode_t old = ::umask(0177);
-  int rc = ::bind(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr);
+  int rc = ::bind(fd, reinterpret_cast<const struct sockaddr*>(&*address), sizeof(sockaddr_un));
   ::umask(old);
   if (rc != 0 || ::listen(fd, 256) != 0) {
     int e = errno;

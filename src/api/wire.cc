@@ -132,25 +132,6 @@ int WireConn::TakeFd() {
   return f;
 }
 
-Result<int> ConnectUnix(const std::string& path) {
-  struct sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path)
-    return InvalidArgument("socket path too long: " + path);
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return IoError(std::string("socket: ") + strerror(errno));
-  if (::connect(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) != 0) {
-    int e = errno;
-    ::close(fd);
-    if (e == ENOENT || e == ECONNREFUSED)
-      return NotFound("no granary daemon listens on " + path);
-    if (e == EACCES) return PermissionDenied("connect " + path + ": " + strerror(e));
-    return IoError("connect " + path + ": " + strerror(e));
-  }
-  return fd;
-}
-
 nlohmann::json ErrorJson(const Status& s) {
   return {{"ok", false}, {"code", static_cast<int>(s.code())}, {"error", s.message()}};
 }

@@ -46,9 +46,6 @@ class WireConn {
   std::vector<int> fds_;
 };
 
-// Connects to a Unix socket. NotFound naming the path when nothing listens.
-Result<int> ConnectUnix(const std::string& path);
-
 // Status <-> the "code"/"error" fields of a reply.
 nlohmann::json ErrorJson(const Status& s);
 Status StatusFromReply(const nlohmann::json& reply);

@@ -69,6 +69,8 @@ std::optional<std::string> ReadLine(int fd, std::string& buffer, size_t max) {
 }
 
 // The sockaddr of a unix socket path; InvalidArgument when it does not fit.
+}  // namespace
+
 Result<sockaddr_un> UnixAddress(const std::string& path) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) return InvalidArgument("socket path too long: " + path);
@@ -90,6 +92,8 @@ Result<int> ConnectUnix(const std::string& path) {
   }
   return fd;
 }
+
+namespace {
 
 // Appends the lines of `list_file` to request.list_lines. InvalidArgument when
 // it cannot be read or is empty.

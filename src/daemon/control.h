@@ -24,6 +24,8 @@
 // thread-safe (one per thread).
 #pragma once
 
+#include <sys/un.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -125,6 +127,12 @@ class ControlClient {
   int fd_;
   std::string buffer_;
 };
+
+// The address of a Unix socket path; InvalidArgument when it is too long.
+Result<sockaddr_un> UnixAddress(const std::string& path);
+// Connects to a Unix stream socket (close-on-exec). NotFound "no granary
+// daemon listens on <path>" when nothing does.
+Result<int> ConnectUnix(const std::string& path);
 
 // One request, one reply: the reply object when "ok" is true, else the
 // daemon's error (message as sent).
