@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (what CI runs): installs dependencies, builds Granary, runs
-# every test with ctest, runs every libFuzzer target for FUZZ_SECONDS (default
+# every test with ctest, installs the Python module into a scratch prefix
+# (scripts/install-python.sh), runs every libFuzzer target for FUZZ_SECONDS (default
 # 20) each, then builds the unit tests (ctest label `unit`) under ASan+UBSan
 # and under TSan and runs them; any sanitizer report fails the run.
 #   scripts/test.sh                          # all of the above
@@ -18,6 +19,11 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRANARY_SANITIZE="$sa
 cmake --build "$build" -j"$jobs"
 (cd "$build" && ctest --output-on-failure -j"$jobs" "$@")
 [[ -n "$san" ]] && exit 0
+# The Python module installs as the README says (here into a scratch prefix;
+# the script imports it from / to check).
+py_prefix=$(mktemp -d)
+GRANARY_BUILD_DIR="$build" scripts/install-python.sh --prefix "$py_prefix"
+rm -rf "$py_prefix"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh
 
 [[ "${GRANARY_SANITIZERS:-1}" == 0 ]] && exit 0
