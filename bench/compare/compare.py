@@ -35,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import Procs, StepError, free_port, http_get, settle  # noqa: E402
+from procs import CpuMeter, Procs, StepError, free_port, http_get, per_image_ms, settle  # noqa: E402
 import peers  # noqa: E402
 import report  # noqa: E402
 
@@ -70,6 +70,7 @@ class Bench:
         self.epoch_seq = 0
         self.delete_later = []  # cache directories, deleted after the Granary rows
         self.origin_cpus = None  # CPUs of the origin and its proxy (None: not pinned)
+        self.origin_pids = []  # the origin server and the current delay's proxy
 
     def bin(self, name):
         tool = {"reader": "reader/granary_reader"}.get(name, f"{name}/{name}")
@@ -102,6 +103,7 @@ class Bench:
                                     "-d", data, "-a", "127.0.0.1", "-p", str(port), "--silent"]
         p = self.procs.start(name, argv, env=self.env, cpus=self.origin_cpus)
         self.procs.wait_until(p, lambda: _answers(self.origin), name, timeout=60)
+        self.origin_pids = [p.pid]
         self.log(f"{name} pid {p.pid} at {self.origin}")
 
     def start_proxy(self, delay):
@@ -114,6 +116,7 @@ class Bench:
         with open(out) as f:
             port = int(f.readline())
         self.endpoint = f"http://127.0.0.1:{port}"
+        self.origin_pids = self.origin_pids[:1] + [p.pid]
         self.log(f"origin with {delay} per request: {self.endpoint} (proxy pid {p.pid})")
         return p
 
@@ -147,8 +150,13 @@ class Bench:
                  f"s3://{self.bucket}/{self.prefix}, {time.monotonic() - t0:.0f} s")
 
     # -- one epoch -----------------------------------------------------------
-    def epoch(self, root, label, origin=True, max_files=None, seed=None, settle_first=True):
+    def epoch(self, root, label, origin=True, max_files=None, seed=None, settle_first=True,
+              cache_pids=()):
         """One shuffled epoch over the list under root; returns its figures.
+
+        cache_pids: the cache's own processes (a FUSE daemon); their CPU time
+        (user + system, every thread) across exactly the epoch, per image read,
+        becomes cache_cpu_ms_per_image (None without them).
 
         max_files caps the epoch at the first N files of the shuffled order; pass
         the same seed for a cold and a warm epoch so both read the same files.
@@ -166,11 +174,13 @@ class Bench:
             settle()
         before = self.origin_requests() if origin else 0
         cached_before = page_cache_bytes()
+        cpu = CpuMeter(cache_pids, self.origin_pids if origin else ())
         try:
             out = subprocess.run(argv, capture_output=True, text=True,
                                  timeout=self.args.epoch_timeout)
         except subprocess.TimeoutExpired:
             raise StepError(f"{label}: epoch did not finish in {self.args.epoch_timeout} s") from None
+        cache_cpu, origin_cpu = cpu.stop()
         after = self.origin_requests() if origin else 0
         cache_growth = page_cache_bytes() - cached_before
         self.save_log("reader", f"== {self.delay} {label}\n{out.stdout}{out.stderr}")
@@ -182,9 +192,13 @@ class Bench:
              "p50_ms": e["p50_us"] / 1000, "p99_ms": e["p99_us"] / 1000,
              "files": e["files"], "errors": e["errors"],
              "origin_requests_per_image": (after - before) / max(1, e["files"]) if origin else None,
-             "page_cache_growth_mb": cache_growth / 1e6}
+             "page_cache_growth_mb": cache_growth / 1e6,
+             "cache_cpu_ms_per_image": per_image_ms(cache_cpu, e["files"]),
+             "origin_cpu_ms_per_image": per_image_ms(origin_cpu, e["files"])}
+        cpu_note = (f"  cache CPU {r['cache_cpu_ms_per_image']:.3f} ms/img"
+                    if r["cache_cpu_ms_per_image"] is not None else "")
         self.log(f"  {label:22} {r['images_per_s']:9.0f} img/s {r['mb_per_s']:8.1f} MB/s "
-                 f"p99 {r['p99_ms']:7.2f} ms  page cache {cache_growth / 1e6:+7.0f} MB"
+                 f"p99 {r['p99_ms']:7.2f} ms  page cache {cache_growth / 1e6:+7.0f} MB{cpu_note}"
                  + (f"  origin req/img {r['origin_requests_per_image']:.2f}" if origin else "")
                  + (f"  ERRORS {r['errors']}" if r["errors"] else ""))
         return r

@@ -9,6 +9,7 @@ with an error so the rest of the comparison still runs.
 Peer options are chosen for the training pattern (read-only, whole files,
 16 readers, immutable data) and are listed in docs/benchmarks.md.
 """
+import glob
 import json
 import os
 import re
@@ -16,7 +17,7 @@ import shutil
 import subprocess
 import time
 
-from procs import StepError, drop_page_cache, is_mounted, settle
+from procs import CpuMeter, StepError, drop_page_cache, is_mounted, per_image_ms, settle
 
 
 def new_row(path, note=""):
@@ -141,8 +142,8 @@ def _fuse_peer(b, name, argv, mnt, row):
     if cap:
         row["note"] += f"; epochs capped at {cap} files (the same files cold and warm)"
     try:
-        row["cold"] = b.epoch(mnt, name + "-cold", max_files=cap, seed=seed)
-        row["warm"] = b.epoch(mnt, name + "-warm", max_files=cap, seed=seed)
+        row["cold"] = b.epoch(mnt, name + "-cold", max_files=cap, seed=seed, cache_pids=[p.pid])
+        row["warm"] = b.epoch(mnt, name + "-warm", max_files=cap, seed=seed, cache_pids=[p.pid])
     finally:
         b.procs.unmount(mnt)
         b.procs.stop(p)
@@ -207,6 +208,15 @@ class GranaryMount:
         self.mounted = True
         self.b.procs.add_mount(self.mnt, self.umount)
 
+    def pid(self):
+        """The mount daemon's pid, from its pid file in the run directory."""
+        files = glob.glob(os.path.join(self.run, "mount-*.pid"))
+        try:
+            with open(files[0]) as f:
+                return int(f.readline())
+        except (IndexError, OSError, ValueError) as e:
+            raise StepError(f"{self.name}: no daemon pid in {self.run}: {e}") from None
+
     def umount(self):
         if self.mounted:
             self._granary("umount", self.mnt, "--run-dir", self.run, check=False)
@@ -260,14 +270,18 @@ def granary_rows(b):
     row = new_row("Granary after `granary load`", "cold column: the load itself (files/s)")
     try:
         before = b.origin_requests()
+        cpu = CpuMeter([g.pid()], b.origin_pids)
         secs = g.load()
+        cache_cpu, origin_cpu = cpu.stop()
         reqs = b.origin_requests() - before
         s = g.status()
         row["cold"] = {"images_per_s": b.files / secs, "mb_per_s": b.total_bytes / secs / 1e6,
                        "p99_ms": None, "files": b.files, "errors": 0,
-                       "origin_requests_per_image": reqs / b.files, "seconds": secs}
+                       "origin_requests_per_image": reqs / b.files, "seconds": secs,
+                       "cache_cpu_ms_per_image": per_image_ms(cache_cpu, b.files),
+                       "origin_cpu_ms_per_image": per_image_ms(origin_cpu, b.files)}
         row["note"] += f"; {100 * float(s.get('cached_ratio', 0)):.1f}% cached after the load"
-        row["warm"] = b.epoch(g.mnt, "granary-ld-warm")
+        row["warm"] = b.epoch(g.mnt, "granary-ld-warm", cache_pids=[g.pid()])
     finally:
         g.umount()
     rows.append(row)
@@ -301,13 +315,15 @@ def _two_epochs(g, row, between=None, loads_at_mount=False):
     """
     g.mount()
     try:
-        row["cold"] = g.b.epoch(g.mnt, g.name + "-cold", settle_first=not loads_at_mount)
+        pid = g.pid()
+        row["cold"] = g.b.epoch(g.mnt, g.name + "-cold", settle_first=not loads_at_mount,
+                                cache_pids=[pid])
         if loads_at_mount:
             row["cold"]["origin_requests_per_image"] = (
                 int(g.status()["origin_requests"]) / g.b.files)
         if between:
             between(g)
-        row["warm"] = g.b.epoch(g.mnt, g.name + "-warm")
+        row["warm"] = g.b.epoch(g.mnt, g.name + "-warm", cache_pids=[pid])
     finally:
         g.umount()
     return row

@@ -67,6 +67,46 @@ def drop_page_cache():
     return True
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of pid so far, all its threads (also exited ones)
+    included: utime + stime of /proc/<pid>/stat. None when pid is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # comm (field 2) may hold spaces and parentheses: the fields after it start past the last ')'
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of proc(5)
+
+
+class CpuMeter:
+    """CPU seconds (user + system, all threads) two sets of processes spend from
+    construction to stop(): the cache's and the origin's (server and proxy).
+    A set is None when it is empty or one of its processes is gone."""
+
+    def __init__(self, cache_pids, origin_pids):
+        self.sets = [list(cache_pids), list(origin_pids)]
+        self.before = [self._sum(pids) for pids in self.sets]
+
+    @staticmethod
+    def _sum(pids):
+        vals = [cpu_seconds(p) for p in pids]
+        return None if not vals or None in vals else sum(vals)
+
+    def stop(self):
+        after = [self._sum(pids) for pids in self.sets]
+        return tuple(None if a is None or b is None else a - b
+                     for a, b in zip(after, self.before))
+
+
+def per_image_ms(cpu_s, files):
+    return None if cpu_s is None or not files else 1000 * cpu_s / files
+
+
 def unmount(path):
     """Unmounts a FUSE mount point; lazily when it stays busy. Never raises."""
     for argv in (["fusermount3", "-u", path], ["umount", path]):

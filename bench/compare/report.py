@@ -80,16 +80,17 @@ def _pair(row, key, digits):
 
 def delay_table(rows):
     lines = ["| access path | cold img/s | warm img/s | MB/s cold / warm | p99 ms cold / warm "
-             "| origin req/image cold / warm |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| origin req/image cold / warm | cache CPU ms/image cold / warm |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if r["error"]:
-            lines.append(f"| {r['path']} | failed | | | | {r['error'][:120].replace('|', '/')} |")
+            lines.append(f"| {r['path']} | failed | | | | {r['error'][:120].replace('|', '/')} | |")
             continue
         errs = sum((r[c] or {}).get("errors", 0) or 0 for c in ("cold", "warm"))
         lines.append(f"| {r['path']} | {_fmt(_ips(r, 'cold'))} | {_fmt(_ips(r, 'warm'))} | "
                      f"{_pair(r, 'mb_per_s', 1)} | {_pair(r, 'p99_ms', 2)} | "
-                     f"{_pair(r, 'origin_requests_per_image', 2)} |"
+                     f"{_pair(r, 'origin_requests_per_image', 2)} | "
+                     f"{_pair(r, 'cache_cpu_ms_per_image', 3)} |"
                      + (f" **{errs} read errors**" if errs else ""))
     return "\n".join(lines)
 
