@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -234,6 +237,21 @@ EngineFsStats EngineFs::stats() const {
 
 namespace {
 
+// Write handles carry the opener's process id under this bit (an fh stays
+// below 2^63; read handles are 0).
+constexpr uint64_t kWriteHandle = 1ull << 62;
+
+// The process (thread group) of thread `tid`, from /proc; `tid` when gone.
+uint32_t ProcessOf(uint32_t tid) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("Tgid:")) return static_cast<uint32_t>(std::strtoul(line.c_str() + 5, nullptr, 10));
+  }
+  return tid;
+}
+
+uint64_t WriteHandle(uint32_t pid) { return kWriteHandle | ProcessOf(pid); }
+
 std::string JoinPath(const std::string& dir, std::string_view name) {
   return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
 }
@@ -408,7 +426,7 @@ int EngineFs::Adopt(const std::string& path, bool truncate) {
   return 0;
 }
 
-int EngineFs::OpenForWrite(uint64_t node, int flags, OpenResult* out) {
+int EngineFs::OpenForWrite(uint64_t node, int flags, uint32_t pid, OpenResult* out) {
   if (overlay_ == nullptr) return EROFS;
   Result<std::string> path = PathOf(node);
   if (!path.ok()) return FuseErrno(path.status());
@@ -420,16 +438,16 @@ int EngineFs::OpenForWrite(uint64_t node, int flags, OpenResult* out) {
   } else if (flags & O_TRUNC) {
     if (Status s = overlay_->Truncate(*path, 0); !s.ok()) return WriteErrno(s);
   }
-  *out = OpenResult{.fh = 0, .keep_cache = false};
+  *out = OpenResult{.fh = WriteHandle(pid), .keep_cache = false};
   return 0;
 }
 
-int EngineFs::Create(uint64_t parent, std::string_view name, int flags, NodeAttr* attr,
+int EngineFs::Create(uint64_t parent, std::string_view name, int flags, uint32_t pid, NodeAttr* attr,
                      OpenResult* out) {
   std::string path;
   if (int err = NewEntryPath(parent, name, &path); err != 0) return err;
   if (int err = MadeEntry(overlay_->Create(path), path, attr); err != 0) return err;
-  *out = OpenResult{.fh = 0, .keep_cache = false};
+  *out = OpenResult{.fh = WriteHandle(pid), .keep_cache = false};
   return 0;
 }
 
@@ -457,7 +475,7 @@ int EngineFs::Write(uint64_t node, uint64_t fh, uint64_t offset, std::span<const
   return 0;
 }
 
-int EngineFs::Flush(uint64_t node, uint64_t fh) {
+int EngineFs::CommitNode(uint64_t node) {
   if (overlay_ == nullptr) return 0;
   Result<std::string> path = PathOf(node);
   if (!path.ok()) return 0;
@@ -466,7 +484,26 @@ int EngineFs::Flush(uint64_t node, uint64_t fh) {
   return WriteErrno(overlay_->Commit(*path));
 }
 
-int EngineFs::Fsync(uint64_t node, uint64_t fh) { return Flush(node, fh); }
+int EngineFs::Flush(uint64_t node, uint64_t fh, uint32_t pid) {
+  // A forked child inherits the writer's descriptors and closes them (at
+  // exec or exit) while the writer goes on writing: its close must not
+  // upload a half-written file. Only the opening process's close does; the
+  // last close of all (RELEASE) uploads whatever is left.
+  if ((fh & kWriteHandle) != 0 && pid != 0 && ProcessOf(pid) != static_cast<uint32_t>(fh)) return 0;
+  return CommitNode(node);
+}
+
+int EngineFs::Fsync(uint64_t node, uint64_t fh) { return CommitNode(node); }
+
+void EngineFs::Release(uint64_t node, uint64_t fh) {
+  if ((fh & kWriteHandle) == 0) return;
+  // Nobody waits for a RELEASE: a failed upload stays pending (and retried
+  // at the next close, fsync or mount), reported by `granary status`.
+  if (int err = CommitNode(node); err != 0) {
+    GLOG_WARN("upload after the last close of node {} failed ({}); the file stays pending", node,
+              std::strerror(err));
+  }
+}
 
 int EngineFs::SetAttr(uint64_t node, std::optional<uint64_t> size, bool mode_or_owner, NodeAttr* attr) {
   if (overlay_ == nullptr) return EROFS;

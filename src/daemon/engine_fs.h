@@ -81,13 +81,14 @@ class EngineFs : public FuseFilesystem {
   Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) override;
   Result<StatFsResult> StatFs() override;
 
-  int OpenForWrite(uint64_t ino, int flags, OpenResult* out) override;
-  int Create(uint64_t parent, std::string_view name, int flags, NodeAttr* attr,
+  int OpenForWrite(uint64_t ino, int flags, uint32_t pid, OpenResult* out) override;
+  int Create(uint64_t parent, std::string_view name, int flags, uint32_t pid, NodeAttr* attr,
              OpenResult* out) override;
   int Mkdir(uint64_t parent, std::string_view name, NodeAttr* attr) override;
   int Write(uint64_t ino, uint64_t fh, uint64_t offset, std::span<const char> data,
             size_t* written) override;
-  int Flush(uint64_t ino, uint64_t fh) override;
+  int Flush(uint64_t ino, uint64_t fh, uint32_t pid) override;
+  void Release(uint64_t ino, uint64_t fh) override;
   int Fsync(uint64_t ino, uint64_t fh) override;
   int SetAttr(uint64_t ino, std::optional<uint64_t> size, bool mode_or_owner, NodeAttr* attr) override;
   int Unlink(uint64_t parent, std::string_view name) override;
@@ -108,6 +109,8 @@ class EngineFs : public FuseFilesystem {
   EngineFsStats stats() const;
 
  private:
+  // Uploads the node's staged file if it changed (close, fsync, release).
+  int CommitNode(uint64_t node);
   struct Version {
     uint64_t base = 0;  // node id = base + inode (inode >= 2; the root is always 1)
     std::shared_ptr<const Snapshot> snap;

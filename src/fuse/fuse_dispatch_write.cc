@@ -19,7 +19,7 @@ using namespace fuse_dispatch_util;
 HandlerReply FuseDispatcher::DoOpenForWrite(const struct fuse_in_header& h,
                                             const struct fuse_open_in& in, std::span<char> out) {
   OpenResult opened;
-  int err = fs_->OpenForWrite(h.nodeid, static_cast<int>(in.flags), &opened);
+  int err = fs_->OpenForWrite(h.nodeid, static_cast<int>(in.flags), h.pid, &opened);
   if (err != 0) return Error(err);
   auto* o = reinterpret_cast<fusek::OpenOut*>(out.data());
   std::memset(o, 0, sizeof(*o));
@@ -40,7 +40,7 @@ HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span
       if (!S_ISREG(in->mode) && (in->mode & S_IFMT) != 0) return Error(EPERM);  // files only
       NodeAttr attr;
       OpenResult opened;
-      int err = fs_->Create(h.nodeid, name, static_cast<int>(in->flags), &attr, &opened);
+      int err = fs_->Create(h.nodeid, name, static_cast<int>(in->flags), h.pid, &attr, &opened);
       if (err != 0) return Error(err);
       AddLookup(attr.ino);
       auto* e = reinterpret_cast<fuse_entry_out*>(out.data());
@@ -78,7 +78,7 @@ HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span
     case FUSE_FLUSH: {
       const auto* in = Arg<fuse_flush_in>(body);
       if (in == nullptr) return Error(EINVAL);
-      int err = fs_->Flush(h.nodeid, in->fh & ~kPassthroughFh);
+      int err = fs_->Flush(h.nodeid, in->fh & ~kPassthroughFh, h.pid);
       return err != 0 ? Error(err) : Ok(0);
     }
     case FUSE_FSYNC: {

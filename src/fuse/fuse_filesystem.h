@@ -142,9 +142,11 @@ class FuseFilesystem {
   // The defaults refuse: a read-only tree.
 
   // Opens a file for writing (`flags` has O_WRONLY or O_RDWR; O_TRUNC).
-  virtual int OpenForWrite(uint64_t ino, int flags, OpenResult* out) { return EROFS; }
+  // `pid`: the caller's (the request header's), for Flush to tell the
+  // opener's close from a forked child's.
+  virtual int OpenForWrite(uint64_t ino, int flags, uint32_t pid, OpenResult* out) { return EROFS; }
   // Creates and opens a new file in `parent`.
-  virtual int Create(uint64_t parent, std::string_view name, int flags, NodeAttr* attr,
+  virtual int Create(uint64_t parent, std::string_view name, int flags, uint32_t pid, NodeAttr* attr,
                      OpenResult* out) {
     return EROFS;
   }
@@ -154,8 +156,9 @@ class FuseFilesystem {
                     size_t* written) {
     return EROFS;
   }
-  // close(2) of a descriptor (FLUSH) and fsync(2): make the file durable at the origin.
-  virtual int Flush(uint64_t ino, uint64_t fh) { return 0; }
+  // close(2) of a descriptor (FLUSH, by process `pid`) and fsync(2): make
+  // the file durable at the origin.
+  virtual int Flush(uint64_t ino, uint64_t fh, uint32_t pid) { return 0; }
   virtual int Fsync(uint64_t ino, uint64_t fh) { return 0; }
   // truncate(2) when `size` is set; times are accepted (and not kept), mode
   // and owner changes refused. *attr = the attributes after.

@@ -57,7 +57,13 @@ struct Overlay::File {
   bool sealed = false;    // dirty, and closed or fsynced since its last change: upload it
   bool uploaded = false;  // an object of this path exists at the origin
   bool removed = false;   // unlinked or folded: no more I/O
+  // Streaming (S3): a multipart upload whose parts go out while a sequential
+  // writer is still writing; bytes [0, streamed) were added to it as parts.
+  std::unique_ptr<StreamingUpload> upload;
+  uint64_t streamed = 0;
+  bool stream_off = false;  // a write that was not an append since the last upload: no new parts
   ~File() {
+    upload.reset();  // aborts an unfinished upload
     if (fd >= 0) ::close(fd);
   }
 };
@@ -83,6 +89,8 @@ Result<std::unique_ptr<Overlay>> Overlay::Open(OverlayOptions options,
 Status Overlay::WriteMeta(const File& f) const {
   json j = {{"v", 1}, {"kind", "file"}, {"path", f.path}, {"dirty", f.dirty}, {"sealed", f.sealed},
             {"uploaded", f.uploaded}, {"mtime_ns", f.mtime_ns}};
+  // A crash leaves this multipart upload unfinished: the next mount aborts it.
+  if (f.upload) j["upload_id"] = f.upload->id();
   const std::string base = options_.staging_dir + "/" + std::to_string(f.id);
   const std::string tmp = base + ".meta.tmp";
   {
@@ -160,6 +168,9 @@ Status Overlay::Load() {
     f->dirty = j.value("dirty", true);
     f->sealed = f->dirty && j.value("sealed", false);
     f->uploaded = j.value("uploaded", false);
+    if (auto id = j.find("upload_id"); id != j.end() && id->is_string()) {
+      stale_uploads_.emplace_back(options_.prefix + path, id->get<std::string>());
+    }
     if (f->dirty && options_.discard_pending) {
       GLOG_WARN("staging: {} ({} bytes, not uploaded) discarded (--discard-pending)", path, f->size);
       fs::remove(base + ".data", ec);
@@ -290,6 +301,7 @@ void Overlay::DropFile(const std::shared_ptr<File>& f) {
   ::unlink((base + ".data").c_str());
   staged_bytes_ -= std::min(staged_bytes_.load(), f->size);
   f->removed = true;
+  f->upload.reset();
 }
 
 Status Overlay::Unlink(const std::string& path) {
@@ -344,6 +356,7 @@ Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::spa
   const uint64_t growth = end > f->size ? end - f->size : 0;
   if (growth > 0 && staged_bytes_.load() + growth > options_.quota)
     return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
+  if (offset < f->streamed) DropUpload(*f);  // parts already sent change: they are stale
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::pwrite(f->fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
@@ -351,6 +364,7 @@ Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::spa
     if (n < 0) return Errno("staging: " + path, errno);
     done += static_cast<size_t>(n);
   }
+  const uint64_t old_size = f->size;
   if (end > f->size) {
     staged_bytes_ += end - f->size;
     f->size = end;
@@ -361,6 +375,8 @@ Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::spa
     f->sealed = false;  // changed after its close: not complete until the next one
     RETURN_IF_ERROR(WriteMeta(*f));
   }
+  if (offset != old_size) f->stream_off = true;
+  if (!f->stream_off) StreamParts(*f);
   return done;
 }
 
@@ -389,6 +405,8 @@ Status Overlay::Truncate(const std::string& path, uint64_t size) {
   if (f->removed) return NotFound(path);
   if (size > f->size && staged_bytes_.load() + (size - f->size) > options_.quota)
     return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
+  if (size < f->streamed) DropUpload(*f);
+  f->stream_off = true;
   if (::ftruncate(f->fd, static_cast<off_t>(size)) != 0) return Errno("staging: " + path, errno);
   if (size > f->size) {
     staged_bytes_ += size - f->size;
@@ -405,6 +423,43 @@ Status Overlay::Truncate(const std::string& path, uint64_t size) {
   return Status::Ok();
 }
 
+Status Overlay::BeginUpload(File& f) {
+  if (!streaming_.load(std::memory_order_relaxed)) return Status::Ok();
+  auto up = ufs_->StartUpload(options_.prefix + f.path, f.fd, options_.upload);
+  if (!up.ok()) {
+    f.stream_off = true;
+    if (up.status().code() != Code::kUnimplemented) return up.status();
+    streaming_ = false;  // this origin has none (POSIX): whole-file writes from now on
+    return Status::Ok();
+  }
+  f.upload = std::move(*up);
+  f.streamed = 0;
+  if (Status s = WriteMeta(f); !s.ok()) GLOG_WARN("staging: {}: {}", f.path, s.ToString());
+  return Status::Ok();
+}
+
+void Overlay::StreamParts(File& f) {
+  const uint64_t part = options_.upload.part_size;
+  if (f.size < f.streamed + part || f.streamed >= kMaxParts * part) return;
+  if (!f.upload) {
+    if (Status s = BeginUpload(f); !s.ok()) {
+      GLOG_WARN("upload of {}: starting a multipart upload failed ({}); the file is sent at close",
+                f.path, s.ToString());
+    }
+    if (!f.upload) return;
+  }
+  while (f.size >= f.streamed + part && f.streamed < kMaxParts * part) {
+    f.upload->AddPart(f.streamed / part);
+    f.streamed += part;
+  }
+}
+
+void Overlay::DropUpload(File& f) {
+  f.upload.reset();  // aborts it (after the parts in flight)
+  f.streamed = 0;
+  f.stream_off = true;
+}
+
 Status Overlay::CommitFile(File& f) {
   if (f.removed || !f.dirty) return Status::Ok();
   if (::fsync(f.fd) != 0) return Errno("staging: " + f.path, errno);
@@ -416,7 +471,18 @@ Status Overlay::CommitFile(File& f) {
     RETURN_IF_ERROR(WriteMeta(f));
   }
   const auto start = std::chrono::steady_clock::now();
-  Result<ObjectInfo> r = ufs_->Write(options_.prefix + f.path, f.fd, f.size, options_.upload);
+  const uint64_t part = options_.upload.part_size;
+  if (f.upload && f.size > kMaxParts * part) DropUpload(f);  // too many parts: Write picks bigger ones
+  // A large file not streamed yet goes as a recorded multipart upload too,
+  // so a crash during it leaves an upload the next mount can abort.
+  Status begun;
+  if (!f.upload && f.size > part && f.size <= kMaxParts * part) begun = BeginUpload(f);
+  Result<ObjectInfo> r = !begun.ok() ? Result<ObjectInfo>(begun)
+                         : f.upload ? ufs_->CompleteUpload(*f.upload, f.size)
+                                  : ufs_->Write(options_.prefix + f.path, f.fd, f.size, options_.upload);
+  f.upload.reset();  // completed, or aborted on a failure
+  f.streamed = 0;
+  f.stream_off = false;
   upload_ns_ += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   if (!r.ok()) {
@@ -457,9 +523,16 @@ void Overlay::RemoveOriginTemps(const std::string& path) const {
 
 Status Overlay::RecoverPending() {
   std::vector<std::shared_ptr<File>> pending;
+  std::vector<std::pair<std::string, std::string>> stale;
   {
     std::lock_guard lock(mu_);
     for (const auto& [path, f] : files_) pending.push_back(f);
+    stale.swap(stale_uploads_);
+  }
+  for (const auto& [key, id] : stale) {
+    Status s = ufs_->AbortUpload(key, id);
+    GLOG_INFO("staging: aborting the multipart upload of {} a stop left unfinished: {}", key,
+              s.ok() ? "done" : s.ToString());
   }
   Status first;
   for (const auto& f : pending) {

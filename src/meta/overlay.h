@@ -11,7 +11,16 @@
 // (sealed) is uploaded by the next mount (RecoverPending); one still being
 // written is never uploaded on its own (that would put a partial file at the
 // origin): it stays pending, readable, until it is closed again through the
-// mount or dropped with discard_pending. POSIX temporary names an
+// mount or dropped with discard_pending.
+//
+// Streaming (S3 origins): while a file grows by appends only (a log, a
+// checkpoint), each part_size part the writer has passed is sent at once as a
+// part of a multipart upload, so close() waits only for the tail. Nothing is
+// visible at the origin until the upload is completed at close or fsync; a
+// write that goes back into sent bytes, or a truncate below them, aborts the
+// upload and the file is sent whole at close instead. The upload's id is in
+// the file's .meta, so an upload a crash left unfinished is aborted by the
+// next mount. POSIX temporary names an
 // interrupted upload left at the origin are removed first.
 //
 // Paths are relative to the dataset root ("log/workerlog.0"). The origin key
@@ -126,6 +135,14 @@ class Overlay {
   Status NewFile(const std::string& path, std::span<const char> initial, bool dirty, bool uploaded);
   void DropFile(const std::shared_ptr<File>& f);
   Status CommitFile(File& f);
+  // Streaming uploads (S3; f.mu held): starts f's multipart upload (OK with
+  // none started when the origin has no multipart upload), sends the parts an
+  // appending writer has passed, drops the upload (aborting it) when sent
+  // bytes change.
+  Status BeginUpload(File& f);
+  void StreamParts(File& f);
+  void DropUpload(File& f);
+  static constexpr uint64_t kMaxParts = 10000;  // S3's limit per upload
   Status WriteMeta(const File& f) const;
   void RemoveOriginTemps(const std::string& path) const;
 
@@ -139,7 +156,11 @@ class Overlay {
   };
   std::map<std::string, Dir> dirs_;
   std::map<std::string, int64_t> whiteouts_;
+  // (origin key, upload id) of multipart uploads a stop left unfinished:
+  // RecoverPending aborts them.
+  std::vector<std::pair<std::string, std::string>> stale_uploads_;
   uint64_t next_id_ = 1;
+  std::atomic<bool> streaming_{true};  // false once the origin said it has no multipart upload
   std::atomic<uint64_t> staged_bytes_{0};
   std::atomic<uint64_t> uploads_{0}, upload_failures_{0}, uploaded_bytes_{0}, deletes_{0};
   std::atomic<uint64_t> upload_ns_{0};

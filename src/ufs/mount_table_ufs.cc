@@ -169,4 +169,49 @@ Status MountTableUfs::DeleteImpl(std::string_view key) {
   return m->ufs->Delete(inner);
 }
 
+namespace {
+
+// An upload on a mounted connector, which it keeps alive (a SetMounts during
+// the upload does not pull it away).
+class RoutedUpload final : public StreamingUpload {
+ public:
+  RoutedUpload(std::string key, std::shared_ptr<UnderStorage> ufs, std::unique_ptr<StreamingUpload> inner)
+      : key_(std::move(key)), ufs_(std::move(ufs)), inner_(std::move(inner)) {}
+  const std::string& id() const override { return inner_->id(); }
+  uint64_t part_size() const override { return inner_->part_size(); }
+  void AddPart(uint64_t index) override { inner_->AddPart(index); }
+
+ protected:
+  Result<ObjectInfo> Complete(uint64_t size) override {
+    ASSIGN_OR_RETURN(ObjectInfo info, ufs_->CompleteUpload(*inner_, size));
+    info.key = key_;  // the key as the table shows it
+    return info;
+  }
+
+ private:
+  std::string key_;
+  std::shared_ptr<UnderStorage> ufs_;
+  std::unique_ptr<StreamingUpload> inner_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StreamingUpload>> MountTableUfs::StartUploadImpl(std::string_view key, int fd,
+                                                                        const WriteOptions& options) {
+  const std::shared_ptr<const Table> t = table();
+  std::string inner;
+  const UfsMount* m = Route(*t, key, &inner);
+  if (m == nullptr) return NotFound(root_ + "/" + std::string(key) + ": not under any mount");
+  ASSIGN_OR_RETURN(std::unique_ptr<StreamingUpload> up, m->ufs->StartUpload(inner, fd, options));
+  return std::unique_ptr<StreamingUpload>(std::make_unique<RoutedUpload>(std::string(key), m->ufs, std::move(up)));
+}
+
+Status MountTableUfs::AbortUploadImpl(std::string_view key, std::string_view upload_id) {
+  const std::shared_ptr<const Table> t = table();
+  std::string inner;
+  const UfsMount* m = Route(*t, key, &inner);
+  if (m == nullptr) return NotFound(root_ + "/" + std::string(key) + ": not under any mount");
+  return m->ufs->AbortUpload(inner, upload_id);
+}
+
 }  // namespace granary

@@ -55,6 +55,9 @@ class MountTableUfs final : public UnderStorage {
   Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,
                                const WriteOptions& options) override;
   Status DeleteImpl(std::string_view key) override;
+  Result<std::unique_ptr<StreamingUpload>> StartUploadImpl(std::string_view key, int fd,
+                                                           const WriteOptions& options) override;
+  Status AbortUploadImpl(std::string_view key, std::string_view upload_id) override;
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
                           std::string_view if_match) override;
 

@@ -98,10 +98,15 @@ class S3Ufs : public UnderStorage {
   Result<ObjectInfo> StatImpl(std::string_view key) override;
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
                           std::string_view if_match) override;
-  // One PUT (size <= part_size) or a multipart upload (see UnderStorage::Write).
+  // One PUT (size <= part_size) or a multipart upload of every part at once
+  // (see UnderStorage::Write).
   Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,
                                const WriteOptions& options) override;
   Status DeleteImpl(std::string_view key) override;
+  // Multipart uploads fed part by part (s3_upload.cc).
+  Result<std::unique_ptr<StreamingUpload>> StartUploadImpl(std::string_view key, int fd,
+                                                           const WriteOptions& options) override;
+  Status AbortUploadImpl(std::string_view key, std::string_view upload_id) override;
 
  private:
   struct Target;  // a URL and the canonical pieces that get signed
@@ -119,10 +124,15 @@ class S3Ufs : public UnderStorage {
                                 std::string_view query, std::string_view body,
                                 std::optional<ByteRange> range, std::span<char>* into,
                                 const AwsCredentials* credentials, const Headers* extra);
-  // Multipart pieces of WriteImpl.
+  // The status of a failed answer `r` about `what`; `missing`: the S3 error
+  // code that means "not found" here.
+  static Status S3Error(const HttpResponse& r, const std::string& what, std::string_view missing);
+  // Multipart pieces (s3_upload.cc).
+  class Upload;  // a StreamingUpload
   Result<std::string> UploadPart(std::string_view key, const std::string& upload_id, int number,
                                  int fd, uint64_t offset, uint64_t length, const std::string& what);
-  void AbortUpload(std::string_view key, const std::string& upload_id, const std::string& what);
+  // Aborts, logging (not returning) a failure.
+  void AbortMultipart(std::string_view key, const std::string& upload_id, const std::string& what);
 
   std::string bucket_;
   S3Options options_;

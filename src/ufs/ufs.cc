@@ -42,19 +42,22 @@ Result<size_t> UnderStorage::Read(std::string_view key, uint64_t offset, std::sp
   return r;
 }
 
+Status UnderStorage::CheckWrite(std::string_view key, int fd, const WriteOptions& options) const {
+  if (key.empty() || key.starts_with("/") || key.ends_with("/")) {
+    return InvalidArgument(Root() + ": cannot write object key '" + std::string(key) + "'");
+  }
+  if (fd < 0) return InvalidArgument(Root() + "/" + std::string(key) + ": write: no source file");
+  if (options.part_size < (5ull << 20) || options.parallel_parts < 1) {
+    return InvalidArgument(Root() + "/" + std::string(key) +
+                           ": write: part_size must be >= 5 MiB and parallel_parts >= 1");
+  }
+  return Status::Ok();
+}
+
 Result<ObjectInfo> UnderStorage::Write(std::string_view key, int fd, uint64_t size,
                                        const WriteOptions& options) {
   write_requests_.fetch_add(1, std::memory_order_relaxed);
-  Status bad;
-  if (key.empty() || key.starts_with("/") || key.ends_with("/")) {
-    bad = InvalidArgument(Root() + ": cannot write object key '" + std::string(key) + "'");
-  } else if (fd < 0) {
-    bad = InvalidArgument(Root() + "/" + std::string(key) + ": write: no source file");
-  } else if (options.part_size < (5ull << 20) || options.parallel_parts < 1) {
-    bad = InvalidArgument(Root() + "/" + std::string(key) +
-                          ": write: part_size must be >= 5 MiB and parallel_parts >= 1");
-  }
-  if (!bad.ok()) {
+  if (Status bad = CheckWrite(key, fd, options); !bad.ok()) {
     errors_.fetch_add(1, std::memory_order_relaxed);
     return bad;
   }
@@ -65,6 +68,39 @@ Result<ObjectInfo> UnderStorage::Write(std::string_view key, int fd, uint64_t si
     write_bytes_.fetch_add(size, std::memory_order_relaxed);
   }
   return r;
+}
+
+Result<std::unique_ptr<StreamingUpload>> UnderStorage::StartUpload(std::string_view key, int fd,
+                                                                   const WriteOptions& options) {
+  if (Status bad = CheckWrite(key, fd, options); !bad.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    return bad;
+  }
+  auto r = StartUploadImpl(key, fd, options);
+  if (!r.ok() && r.status().code() != Code::kUnimplemented) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+Result<ObjectInfo> UnderStorage::CompleteUpload(StreamingUpload& upload, uint64_t size) {
+  write_requests_.fetch_add(1, std::memory_order_relaxed);
+  auto r = upload.Complete(size);
+  if (!r.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    write_bytes_.fetch_add(size, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+Status UnderStorage::AbortUpload(std::string_view key, std::string_view upload_id) {
+  if (key.empty() || upload_id.empty()) {
+    return InvalidArgument(Root() + ": abort upload: empty key or upload id");
+  }
+  Status s = AbortUploadImpl(key, upload_id);
+  if (!s.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+  return s;
 }
 
 Status UnderStorage::Delete(std::string_view key) {

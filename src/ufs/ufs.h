@@ -68,6 +68,33 @@ struct WriteOptions {
   int parallel_parts = 4;
 };
 
+// A multipart upload fed while its file is still being written (S3): each
+// part is sent in the background as soon as the writer has passed it, so a
+// large file's upload overlaps its writing, and CompleteUpload then sends only
+// the tail. The object appears whole at completion or not at all: destroying
+// an upload that was not completed aborts it (waiting for parts in flight).
+// The parts are read with pread from a duplicate of the source descriptor, so
+// bytes of an added part must not change afterwards (a writer that goes back
+// makes the caller drop the upload). Not thread-safe: one caller at a time.
+class StreamingUpload {
+ public:
+  virtual ~StreamingUpload() = default;
+  // The origin's id of the upload: kept by the caller so that one a crash left
+  // unfinished can be aborted later (UnderStorage::AbortUpload).
+  virtual const std::string& id() const = 0;
+  // The part size this upload was started with.
+  virtual uint64_t part_size() const = 0;
+  // Queues part `index` (bytes [index*part_size, (index+1)*part_size) of the
+  // file) for upload. Parts are added in order, each once, all full-sized.
+  virtual void AddPart(uint64_t index) = 0;
+
+ protected:
+  friend class UnderStorage;
+  // Adds the parts from the first one not added up to `size` (the last may be
+  // short), waits for every part and completes the upload.
+  virtual Result<ObjectInfo> Complete(uint64_t size) = 0;
+};
+
 class UnderStorage {
  public:
   virtual ~UnderStorage() = default;
@@ -111,6 +138,19 @@ class UnderStorage {
   // read-only origins.
   Status Delete(std::string_view key);
 
+  // Starts a streaming upload of `key` from the file `fd` (duplicated: the
+  // caller may close its own), options.part_size parts, options.parallel_parts
+  // at once. Unimplemented where the origin has no multipart upload (POSIX,
+  // HTTP): the caller uploads the whole file with Write instead.
+  Result<std::unique_ptr<StreamingUpload>> StartUpload(std::string_view key, int fd,
+                                                       const WriteOptions& options = {});
+  // Sends the rest of the file (`size` bytes in all) and completes `upload`;
+  // counted like one Write. On an error the upload is aborted.
+  Result<ObjectInfo> CompleteUpload(StreamingUpload& upload, uint64_t size);
+  // Aborts the upload `upload_id` of `key` that a crash left unfinished (its
+  // parts cost storage until then). OK when it is gone already.
+  Status AbortUpload(std::string_view key, std::string_view upload_id);
+
   UfsStats stats() const;
 
   // Stops the connector for shutdown: calls running now end soon (a stuck
@@ -132,6 +172,13 @@ class UnderStorage {
   virtual Status DeleteImpl(std::string_view key) {
     return Unimplemented(Root() + ": this origin is read-only (deletes are not supported)");
   }
+  virtual Result<std::unique_ptr<StreamingUpload>> StartUploadImpl(std::string_view key, int fd,
+                                                                   const WriteOptions& options) {
+    return Unimplemented(Root() + ": this origin has no multipart upload");
+  }
+  virtual Status AbortUploadImpl(std::string_view key, std::string_view upload_id) {
+    return Unimplemented(Root() + ": this origin has no multipart upload");
+  }
 
   // The Stale error a ReadImpl returns when the origin's etag for `what`
   // differs from if_match (one message for every implementation).
@@ -139,6 +186,9 @@ class UnderStorage {
 
  private:
   Result<std::vector<ObjectInfo>> ListRecursive(const std::string& prefix);
+  // The checks Write and StartUpload make on their arguments (InvalidArgument
+  // naming the bad one).
+  Status CheckWrite(std::string_view key, int fd, const WriteOptions& options) const;
 
   std::atomic<uint64_t> list_requests_{0};
   std::atomic<uint64_t> stat_requests_{0};

@@ -352,5 +352,50 @@ TEST_F(S3IntegrationTest, WriteUploadsSmallFilesWithOnePutAndLargeOnesInParallel
   EXPECT_EQ(s3->Write("ckpt/", 0, 0).status().code(), Code::kInvalidArgument);
 }
 
+TEST_F(S3IntegrationTest, AStreamingUploadSendsPartsWhileTheFileGrowsAndAppearsOnlyWhenCompleted) {
+  auto s3 = MakeS3(server_->endpoint(), "data");
+  const uint64_t part = 5u << 20;
+  const std::string data = RandomBytes(2 * part + 4321, 3);
+  int fd = StagedFile(data.substr(0, part));
+  auto up = s3->StartUpload("ckpt/stream.bin", fd, WriteOptions{.part_size = part, .parallel_parts = 2});
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  EXPECT_FALSE((*up)->id().empty());
+  (*up)->AddPart(0);  // goes out while the file keeps growing
+  ASSERT_EQ(::pwrite(fd, data.data() + part, part, static_cast<off_t>(part)), static_cast<ssize_t>(part));
+  (*up)->AddPart(1);
+  ASSERT_EQ(::pwrite(fd, data.data() + 2 * part, data.size() - 2 * part, static_cast<off_t>(2 * part)),
+            static_cast<ssize_t>(data.size() - 2 * part));
+  EXPECT_EQ(s3->Stat("ckpt/stream.bin").status().code(), Code::kNotFound) << "visible before completion";
+  ::close(fd);  // the upload reads its own duplicate
+  auto info = s3->CompleteUpload(**up, data.size());
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->size, data.size());
+  EXPECT_NE(info->etag.find("-3"), std::string::npos) << info->etag;  // two parts and the tail
+  auto back = s3->ReadRange("ckpt/stream.bin", 0, data.size() + 1);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == data);
+
+  // Abandoned (the writer went back into a sent part): no object appears.
+  fd = StagedFile(data);
+  up = s3->StartUpload("ckpt/abandoned.bin", fd, WriteOptions{.part_size = part});
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  (*up)->AddPart(0);
+  (*up)->AddPart(1);
+  const std::string id = (*up)->id();
+  up->reset();  // aborts, after the parts in flight
+  EXPECT_EQ(s3->Stat("ckpt/abandoned.bin").status().code(), Code::kNotFound);
+  EXPECT_TRUE(s3->AbortUpload("ckpt/abandoned.bin", id).ok()) << "aborting an aborted upload is fine";
+  // Completing with fewer bytes than the parts sent is refused, and aborts.
+  up = s3->StartUpload("ckpt/short.bin", fd, WriteOptions{.part_size = part});
+  ASSERT_TRUE(up.ok());
+  (*up)->AddPart(0);
+  (*up)->AddPart(1);
+  info = s3->CompleteUpload(**up, part);
+  EXPECT_EQ(info.status().code(), Code::kInvalidArgument) << info.status().ToString();
+  EXPECT_EQ(s3->Stat("ckpt/short.bin").status().code(), Code::kNotFound);
+  ::close(fd);
+  EXPECT_EQ(s3->StartUpload("ckpt/x", -1).status().code(), Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace granary

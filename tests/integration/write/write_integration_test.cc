@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -128,6 +130,14 @@ class S3WriteTest : public WriteTest {
     if (r.exit_code != 0) return false;
     *out = Slurp(file);
     return true;
+  }
+  // Multipart uploads started at the origin and neither completed nor aborted.
+  int UnfinishedUploads() {
+    ProcessResult r = RunProcess({"/bin/sh", "-c", "aws --endpoint-url " + moto_->endpoint() +
+                                                       " s3api list-multipart-uploads --bucket bucket --output json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out.empty() ? "{}" : r.out, nullptr, false);
+    return j.is_object() && j.contains("Uploads") ? static_cast<int>(j["Uploads"].size()) : 0;
   }
 
   std::unique_ptr<testing::MotoServer> moto_;
@@ -317,6 +327,7 @@ TEST_F(S3WriteTest, KillDuringA200MiBUploadLeavesNoPartialObjectAndTheNextMountF
     ASSERT_TRUE(done.ok()) << done.status().ToString();
     EXPECT_EQ(done->size(), big.size());
     EXPECT_TRUE(*done == big);
+    EXPECT_EQ(UnfinishedUploads(), 0) << "the killed upload was not aborted";
     Unmount();
   }
   EXPECT_GE(interrupted, 1) << "no kill landed during an upload: the test did not test it";
@@ -331,11 +342,21 @@ TEST_F(S3WriteTest, KillWhileAFileIsBeingWrittenNeverUploadsThePartialFile) {
   ASSERT_GE(fd, 0) << strerror(errno);
   const std::string chunk = testing::RandomBytes(1u << 20, 5);
   for (int i = 0; i < 48; ++i) ASSERT_TRUE(WriteAll(fd, chunk, static_cast<off_t>(i) << 20));
+  // An appending writer: its first parts were sent already (streaming), as
+  // parts of an upload that is not complete, so no object exists.
+  EXPECT_EQ(UnfinishedUploads(), 1);
   ASSERT_EQ(::kill(pid->pid, SIGKILL), 0);  // the writer has not closed the file
   ::close(fd);
   RunGranary({"umount", "--run-dir", RunDir(), mp_});
   if (IsMountpoint(mp_)) UnmountFuse(mp_).IgnoreError();
   MustMount(cache);
+  // The next mount aborts the upload the kill left (its id is in the staged
+  // file's description), so its parts cost no storage.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (UnfinishedUploads() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(UnfinishedUploads(), 0);
   nlohmann::json st = Status();
   EXPECT_EQ(st["writes"]["pending_files"].get<uint64_t>(), 1u) << st.dump();
   EXPECT_EQ(st["writes"]["unclosed_files"].get<uint64_t>(), 1u) << st.dump();
@@ -350,6 +371,51 @@ TEST_F(S3WriteTest, KillWhileAFileIsBeingWrittenNeverUploadsThePartialFile) {
   EXPECT_EQ(Status()["writes"]["pending_files"].get<uint64_t>(), 0u);
   EXPECT_FALSE(fs::exists(mp_ + "/half.bin"));
   EXPECT_EQ(s3_->Stat("ds/half.bin").status().code(), Code::kNotFound);
+}
+
+TEST_F(S3WriteTest, AForkedChildsCloseDoesNotUploadAHalfWrittenFile) {
+  MustMount(work_.path() + "/cache-fork");
+  const std::string data = testing::RandomBytes(20u << 20, 21);
+  int fd = ::open((mp_ + "/forked.bin").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_TRUE(WriteAll(fd, data.substr(0, 12u << 20), 0));
+  // A training job's launcher forks and execs (a data loader, a shell):
+  // the child inherits the descriptor and closes it (here: plainly).
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fd);
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  EXPECT_EQ(s3_->Stat("ds/forked.bin").status().code(), Code::kNotFound) << "the child's close uploaded";
+  ASSERT_TRUE(WriteAll(fd, data.substr(12u << 20), 12 << 20));
+  ASSERT_EQ(::close(fd), 0);  // the writer's own close uploads, and waits for it
+  auto back = s3_->ReadRange("ds/forked.bin", 0, data.size() + 1);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == data);
+  EXPECT_EQ(UnfinishedUploads(), 0);
+}
+
+TEST_F(S3WriteTest, ASharedWritableMmapIsUploadedAtClose) {
+  MustMount(work_.path() + "/cache-mmap");
+  const size_t size = 3u << 20;
+  std::string data = testing::RandomBytes(size, 22);
+  int fd = ::open((mp_ + "/mapped.bin").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0) << strerror(errno);
+  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(m, MAP_FAILED) << strerror(errno);
+  std::memcpy(m, data.data(), size);
+  data[12345] = 'Z';
+  static_cast<char*>(m)[12345] = 'Z';
+  ASSERT_EQ(::msync(m, size, MS_SYNC), 0) << strerror(errno);
+  ASSERT_EQ(::munmap(m, size), 0);
+  ASSERT_EQ(::close(fd), 0);
+  auto back = s3_->ReadRange("ds/mapped.bin", 0, size + 1);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == data);
 }
 
 // ---------------- over a posix directory ----------------
