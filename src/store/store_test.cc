@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
 #include <linux/magic.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -551,6 +553,25 @@ TEST(StoreTest, ServedAdmissionsBypassThePageCacheInDropReadPagesMode) {
     }
   }
   std::filesystem::remove_all(tmpl);
+}
+
+// Issue 24: on ext4 the tier directory is marked FS_TOPDIR_FL before its
+// fan-out directories are made, so they (and the cache files) spread over the
+// block groups instead of sharing the group of whatever was just deleted.
+TEST(StoreTest, Issue24TierDirectorySpreadsItsFanOutDirectories) {
+  std::string tmpl = DiskTempDir("topdir");
+  if (tmpl.empty()) GTEST_SKIP() << "/var/tmp is tmpfs: no inode flags";
+  const std::string tier = tmpl + "/ssd";
+  auto store = Store::Open(OneTier(tier, 64ull << 20));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  int fd = ::open(tier.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  int flags = 0;
+  const bool have_flags = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  ::close(fd);
+  std::filesystem::remove_all(tmpl);
+  if (!have_flags) GTEST_SKIP() << "the file system of /var/tmp has no inode flags";
+  EXPECT_NE(flags & FS_TOPDIR_FL, 0) << "flags " << std::hex << flags;
 }
 
 }  // namespace
