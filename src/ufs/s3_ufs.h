@@ -127,6 +127,8 @@ class S3Ufs : public UnderStorage {
   // The status of a failed answer `r` about `what`; `missing`: the S3 error
   // code that means "not found" here.
   static Status S3Error(const HttpResponse& r, const std::string& what, std::string_view missing);
+  // The header that lets the origin check an upload's body (s3_upload.cc).
+  Headers BodyChecksum(std::string_view body) const;
   // Multipart pieces (s3_upload.cc).
   class Upload;  // a StreamingUpload
   Result<std::string> UploadPart(std::string_view key, const std::string& upload_id, int number,

@@ -65,7 +65,7 @@ struct UfsStats {
 // upload of part_size parts, `parallel_parts` at once).
 struct WriteOptions {
   uint64_t part_size = 8ull << 20;  // >= 5 MiB (S3's minimum part), at most 10,000 parts
-  int parallel_parts = 4;
+  int parallel_parts = 8;
 };
 
 // A multipart upload fed while its file is still being written (S3): each
@@ -126,8 +126,8 @@ class UnderStorage {
 
   // Writes the object `key` from the local file `fd` (its first `size`
   // bytes, read with pread; the offset of fd is not used). The object
-  // appears complete or not at all: S3 sends one PUT with a Content-MD5, or a
-  // multipart upload whose parts each carry a Content-MD5 and which is
+  // appears complete or not at all: S3 sends one PUT, or a multipart upload
+  // whose parts each carry a checksum the origin verifies and which is
   // completed only after every part arrived (aborted on any failure); POSIX
   // writes a temporary name in the same directory, fsyncs it and renames it
   // into place. Returns the new object's info (etag as a later Stat gives it).
