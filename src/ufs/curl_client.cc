@@ -214,8 +214,6 @@ size_t OnBody(char* data, size_t size, size_t nmemb, void* user) {
   return n;
 }
 
-constexpr long kLargeUpload = 1L << 20;
-
 size_t OnUpload(char* buffer, size_t size, size_t nitems, void* user) {
   auto* t = static_cast<Transfer*>(user);
   size_t n = std::min(size * nitems, t->upload.size());
@@ -235,9 +233,6 @@ void SetMethod(CURL* h, const HttpRequest& request, Transfer* t) {
     curl_easy_setopt(h, CURLOPT_READFUNCTION, OnUpload);
     curl_easy_setopt(h, CURLOPT_READDATA, t);
     curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(t->upload.size()));
-    // Large bodies (8 MiB parts) go out in 1 MiB sends, not 64 KiB ones: an
-    // eighth of the callbacks and send calls here, of the reads at the origin.
-    if (t->upload.size() >= kLargeUpload) curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, kLargeUpload);
     if (request.method != "PUT") {
       curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
     }
