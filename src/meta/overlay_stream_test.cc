@@ -9,12 +9,13 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include "meta/overlay.h"
+#include "testing/mem_ufs.h"
 
 namespace granary {
 namespace {
@@ -23,19 +24,18 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kPart = 5u << 20;  // S3's smallest part
 
-// What the fake origin saw. Guarded by mu.
+// What the fake origin saw besides its objects. Guarded by mu.
 struct Recorder {
   std::mutex mu;
-  std::map<std::string, std::string> objects;  // completed, by key
-  std::vector<std::string> started;            // upload ids
-  std::vector<std::string> aborted;            // upload ids
-  std::vector<uint64_t> parts_at_add;          // part indexes, as added
+  std::vector<std::string> started;    // upload ids
+  std::vector<std::string> aborted;    // upload ids
+  std::vector<uint64_t> parts_at_add;  // part indexes, as added
 };
 
 class FakeUpload final : public StreamingUpload {
  public:
-  FakeUpload(Recorder* rec, std::string key, std::string id, int fd)
-      : rec_(rec), key_(std::move(key)), id_(std::move(id)), fd_(::dup(fd)) {}
+  FakeUpload(testing::MemUfs* ufs, Recorder* rec, std::string key, std::string id, int fd)
+      : ufs_(ufs), rec_(rec), key_(std::move(key)), id_(std::move(id)), fd_(::dup(fd)) {}
   ~FakeUpload() override {
     if (!completed_) {
       std::lock_guard lock(rec_->mu);
@@ -65,12 +65,12 @@ class FakeUpload final : public StreamingUpload {
               static_cast<ssize_t>(tail.size()));
     body += tail;
     completed_ = true;
-    std::lock_guard lock(rec_->mu);
-    rec_->objects[key_] = body;
-    return ObjectInfo{.key = key_, .size = size};
+    ufs_->Put(key_, std::move(body));
+    return ufs_->Stat(key_);
   }
 
  private:
+  testing::MemUfs* ufs_;
   Recorder* rec_;
   std::string key_, id_;
   int fd_;
@@ -78,35 +78,24 @@ class FakeUpload final : public StreamingUpload {
   bool completed_ = false;
 };
 
-class FakeMultipartUfs final : public UnderStorage {
+// MemUfs with whole-file writes and recorded multipart uploads.
+class FakeMultipartUfs final : public testing::MemUfs {
  public:
-  explicit FakeMultipartUfs(Recorder* rec) : rec_(rec) {}
-  std::string Root() const override { return "s3://fake"; }
+  explicit FakeMultipartUfs(Recorder* rec) : MemUfs("s3://fake"), rec_(rec) {}
 
  protected:
-  Result<ListPage> ListImpl(const ListRequest&) override { return ListPage{}; }
-  Result<ObjectInfo> StatImpl(std::string_view key) override {
-    std::lock_guard lock(rec_->mu);
-    auto it = rec_->objects.find(std::string(key));
-    if (it == rec_->objects.end()) return NotFound(std::string(key));
-    return ObjectInfo{.key = it->first, .size = it->second.size()};
-  }
-  Result<size_t> ReadImpl(std::string_view, uint64_t, std::span<char>, std::string_view) override {
-    return Unimplemented("fake");
-  }
   Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size, const WriteOptions&) override {
     std::string body(size, '\0');
     EXPECT_EQ(::pread(fd, body.data(), size, 0), static_cast<ssize_t>(size));
-    std::lock_guard lock(rec_->mu);
-    rec_->objects[std::string(key)] = body;
-    return ObjectInfo{.key = std::string(key), .size = size};
+    Put(std::string(key), std::move(body));
+    return Stat(key);
   }
   Result<std::unique_ptr<StreamingUpload>> StartUploadImpl(std::string_view key, int fd,
                                                            const WriteOptions&) override {
     std::lock_guard lock(rec_->mu);
     std::string id = "upload-" + std::to_string(rec_->started.size() + 1);
     rec_->started.push_back(id);
-    return std::unique_ptr<StreamingUpload>(std::make_unique<FakeUpload>(rec_, std::string(key), id, fd));
+    return std::unique_ptr<StreamingUpload>(std::make_unique<FakeUpload>(this, rec_, std::string(key), id, fd));
   }
   Status AbortUploadImpl(std::string_view, std::string_view upload_id) override {
     std::lock_guard lock(rec_->mu);
@@ -157,6 +146,14 @@ class OverlayStreamTest : public ::testing::Test {
     return all;
   }
 
+  // The object at the origin; nullopt when there is none.
+  std::optional<std::string> Object(const std::string& key) {
+    if (!ufs_->Stat(key).ok()) return std::nullopt;
+    auto r = ufs_->ReadRange(key, 0, 1ull << 30);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::optional(*r) : std::nullopt;
+  }
+
   Recorder rec_;
   std::string dir_;
   std::shared_ptr<UnderStorage> ufs_;
@@ -172,9 +169,9 @@ TEST_F(OverlayStreamTest, AnAppendingWriterSendsEachPartItHasPassedBeforeClose) 
   EXPECT_NE(MetaText().find("upload-1"), std::string::npos) << "the upload id is recorded for a crash";
   Append(**o, "ckpt.pt", data, 2 * kPart + 1, data.size());
   EXPECT_EQ(rec_.parts_at_add, (std::vector<uint64_t>{0, 1, 2, 3}));  // the tail waits for close
-  EXPECT_TRUE(rec_.objects.empty()) << "nothing is visible before close";
+  EXPECT_FALSE(Object("ds/ckpt.pt")) << "nothing is visible before close";
   ASSERT_TRUE((*o)->Commit("ckpt.pt").ok());
-  EXPECT_TRUE(rec_.objects["ds/ckpt.pt"] == data);
+  EXPECT_TRUE(Object("ds/ckpt.pt") == data);
   EXPECT_EQ(rec_.started.size(), 1u);
   EXPECT_TRUE(rec_.aborted.empty());
   EXPECT_EQ(MetaText().find("upload-1"), std::string::npos);
@@ -196,20 +193,20 @@ TEST_F(OverlayStreamTest, AWriteBackIntoSentPartsAbortsTheUploadAndCloseSendsThe
   Append(**o, "model.zip", data + RandomBytes(kPart, 3), data.size(), data.size() + 1000);
   EXPECT_EQ(rec_.parts_at_add.size(), 3u) << "no new parts after a write that was not an append";
   ASSERT_TRUE((*o)->Commit("model.zip").ok());
-  std::string sent = rec_.objects["ds/model.zip"];
+  std::string sent = Object("ds/model.zip").value_or("");
   ASSERT_EQ(sent.size(), data.size() + 1000);
   EXPECT_TRUE(sent.substr(0, data.size()) == data);
   // A truncate below the sent parts aborts too; the next close sends what is left.
   const std::string again = RandomBytes(2 * kPart, 4);
   ASSERT_TRUE((*o)->Truncate("model.zip", 0).ok());
   ASSERT_TRUE((*o)->Commit("model.zip").ok());  // an empty file: one PUT
-  EXPECT_EQ(rec_.objects["ds/model.zip"], "");
+  EXPECT_EQ(Object("ds/model.zip"), "");
   Append(**o, "model.zip", again, 0, again.size());
   const size_t aborted_before = rec_.aborted.size();
   ASSERT_TRUE((*o)->Truncate("model.zip", kPart / 2).ok());
   EXPECT_EQ(rec_.aborted.size(), aborted_before + 1);
   ASSERT_TRUE((*o)->Commit("model.zip").ok());
-  EXPECT_TRUE(rec_.objects["ds/model.zip"] == again.substr(0, kPart / 2));
+  EXPECT_TRUE(Object("ds/model.zip") == again.substr(0, kPart / 2));
 }
 
 TEST_F(OverlayStreamTest, AnUploadAStopLeftUnfinishedIsAbortedByTheNextOpen) {
@@ -231,10 +228,10 @@ TEST_F(OverlayStreamTest, AnUploadAStopLeftUnfinishedIsAbortedByTheNextOpen) {
   EXPECT_EQ((*o)->stats().unclosed_files, 1u);
   ASSERT_TRUE((*o)->RecoverPending().ok());
   EXPECT_EQ(rec_.aborted, (std::vector<std::string>{"upload-1"}));
-  EXPECT_TRUE(rec_.objects.empty()) << "an unclosed file is never uploaded on its own";
+  EXPECT_FALSE(Object("ds/half.bin")) << "an unclosed file is never uploaded on its own";
   // Closing it through the mount sends it whole (a new upload).
   ASSERT_TRUE((*o)->Commit("half.bin").ok());
-  EXPECT_TRUE(rec_.objects["ds/half.bin"] == data);
+  EXPECT_TRUE(Object("ds/half.bin") == data);
   EXPECT_EQ(rec_.started.size(), 2u);
 }
 
