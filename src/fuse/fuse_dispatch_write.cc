@@ -16,6 +16,19 @@ namespace granary {
 
 using namespace fuse_dispatch_util;
 
+namespace {
+
+// A write-only descriptor (a log, torch.save) cannot read or map what it
+// writes, so its writes skip the kernel's page cache (FOPEN_DIRECT_IO): the
+// bytes go straight to the staged file, not into a second cached copy a
+// 2 GiB checkpoint would push the dataset's pages out for. Read-write
+// descriptors keep the page cache (their reads and shared mmaps use it).
+uint32_t WriteOnlyFlags(uint32_t open_flags) {
+  return (open_flags & O_ACCMODE) == O_WRONLY ? FOPEN_DIRECT_IO : 0;
+}
+
+}  // namespace
+
 HandlerReply FuseDispatcher::DoOpenForWrite(const struct fuse_in_header& h,
                                             const struct fuse_open_in& in, std::span<char> out) {
   OpenResult opened;
@@ -24,7 +37,7 @@ HandlerReply FuseDispatcher::DoOpenForWrite(const struct fuse_in_header& h,
   auto* o = reinterpret_cast<fusek::OpenOut*>(out.data());
   std::memset(o, 0, sizeof(*o));
   o->fh = opened.fh & ~kPassthroughFh;
-  o->open_flags = opened.keep_cache ? FOPEN_KEEP_CACHE : 0;
+  o->open_flags = (opened.keep_cache ? FOPEN_KEEP_CACHE : 0) | WriteOnlyFlags(in.flags);
   userspace_opens_.fetch_add(1, std::memory_order_relaxed);
   return Ok(sizeof(*o));
 }
@@ -48,6 +61,7 @@ HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span
       auto* o = reinterpret_cast<fusek::OpenOut*>(out.data() + sizeof(fuse_entry_out));
       std::memset(o, 0, sizeof(*o));
       o->fh = opened.fh & ~kPassthroughFh;
+      o->open_flags = WriteOnlyFlags(in->flags);
       userspace_opens_.fetch_add(1, std::memory_order_relaxed);
       return Ok(sizeof(fuse_entry_out) + sizeof(fusek::OpenOut));
     }

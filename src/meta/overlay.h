@@ -57,7 +57,8 @@ struct OverlayOptions {
   uint64_t quota = 10ull << 30;
   // Drop dirty staged files found at start instead of uploading them.
   bool discard_pending = false;
-  WriteOptions upload;
+  // Staged bytes a multipart upload has sent leave the page cache (release_sent).
+  WriteOptions upload{.release_sent = true};
 };
 
 struct OverlayStats {

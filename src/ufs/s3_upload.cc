@@ -51,6 +51,18 @@ Result<std::string> PreadExactly(int fd, uint64_t offset, uint64_t length, const
   return buf;
 }
 
+// WriteOptions::release_sent: the range goes to disk, then out of the page
+// cache (POSIX_FADV_DONTNEED drops clean pages only, hence the write first).
+// Best effort: a failure leaves the pages cached, nothing else.
+void ReleasePages(int fd, uint64_t offset, uint64_t length) {
+  const auto off = static_cast<off64_t>(offset);
+  const auto len = static_cast<off64_t>(length);
+  if (::sync_file_range(fd, off, len,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) == 0) {
+    ::posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED);
+  }
+}
+
 std::string XmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -74,7 +86,8 @@ class S3Ufs::Upload final : public StreamingUpload {
  public:
   Upload(S3Ufs* s3, std::string key, std::string id, int fd, const WriteOptions& options)
       : s3_(s3), key_(std::move(key)), what_(s3->Root() + "/" + key_), id_(std::move(id)), fd_(fd),
-        part_size_(options.part_size), parallel_(options.parallel_parts) {}
+        part_size_(options.part_size), parallel_(options.parallel_parts),
+        release_sent_(options.release_sent) {}
 
   ~Upload() override {
     if (!completed_) {
@@ -153,6 +166,11 @@ class S3Ufs::Upload final : public StreamingUpload {
                                   length, what_);
       lock.lock();
       --busy_;
+      if (etag.ok() && release_sent_) {
+        lock.unlock();
+        ReleasePages(fd_, index * part_size_, length);
+        lock.lock();
+      }
       if (etag.ok()) {
         etags_[index] = std::move(*etag);
       } else if (error_.ok()) {
@@ -183,6 +201,7 @@ class S3Ufs::Upload final : public StreamingUpload {
   const int fd_;  // ours (a duplicate)
   const uint64_t part_size_;
   const int parallel_;
+  const bool release_sent_;
   bool completed_ = false;
   uint64_t added_ = 0;  // parts added (the next index)
   std::mutex mu_;

@@ -66,6 +66,11 @@ struct UfsStats {
 struct WriteOptions {
   uint64_t part_size = 8ull << 20;  // >= 5 MiB (S3's minimum part), at most 10,000 parts
   int parallel_parts = 8;
+  // Once a part of a multipart upload is at the origin, write its bytes of
+  // the source file to disk and drop them from the page cache (the staging
+  // area: the origin holds them now, and a 2 GiB checkpoint should not push a
+  // training node's dataset out of memory). Reads of the file still work, from disk.
+  bool release_sent = false;
 };
 
 // A multipart upload fed while its file is still being written (S3): each

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -416,6 +418,68 @@ TEST_F(S3WriteTest, ASharedWritableMmapIsUploadedAtClose) {
   auto back = s3_->ReadRange("ds/mapped.bin", 0, size + 1);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_TRUE(*back == data);
+}
+
+// Bytes of the file open as `fd` in the page cache, from cachestat(2)
+// (Linux 6.5; not in this system's headers), or nullopt without it. Unlike
+// mincore it needs no mapping, so it also sees a write-only descriptor's
+// file, and it opens nothing (an open of a written file drops its cache).
+std::optional<uint64_t> CachedBytes(int fd) {
+  struct {
+    uint64_t off, len;
+  } range{0, 0};  // len 0: to the end
+  struct {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+  } st{};
+  constexpr long kSysCachestat = 451;
+  if (::syscall(kSysCachestat, fd, &range, &st, 0) != 0) return std::nullopt;
+  return st.nr_cache * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST_F(S3WriteTest, AWriteOnlyCheckpointLeavesNoCopyOfItsBytesInThePageCache) {
+  // A 40 MiB checkpoint (5 parts) written the way torch.save writes: a
+  // write-only descriptor, 1 MiB writes. Neither the mount's page cache nor
+  // the staged file's may keep the bytes once they are at the origin: on a
+  // training node that memory holds the dataset.
+  const std::string cache = work_.path() + "/cache-pages";
+  MustMount(cache);
+  const std::string data = testing::RandomBytes(40u << 20, 23);
+  int fd = ::open((mp_ + "/ckpt.pt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  for (size_t off = 0; off < data.size(); off += 1u << 20) {
+    ASSERT_TRUE(WriteAll(fd, data.substr(off, 1u << 20), static_cast<off_t>(off)));
+  }
+  std::optional<uint64_t> mount_cached = CachedBytes(fd);
+  if (!mount_cached) GTEST_SKIP() << "no cachestat(2) on this kernel: " << strerror(errno);
+  EXPECT_EQ(*mount_cached, 0u) << "the mount cached a write-only descriptor's bytes";
+  ASSERT_EQ(::close(fd), 0);
+  auto back = s3_->ReadRange("ds/ckpt.pt", 0, data.size() + 1);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(*back == data);
+
+  std::string staged;
+  for (const auto& e : fs::recursive_directory_iterator(cache)) {
+    if (e.is_regular_file() && e.path().extension() == ".data" && e.file_size() == data.size()) {
+      staged = e.path().string();
+    }
+  }
+  ASSERT_FALSE(staged.empty()) << "no staged file of " << data.size() << " bytes under " << cache;
+  int sfd = ::open(staged.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(sfd, 0) << strerror(errno);
+  std::optional<uint64_t> staged_cached = CachedBytes(sfd);
+  ::close(sfd);
+  if (!staged_cached) GTEST_SKIP() << "no cachestat(2) on this kernel: " << strerror(errno);
+  EXPECT_EQ(*staged_cached, 0u) << "sent parts stayed in the page cache";
+
+  // Still readable through the mount (from the staged file).
+  EXPECT_TRUE(Slurp(mp_ + "/ckpt.pt") == data);
+
+  // A read-write descriptor keeps the kernel's cache (its reads and mmaps use it).
+  fd = ::open((mp_ + "/rw.bin").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_TRUE(WriteAll(fd, data.substr(0, 4u << 20), 0));
+  EXPECT_EQ(CachedBytes(fd).value_or(0), 4u << 20);
+  ASSERT_EQ(::close(fd), 0);
 }
 
 // ---------------- over a posix directory ----------------
