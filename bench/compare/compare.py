@@ -9,8 +9,7 @@ shuffled, N threads):
 
   origin ceiling (ufs_get) | local disk cold/warm | s3fs | s3fs use_cache |
   rclone mount --vfs-cache-mode full | Granary read-through | Granary mount
-  --load | Granary after `granary load` | Granary fresh remount (and with
-  --no-push-fetched) | Granary remount in passthrough, over /dev/fuse and io_uring
+  --load | Granary after `granary load` | Granary fresh remount
 
 The origin and its proxy run on CPUs of their own (--origin-cpus, default:
 the first quarter, at least one), every client on the others, as a remote

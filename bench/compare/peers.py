@@ -292,13 +292,6 @@ def granary_rows(b):
         "Granary fresh remount", "warm cache on disk, empty page cache" if dropped
         else "warm cache on disk (page cache not dropped: not root)")))
 
-    # 4b. The same without putting the warm cache's files into the mount's
-    # page cache at mount time (the first epoch's every file through the daemon).
-    rows.append(run_guarded(b, "Granary fresh remount, --no-push-fetched",
-                            lambda b: [_remount_variant(b, cache, "no-push", ["--no-push-fetched"],
-                                                        "as above, every first read through the "
-                                                        "daemon")])[0])
-
     # 5./6. The same warm cache through passthrough, over /dev/fuse and io_uring
     # (--read-mode auto picks cached for a data set this size).
     rows.append(run_guarded(b, "Granary remount, --read-mode passthrough",
@@ -337,8 +330,7 @@ def _two_epochs(g, row, between=None, loads_at_mount=False):
 
 
 def _remount_variant(b, cache, name, extra, note):
-    label = {"no-push": "Granary fresh remount, --no-push-fetched",
-             "passthrough": "Granary remount, --read-mode passthrough",
+    label = {"passthrough": "Granary remount, --read-mode passthrough",
              "uring": "Granary remount, passthrough over io_uring"}[name]
     drop_page_cache()
     return _two_epochs(GranaryMount(b, "granary-" + name, cache, extra), new_row(label, note))

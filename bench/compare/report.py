@@ -184,7 +184,7 @@ def problems(results):
             if r["path"].startswith("Granary") and warm and warm.get("origin_requests_per_image"):
                 found.append(f"{delay} {r['path']}: warm epoch made "
                              f"{warm['origin_requests_per_image']:.2f} origin requests per image")
-            if r["path"].startswith("Granary fresh remount") and r["cold"] and \
+            if r["path"] == "Granary fresh remount" and r["cold"] and \
                     r["cold"].get("origin_requests_per_image"):
                 found.append(f"{delay} {r['path']}: reads after a remount of a warm cache reached "
                              "the origin")

@@ -224,8 +224,7 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_flag("--no-dir-prefetch", f->no_dir_prefetch,
                 "Do not list a directory ahead once files in it are opened by name");
   cmd->add_flag("--no-push-fetched", f->no_push_fetched,
-                "cached read mode: do not put loaded files into the mount's page cache as they "
-                "arrive, nor a warm cache's files at mount time");
+                "cached read mode: do not put loaded files into the mount's page cache as they arrive");
   cmd->add_flag("--writable", f->writable,
                 "Accept new files and directories (logs, checkpoints): staged in the cache dir, "
                 "uploaded on close and fsync (docs/semantics.md)");

@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -255,76 +254,7 @@ Status Daemon::StartMount() {
   if (o.writable) fuse_opts.transport = FuseTransport::kDev;
   fuse_opts.fsname = "granary";
   fuse_ = std::make_unique<FuseServer>(fs_.get(), fuse_opts);
-  RETURN_IF_ERROR(fuse_->Start());
-  if (o.fuse.read_mode == FuseReadMode::kCached && o.push_fetched) StartPushCached();
-  return Status::Ok();
-}
-
-void Daemon::StartPushCached() {
-  // Listing what is cached takes a while for a large data set: not on the
-  // mount's path.
-  push_thread_ = std::thread([this] {
-    std::shared_ptr<const Snapshot> snap = dataset_->snapshot();
-    CacheEngine& engine = dataset_->engine();
-    std::vector<uint64_t> inos;
-    uint64_t bytes = 0;
-    snap->ForEachFile([&](const EntryView& e) {
-      if (e.size > 0 && !stop_push_.load(std::memory_order_relaxed) && engine.IsCached(*snap, e.ino)) {
-        inos.push_back(e.ino);
-        bytes += e.size;
-      }
-    });
-    if (inos.empty() || stop_push_.load()) return;
-    long pages = ::sysconf(_SC_PHYS_PAGES);
-    long page = ::sysconf(_SC_PAGE_SIZE);
-    const uint64_t budget = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page / 2 : 0;
-    GLOG_INFO("page cache: putting {} cached files ({} bytes) into the mount's page cache",
-              inos.size(), bytes);
-    const auto start = std::chrono::steady_clock::now();
-    std::atomic<size_t> next{0};
-    std::atomic<uint64_t> claimed{0};
-    std::vector<std::thread> helpers;
-    for (int i = 1; i < kPushThreads; ++i) {
-      helpers.emplace_back([&] { PushCached(snap, inos, &next, &claimed, budget); });
-    }
-    PushCached(snap, inos, &next, &claimed, budget);
-    for (auto& t : helpers) t.join();
-    GLOG_INFO("page cache: {} files ({} bytes) put in {:.1f} s", pushed_files_.load(),
-              pushed_bytes_.load(),
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  });
-}
-
-void Daemon::PushCached(const std::shared_ptr<const Snapshot>& snap, const std::vector<uint64_t>& inos,
-                        std::atomic<size_t>* next, std::atomic<uint64_t>* claimed,
-                        uint64_t budget) {
-  CacheEngine& engine = dataset_->engine();
-  std::string buf;
-  for (size_t i = next->fetch_add(1); i < inos.size() && !stop_push_.load(); i = next->fetch_add(1)) {
-    std::optional<EntryView> e = snap->Get(inos[i]);
-    if (!e) continue;
-    if (claimed->fetch_add(e->size) + e->size > budget) return;  // the page cache could not keep it
-    Result<int> fd = engine.OpenCachedFile(*snap, inos[i]);
-    if (!fd.ok()) continue;  // evicted meanwhile: its reader fetches it
-    buf.resize(e->size);
-    size_t done = 0;
-    while (done < buf.size()) {
-      ssize_t n = ::pread(*fd, buf.data() + done, buf.size() - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    // One copy in memory: the mount's page cache keeps it, the cache file's need not.
-    ::posix_fadvise(*fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(*fd);
-    if (done != buf.size()) continue;
-    if (!PushFetched(*snap, inos[i], 0, buf)) {
-      if (!fuse_ || stop_push_.load()) return;
-      continue;
-    }
-    pushed_files_.fetch_add(1, std::memory_order_relaxed);
-    pushed_bytes_.fetch_add(e->size, std::memory_order_relaxed);
-  }
+  return fuse_->Start();
 }
 
 bool Daemon::PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset,
@@ -426,8 +356,6 @@ Status Daemon::Shutdown() {
   // must not hold the unmount).
   if (dataset_) dataset_->engine().CancelWaits();
   services_.reset();  // cancels a running load; before the engine goes
-  stop_push_ = true;  // before the mount goes: a push may be listing a directory through it
-  if (push_thread_.joinable()) push_thread_.join();
   if (fuse_) fuse_->Stop();
   if (unmount_watcher_.joinable()) unmount_watcher_.join();
   if (signal_thread_.joinable()) signal_thread_.join();

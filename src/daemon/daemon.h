@@ -64,8 +64,6 @@ class DaemonServices;
 // How long a stopping daemon process (handle_signals) waits for origin
 // transfers still running once every reader has left; then it exits.
 inline constexpr std::chrono::seconds kShutdownGrace{5};
-// Threads putting a warm cache's files into a fresh mount's page cache.
-inline constexpr int kPushThreads = 4;
 
 struct DaemonOptions {
   // The dataset: source, connector settings, cache dirs, policy, engine,
@@ -95,9 +93,7 @@ struct DaemonOptions {
   // In the `cached` read mode, put bytes fetched ahead of their reader
   // (warm-up, readahead) into the mount's page cache at once
   // (FUSE_NOTIFY_STORE) for files the kernel already knows, and write their
-  // cache files around the page cache; and, once mounted, put the files
-  // already completely cached there too (StartPushCached). `--no-push-fetched`
-  // turns both off.
+  // cache files around the page cache (`--no-push-fetched` turns it off).
   bool push_fetched = true;
   // `--read-mode auto`: once the snapshot is loaded, use the `cached` read
   // mode when the dataset's total size is at most auto_cached_max_bytes (0 =
@@ -207,13 +203,6 @@ class Daemon {
   // kernel does not know the file yet, its directory is listed through the
   // mount first (once per directory and snapshot version). false: not stored.
   bool PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset, std::string_view bytes);
-  // push_fetched over a warm cache: puts every completely cached file of the
-  // mounted version into the mount's page cache once, in the background
-  // (kPushThreads threads, at most half the memory's worth), so a fresh
-  // mount's first epoch needs no READ for them. Stops at shutdown.
-  void StartPushCached();
-  void PushCached(const std::shared_ptr<const Snapshot>& snap, const std::vector<uint64_t>& inos,
-                  std::atomic<size_t>* next, std::atomic<uint64_t>* claimed, uint64_t budget);
 
   DaemonOptions options_;
   std::string run_name_;
@@ -237,9 +226,6 @@ class Daemon {
   DaemonStats final_stats_;      // counters frozen at shutdown (engine gone)
   bool has_final_ = false;
 
-  std::thread push_thread_;  // StartPushCached (it runs the other kPushThreads - 1)
-  std::atomic<bool> stop_push_{false};
-  std::atomic<uint64_t> pushed_files_{0}, pushed_bytes_{0};
   std::mutex push_mu_;  // guards push_listed_
   std::condition_variable push_cv_;
   // "version:directory" PushFetched listed (true) or is listing (false).

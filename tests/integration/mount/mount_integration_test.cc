@@ -283,43 +283,6 @@ TEST_F(MountTest, WarmRemountIsServedByPassthroughWithZeroOriginReads) {
   EXPECT_EQ(off["engine"]["origin_requests"].get<uint64_t>(), 0u);
 }
 
-// A fresh mount in the cached read mode over a warm cache puts the cached
-// files into its page cache in the background (issue 24): once that is done,
-// the first epoch needs no READ through the daemon. --no-push-fetched keeps
-// the old way (every first read through the daemon).
-TEST_F(MountTest, Issue24AFreshCachedMountOverAWarmCacheServesItsFirstEpochFromThePageCache) {
-  MustMount(src_->path(), {"--read-mode", "cached"});
-  ExpectAllBytesEqual(*tree_);
-  nlohmann::json cold = UmountStats();
-  ASSERT_TRUE(cold.contains("fuse")) << cold.dump();
-  EXPECT_GT(cold["fuse"]["userspace_reads"].get<uint64_t>(), 0u);
-
-  uint64_t files = 0;
-  for (const auto& [rel, data] : *tree_) files += data.empty() ? 0 : 1;
-  MustMount(src_->path(), {"--read-mode", "cached"});
-  uint64_t stores = 0;
-  for (int i = 0; i < 400 && stores < files; ++i) {
-    ProcessResult r = RunGranary({"status", mp_, "--json", "--run-dir", RunDir()});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
-    if (j.is_array() && !j.empty()) j = j[0];
-    stores = j.value("page_cache_stores", uint64_t{0});
-    if (stores < files) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_EQ(stores, files) << "the cached files were not put into the mount's page cache";
-  ExpectAllBytesEqual(*tree_);
-  nlohmann::json warm = UmountStats();
-  ASSERT_TRUE(warm.contains("fuse")) << warm.dump();
-  EXPECT_EQ(warm["fuse"]["userspace_reads"].get<uint64_t>(), 0u) << warm.dump();
-  EXPECT_EQ(warm["engine"]["origin_requests"].get<uint64_t>(), 0u) << warm.dump();
-
-  MustMount(src_->path(), {"--read-mode", "cached", "--no-push-fetched"});
-  ExpectAllBytesEqual(*tree_);
-  nlohmann::json off = UmountStats();
-  EXPECT_EQ(off["fuse"]["stores"].get<uint64_t>(), 0u) << off.dump();
-  EXPECT_GT(off["fuse"]["userspace_reads"].get<uint64_t>(), 0u) << off.dump();
-}
-
 // --read-mode auto (the default): a dataset that fits in half of the memory
 // gets the cached mode (no OPEN, no passthrough); one that does not, or
 // `--passthrough on`, gets passthrough. Same bytes either way.
