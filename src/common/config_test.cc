@@ -113,6 +113,27 @@ TEST(Config, ErrorsNameFieldAndValue) {
   }
 }
 
+// Issue 22: dataset.accessModes with a ReadWrite mode makes the mount
+// writable (what `granary mount --config` then passes on as --writable).
+TEST(Config, ReadWriteAccessModesMakeTheMountWritable) {
+  auto ro = ParseConfig("dataset: {accessModes: [ReadOnlyMany]}", "ro.yaml");
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_FALSE(ro->writable());
+  EXPECT_FALSE(ParseConfig("", "empty.yaml")->writable());
+  for (const char* mode : {"ReadWriteMany", "ReadWriteOnce"}) {
+    auto rw = ParseConfig(std::string("dataset: {accessModes: [ReadOnlyMany, ") + mode + "]}", "rw.yaml");
+    ASSERT_TRUE(rw.ok()) << rw.status().ToString();
+    EXPECT_TRUE(rw->writable()) << mode;
+    EXPECT_EQ(rw->access_modes.size(), 2u);
+  }
+  auto bad = ParseConfig("dataset: {accessModes: [ReadWriteSometimes]}", "bad.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("dataset.accessModes[0]"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("ReadWriteSometimes"), std::string::npos);
+  EXPECT_FALSE(ParseConfig("dataset: {accessModes: ReadWriteMany}", "bad.yaml").ok());  // not a list
+}
+
 TEST(Config, ClusterSection) {
   auto cfg = ParseConfig(R"(
 runtime:

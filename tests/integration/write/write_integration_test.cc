@@ -482,6 +482,65 @@ TEST_F(S3WriteTest, AWriteOnlyCheckpointLeavesNoCopyOfItsBytesInThePageCache) {
   ASSERT_EQ(::close(fd), 0);
 }
 
+// The value of the first sample of `name` in a /metrics page, or -1.
+double MetricValue(const std::string& page, const std::string& name) {
+  size_t at = page.find("\n" + name + "{");
+  if (at == std::string::npos) return -1;
+  size_t end = page.find('\n', at + 1);
+  size_t space = page.rfind(' ', end);
+  return std::stod(page.substr(space + 1, end - space - 1));
+}
+
+// After close the file is in the mount's namespace and is read back from the
+// staged copy with no origin request; /metrics counts the upload; another
+// mount of the bucket (another node) sees the file after its next
+// `granary sync`, not before; `granary sync` on the writer's mount folds it
+// into the snapshot and the bytes stay the same.
+TEST_F(S3WriteTest, AnUploadedFileIsReadBackWithoutTheOriginAndAnotherNodeSeesItAfterItsSync) {
+  auto port = testing::FreeLoopbackPort();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  MustMount(work_.path() + "/cache-a", {"--metrics-addr", "127.0.0.1:" + std::to_string(*port)});
+  const std::string mp_b = work_.path() + "/mnt-b", run_b = work_.path() + "/run-b";
+  fs::create_directories(mp_b);
+  ProcessResult mb = RunGranary({"mount", "s3://bucket/ds", mp_b, "--cache-dir", work_.path() + "/cache-b:1G",
+                                 "--run-dir", run_b, "--endpoint", moto_->endpoint()});
+  ASSERT_EQ(mb.exit_code, 0) << mb.err;
+  struct UnmountB {
+    std::string mp, run;
+    ~UnmountB() {
+      RunGranary({"umount", "--run-dir", run, mp});
+      if (IsMountpoint(mp)) UnmountFuse(mp).IgnoreError();
+    }
+  } unmount_b{mp_b, run_b};
+
+  const std::string data = testing::RandomBytes((3u << 20) + 123, 24);
+  ASSERT_EQ(::mkdir((mp_ + "/out").c_str(), 0755), 0) << strerror(errno);
+  int fd = ::open((mp_ + "/out/result.bin").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_TRUE(WriteAll(fd, data, 0));
+  ASSERT_EQ(::close(fd), 0);
+
+  const uint64_t before = Status()["origin_requests"].get<uint64_t>();
+  EXPECT_TRUE(Slurp(mp_ + "/out/result.bin") == data);
+  EXPECT_EQ(Status()["origin_requests"].get<uint64_t>(), before) << "read back from the origin";
+  ProcessResult metrics =
+      RunProcess({"/usr/bin/curl", "-s", "http://127.0.0.1:" + std::to_string(*port) + "/metrics"});
+  ASSERT_EQ(metrics.exit_code, 0) << metrics.err;
+  EXPECT_EQ(MetricValue(metrics.out, "granary_write_uploads_total"), 1) << metrics.out;
+  EXPECT_EQ(MetricValue(metrics.out, "granary_write_uploaded_bytes_total"), data.size());
+  EXPECT_EQ(MetricValue(metrics.out, "granary_write_pending_files"), 0);
+
+  EXPECT_FALSE(fs::exists(mp_b + "/out/result.bin")) << "seen before the other node's sync";
+  ProcessResult sb = RunGranary({"sync", mp_b, "--run-dir", run_b});
+  ASSERT_EQ(sb.exit_code, 0) << sb.err;
+  EXPECT_TRUE(Slurp(mp_b + "/out/result.bin") == data);
+
+  ProcessResult sa = RunGranary({"sync", mp_, "--run-dir", RunDir()});
+  ASSERT_EQ(sa.exit_code, 0) << sa.err;
+  EXPECT_TRUE(Slurp(mp_ + "/out/result.bin") == data);
+  EXPECT_EQ(Status()["writes"]["pending_files"].get<uint64_t>(), 0u);
+}
+
 // ---------------- over a posix directory ----------------
 
 class PosixWriteTest : public WriteTest {
