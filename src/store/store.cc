@@ -309,7 +309,7 @@ bool ReadColdDirect(int fd, char* out, size_t len, uint64_t offset, bool* paged)
 }  // namespace
 
 bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last,
-                               std::string* bytes) {
+                               Handover* handover) {
   std::vector<std::pair<uint64_t, uint64_t>> todo;  // (block, checksum)
   uint32_t tier;
   uint64_t generation;
@@ -327,22 +327,24 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   int fd = ::open(FilePath(tier, e->id).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   ok = fd >= 0;
   std::string buf;
+  const bool one = handover != nullptr && todo.size() == 1;
+  bool into_span = false;
   // With drop_read_pages (a mount that keeps its own copy) the blocks are
   // read the way Read() reads them: from the disk without leaving pages.
   const bool drop = options.drop_read_pages;
   for (size_t i = 0; ok && i < todo.size(); ++i) {
     uint64_t len = BlockLength(e->key, todo[i].first);
-    buf.resize(len);
+    into_span = one && handover->span.size() == len;
+    char* dst = into_span ? handover->span.data() : (buf.resize(len), buf.data());
     uint64_t at = todo[i].first * options.block_size;
     bool paged = true;
-    ok = (drop ? ReadColdDirect(fd, buf.data(), len, at, &paged)
-               : PreadFull(fd, buf.data(), len, at)) &&
-         XXH3_64bits(buf.data(), len) == todo[i].second;
+    ok = (drop ? ReadColdDirect(fd, dst, len, at, &paged) : PreadFull(fd, dst, len, at)) &&
+         XXH3_64bits(dst, len) == todo[i].second;
     if (ok && drop && paged) {
       ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
     }
   }
-  const bool hand_over = ok && bytes != nullptr && todo.size() == 1;
+  const bool hand_over = ok && one && (into_span || handover->bytes != nullptr);
   if (fd >= 0) ::close(fd);
   std::lock_guard lock(shard.mu);
   if (!CurrentLocked(shard, e, generation)) return false;
@@ -354,7 +356,10 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
     return false;
   }
   for (const auto& [b, sum] : todo) Entry::SetBit(e->verified, b);
-  if (hand_over) *bytes = std::move(buf);
+  if (hand_over) {
+    if (!into_span) *handover->bytes = std::move(buf);
+    handover->filled = true;
+  }
   return true;
 }
 
@@ -392,14 +397,21 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     }
     // The first read of a block after a restart checks it against its
     // checksum; a read within that one block is then served from the bytes
-    // just checked instead of reading the file a second time.
+    // just checked instead of reading the file a second time (a read of the
+    // whole block, as a small file's first read is, gets them read straight
+    // into `out`).
     std::string verified;
-    if (need_verify && !s.VerifyBlocks(e, first, last, first == last ? &verified : nullptr)) {
+    const uint64_t block_start = first * s.options.block_size;
+    Store::Impl::Handover handover{.bytes = &verified};
+    if (first == last && len > 0 && offset == block_start && len == s.BlockLength(key, first)) {
+      handover.span = out.first(len);
+    }
+    if (need_verify && !s.VerifyBlocks(e, first, last, first == last ? &handover : nullptr)) {
       return miss();
     }
     if (len == 0) break;
-    if (!verified.empty()) {
-      std::memcpy(out.data(), verified.data() + (offset - first * s.options.block_size), len);
+    if (handover.filled) {
+      if (verified.size() > 0) std::memcpy(out.data(), verified.data() + (offset - block_start), len);
       e->last_use.store(s.NextTick(), std::memory_order_relaxed);
       s.counters.read_hits.fetch_add(1, std::memory_order_relaxed);
       s.counters.hit_bytes.fetch_add(len, std::memory_order_relaxed);

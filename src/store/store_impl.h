@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -234,13 +235,21 @@ struct Store::Impl {
   // `key`) that `oracle` gives this node (all of them when null).
   uint64_t OwnedBlockBytes(const ObjectKey& key, const uint64_t* present, uint64_t blocks,
                            const BlockOwnershipOracle* oracle) const;
+  // Where VerifyBlocks leaves the one block it checked, so that a read is
+  // served from those bytes instead of reading the file again: read straight
+  // into `span` when the reader wants exactly that block (no copy), else
+  // moved into `bytes`. `filled`: it did one of the two.
+  struct Handover {
+    std::string* bytes = nullptr;
+    std::span<char> span;
+    bool filled = false;
+  };
   // Checks the unverified blocks among [first, last] against their checksums;
-  // drops the entry on mismatch (returns false).
-  // With `bytes`: when exactly one block needed checking, its verified bytes
-  // are moved there (so a read can be served from them instead of reading
-  // the file again) and, with drop_read_pages, its pages are dropped.
+  // drops the entry on mismatch (returns false). With `handover`: when
+  // exactly one block needed checking, its verified bytes are handed over
+  // (see Handover) and, with drop_read_pages, its pages are dropped.
   bool VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, uint64_t last,
-                    std::string* bytes = nullptr);
+                    Handover* handover = nullptr);
   // The path of `key`'s complete, verified cache file (NotFound otherwise),
   // with the entry and its generation at the check, for CurrentLocked.
   Result<std::string> CompleteFile(const ObjectKey& key, std::shared_ptr<Entry>* entry,
