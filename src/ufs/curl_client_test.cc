@@ -143,15 +143,7 @@ class StallingServer {
   static constexpr int kTrickleBytes = 200;
 
   explicit StallingServer(Mode mode) : mode_(mode) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(fd_, 64), 0);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    fd_ = testing::ListenOnLoopback(&port_);
     acceptor_ = std::thread([this] { Accept(); });
   }
   ~StallingServer() {

@@ -16,21 +16,28 @@
 
 namespace granary::testing {
 
+// A listening TCP socket on 127.0.0.1 at a port the kernel picks (*port).
+inline int ListenOnLoopback(int* port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(listen(fd, 64), 0);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
 // One-connection-at-a-time HTTP server: `handler` maps the raw request (head,
-// and the body a Content-Length announced) to a full raw response. Connections are closed after each response.
+// and the body a Content-Length announced) to a full raw response.
+// Connections are closed after each response.
 class TinyHttpServer {
  public:
   explicit TinyHttpServer(std::function<std::string(const std::string&)> handler)
       : handler_(std::move(handler)) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(fd_, 64), 0);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    fd_ = ListenOnLoopback(&port_);
     thread_ = std::thread([this] { Serve(); });
   }
   ~TinyHttpServer() {
