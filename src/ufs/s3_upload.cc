@@ -1,8 +1,8 @@
 // S3 uploads: one PUT, or a multipart upload whose parts go out on worker
 // threads while the caller keeps adding them (StreamingUpload). Every body
-// carries a checksum the origin verifies (BodyChecksum); a multipart upload is completed only after every
-// part arrived and is aborted on any failure, so the object appears whole or
-// not at all.
+// carries a checksum the origin verifies (BodyChecksum); a multipart upload
+// is completed only after every part arrived and is aborted on any failure,
+// so the object appears whole or not at all.
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <unistd.h>
@@ -164,13 +164,9 @@ class S3Ufs::Upload final : public StreamingUpload {
       lock.unlock();
       auto etag = s3_->UploadPart(key_, id_, static_cast<int>(index + 1), fd_, index * part_size_,
                                   length, what_);
+      if (etag.ok() && release_sent_) ReleasePages(fd_, index * part_size_, length);
       lock.lock();
       --busy_;
-      if (etag.ok() && release_sent_) {
-        lock.unlock();
-        ReleasePages(fd_, index * part_size_, length);
-        lock.lock();
-      }
       if (etag.ok()) {
         etags_[index] = std::move(*etag);
       } else if (error_.ok()) {
