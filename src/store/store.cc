@@ -344,7 +344,7 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
       ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
     }
   }
-  const bool hand_over = ok && one && (into_span || handover->bytes != nullptr);
+  const bool hand_over = ok && one;
   if (fd >= 0) ::close(fd);
   std::lock_guard lock(shard.mu);
   if (!CurrentLocked(shard, e, generation)) return false;
@@ -357,7 +357,7 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   }
   for (const auto& [b, sum] : todo) Entry::SetBit(e->verified, b);
   if (hand_over) {
-    if (!into_span) *handover->bytes = std::move(buf);
+    if (!into_span) handover->bytes = std::move(buf);
     handover->filled = true;
   }
   return true;
@@ -400,18 +400,19 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     // just checked instead of reading the file a second time (a read of the
     // whole block, as a small file's first read is, gets them read straight
     // into `out`).
-    std::string verified;
     const uint64_t block_start = first * s.options.block_size;
-    Store::Impl::Handover handover{.bytes = &verified};
-    if (first == last && len > 0 && offset == block_start && len == s.BlockLength(key, first)) {
-      handover.span = out.first(len);
-    }
-    if (need_verify && !s.VerifyBlocks(e, first, last, first == last ? &handover : nullptr)) {
-      return miss();
+    Store::Impl::Handover handover;
+    if (need_verify) {
+      if (first == last && len > 0 && offset == block_start && len == s.BlockLength(key, first)) {
+        handover.span = out.first(len);
+      }
+      if (!s.VerifyBlocks(e, first, last, first == last ? &handover : nullptr)) return miss();
     }
     if (len == 0) break;
     if (handover.filled) {
-      if (verified.size() > 0) std::memcpy(out.data(), verified.data() + (offset - block_start), len);
+      if (handover.span.empty()) {
+        std::memcpy(out.data(), handover.bytes.data() + (offset - block_start), len);
+      }
       e->last_use.store(s.NextTick(), std::memory_order_relaxed);
       s.counters.read_hits.fetch_add(1, std::memory_order_relaxed);
       s.counters.hit_bytes.fetch_add(len, std::memory_order_relaxed);

@@ -240,8 +240,8 @@ struct Store::Impl {
   // into `span` when the reader wants exactly that block (no copy), else
   // moved into `bytes`. `filled`: it did one of the two.
   struct Handover {
-    std::string* bytes = nullptr;
     std::span<char> span;
+    std::string bytes;
     bool filled = false;
   };
   // Checks the unverified blocks among [first, last] against their checksums;
