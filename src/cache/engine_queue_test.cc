@@ -16,6 +16,7 @@
 
 #include "cache/engine.h"
 #include "testing/mem_ufs.h"
+#include "testing/random_bytes.h"
 
 namespace granary {
 namespace {
@@ -24,12 +25,7 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kBlock = 64 << 10;
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using testing::RandomBytes;
 
 // A dataset in MemUfs (a fast origin), its snapshot and a store in a temp dir.
 class EngineQueueTest : public ::testing::Test {

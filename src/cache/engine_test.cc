@@ -11,18 +11,14 @@
 
 #include "common/cancel.h"
 #include "testing/mem_ufs.h"
+#include "testing/random_bytes.h"
 
 namespace granary {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using testing::RandomBytes;
 
 // A dataset in MemUfs, its snapshot and a store in a temp dir.
 class EngineTest : public ::testing::Test {

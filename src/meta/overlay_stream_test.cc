@@ -16,6 +16,7 @@
 
 #include "meta/overlay.h"
 #include "testing/mem_ufs.h"
+#include "testing/random_bytes.h"
 
 namespace granary {
 namespace {
@@ -107,12 +108,7 @@ class FakeMultipartUfs final : public testing::MemUfs {
   Recorder* rec_;
 };
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using testing::RandomBytes;
 
 class OverlayStreamTest : public ::testing::Test {
  protected:

@@ -2,7 +2,6 @@
 #include "store/store.h"
 
 #include <fcntl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -14,6 +13,7 @@
 #include <memory>
 
 #include "common/log.h"
+#include "common/page_cache.h"
 #include "store/store_impl.h"
 
 namespace granary {
@@ -247,25 +247,6 @@ bool PreadFull(int fd, char* out, size_t len, uint64_t offset) {
     offset += static_cast<uint64_t>(n);
   }
   return true;
-}
-
-// Pages of [offset, offset + len) of `fd` in the page cache, from
-// cachestat(2) (Linux 6.5; no I/O, unlike a RWF_NOWAIT read, which starts
-// readahead); -1 where the kernel lacks it.
-int64_t CachedPages(int fd, uint64_t offset, uint64_t len) {
-#ifdef __NR_cachestat
-  constexpr long kCachestat = __NR_cachestat;
-#else
-  constexpr long kCachestat = 451;  // same number on every architecture
-#endif
-  struct {
-    uint64_t off, len;
-  } range{offset, len};
-  struct {
-    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-  } cs{};
-  if (::syscall(kCachestat, fd, &range, &cs, 0) != 0) return -1;
-  return static_cast<int64_t>(cs.nr_cache);
 }
 
 // Reads [offset, offset + len) of `fd` for a caller that drops the pages

@@ -17,6 +17,7 @@
 
 #include "common/uri.h"
 #include "ufs/open.h"
+#include "ufs/sigv4.h"
 #include "ufs/tiny_http_server_test_util.h"
 
 namespace granary {
@@ -25,22 +26,14 @@ namespace {
 using testing::Response;
 using testing::TinyHttpServer;
 
-std::string Digest(const std::string& data, const EVP_MD* md, bool base64) {
-  unsigned char out[EVP_MAX_MD_SIZE];
+// Base64 of the MD5 of `data`: what a Content-MD5 header carries.
+std::string Md5Base64(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), out, &len, md, nullptr);
-  if (base64) {
-    unsigned char b64[128];
-    int n = EVP_EncodeBlock(b64, out, static_cast<int>(len));
-    return std::string(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
-  }
-  static const char* kHex = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) {
-    hex += kHex[out[i] >> 4];
-    hex += kHex[out[i] & 15];
-  }
-  return hex;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  unsigned char b64[64];
+  int n = EVP_EncodeBlock(b64, md, static_cast<int>(len));
+  return std::string(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
 }
 
 // The value of header `name` (any case) in a raw request head, or "".
@@ -124,10 +117,10 @@ TEST_P(S3UploadTest, EveryPartCarriesTheChecksumOfItsOwnBody) {
     const std::string body = req.substr(req.find("\r\n\r\n") + 4);
     ASSERT_EQ(body, data.substr(static_cast<size_t>(number - 1) * (5u << 20), 5u << 20)) << "part " << number;
     if (anonymous) {
-      EXPECT_EQ(Header(req, "Content-MD5"), Digest(body, EVP_md5(), true)) << "part " << number;
+      EXPECT_EQ(Header(req, "Content-MD5"), Md5Base64(body)) << "part " << number;
     } else {
       // Signed: the body's SHA-256 is in the header the signature covers.
-      EXPECT_EQ(Header(req, "x-amz-content-sha256"), Digest(body, EVP_sha256(), false)) << "part " << number;
+      EXPECT_EQ(Header(req, "x-amz-content-sha256"), Sha256Hex(body)) << "part " << number;
       EXPECT_NE(Header(req, "Authorization").find("x-amz-content-sha256"), std::string::npos);
     }
   }

@@ -137,11 +137,11 @@ Status WaitForPort(int port, std::chrono::seconds deadline) {
                      std::to_string(deadline.count()) + "s");
 }
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(rng());
-  return out;
+double MetricSample(const std::string& page, const std::string& name) {
+  size_t at = page.find("\n" + name + "{");
+  if (at == std::string::npos) return -1;
+  size_t sp = page.find("} ", at);
+  return std::stod(page.substr(sp + 2, page.find('\n', sp) - sp - 2));
 }
 
 }  // namespace granary::testing

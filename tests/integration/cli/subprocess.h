@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "granary/status.h"
+#include "testing/random_bytes.h"
 
 namespace granary::testing {
 
@@ -48,7 +49,8 @@ Result<int> FreeLoopbackPort();
 // Polls until 127.0.0.1:port accepts connections or `deadline` passes.
 Status WaitForPort(int port, std::chrono::seconds deadline);
 
-// Random bytes (deterministic for a seed).
-std::string RandomBytes(size_t n, uint32_t seed);
+// The value of the first sample of metric `name` in a Prometheus /metrics
+// page (`name{labels} value`), or -1 when there is none.
+double MetricSample(const std::string& page, const std::string& name);
 
 }  // namespace granary::testing

@@ -64,12 +64,6 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
-double Sample(const std::string& text, const std::string& name) {
-  size_t at = text.find("\n" + name + "{");
-  if (at == std::string::npos) return -1;
-  size_t sp = text.find("} ", at);
-  return std::stod(text.substr(sp + 2, text.find('\n', sp) - sp - 2));
-}
 
 // A posix dataset mounted by the built binary; unmounted on destruction.
 class MountedDataset {
@@ -153,7 +147,7 @@ TEST(LoadIntegration, LoadThenReadEverythingWithZeroOriginRequests) {
   ProcessResult table = d.Granary({"status"});
   EXPECT_NE(table.out.find("100.0%"), std::string::npos) << table.out;
 
-  double origin_before = Sample(d.Metrics(), "granary_origin_requests_total");
+  double origin_before = testing::MetricSample(d.Metrics(), "granary_origin_requests_total");
   EXPECT_EQ(origin_before, 2000);
   uint64_t read_bytes = 0;
   for (const auto& [rel, size] : d.sizes) {
@@ -163,7 +157,7 @@ TEST(LoadIntegration, LoadThenReadEverythingWithZeroOriginRequests) {
     read_bytes += data.size();
   }
   EXPECT_EQ(read_bytes, d.total);
-  EXPECT_EQ(Sample(d.Metrics(), "granary_origin_requests_total"), origin_before);
+  EXPECT_EQ(testing::MetricSample(d.Metrics(), "granary_origin_requests_total"), origin_before);
   // Every read came from the cache (passthrough opens count as hits).
   EXPECT_EQ(d.Status()["hit_ratio_reads"].get<double>(), 1.0);
 
@@ -189,8 +183,8 @@ TEST(LoadIntegration, LoadFillsTheMountsPageCacheInCachedMode) {
     ProcessResult load = d.Granary({"load", d.mnt(), "--threads", "16"});
     ASSERT_EQ(load.exit_code, 0) << load.out << load.err;
     std::string m = d.Metrics();
-    const double stores = Sample(m, "granary_fuse_stores_total");
-    const double reads_before = Sample(m, "granary_fuse_userspace_reads_total");
+    const double stores = testing::MetricSample(m, "granary_fuse_stores_total");
+    const double reads_before = testing::MetricSample(m, "granary_fuse_userspace_reads_total");
     EXPECT_EQ(reads_before, 0);
     int i = 0;
     for (const auto& [rel, size] : d.sizes) {
@@ -204,7 +198,7 @@ TEST(LoadIntegration, LoadFillsTheMountsPageCacheInCachedMode) {
     }
     EXPECT_EQ(i, 1000);
     m = d.Metrics();
-    const double reads = Sample(m, "granary_fuse_userspace_reads_total") - reads_before;
+    const double reads = testing::MetricSample(m, "granary_fuse_userspace_reads_total") - reads_before;
     if (push) {
       // One file per directory may race its directory's listing; the rest
       // are in the page cache before anyone opens them.
@@ -218,12 +212,12 @@ TEST(LoadIntegration, LoadFillsTheMountsPageCacheInCachedMode) {
       // At most 2 % of the files may go that way.
       EXPECT_GE(reads, 1000 - stores) << "every file not pushed is read";
       EXPECT_LE(reads, 1000 - stores + 20) << "pushed files are served without a READ";
-      EXPECT_EQ(Sample(m, "granary_fuse_store_bytes_total") > 0, true);
+      EXPECT_EQ(testing::MetricSample(m, "granary_fuse_store_bytes_total") > 0, true);
     } else {
       EXPECT_EQ(stores, 0) << m;
       EXPECT_EQ(reads, 1000) << m;
     }
-    EXPECT_EQ(Sample(m, "granary_origin_requests_total"), 1000);
+    EXPECT_EQ(testing::MetricSample(m, "granary_origin_requests_total"), 1000);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/thread_pool.h"
 #include "testing/moto_server.h"
+#include "testing/random_bytes.h"
 #include "ufs/curl_client.h"
 #include "ufs/open.h"
 #include "ufs/s3_ufs.h"
@@ -299,12 +300,7 @@ TEST(S3ServerKilled, RetriesThenUnavailableNeverAHang) {
 }
 
 // Writes (issue 22's upload path): a staged file becomes one object, whole.
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using testing::RandomBytes;
 
 int StagedFile(const std::string& data) {
   char tmpl[] = "/tmp/granary-s3-write-XXXXXX";

@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +24,7 @@
 #include <thread>
 
 #include "cli_runner.h"
+#include "common/page_cache.h"
 #include "daemon/daemon.h"
 #include "fuse/fuse_server.h"
 #include "testing/moto_server.h"
@@ -420,20 +420,14 @@ TEST_F(S3WriteTest, ASharedWritableMmapIsUploadedAtClose) {
   EXPECT_TRUE(*back == data);
 }
 
-// Bytes of the file open as `fd` in the page cache, from cachestat(2)
-// (Linux 6.5; not in this system's headers), or nullopt without it. Unlike
-// mincore it needs no mapping, so it also sees a write-only descriptor's
-// file, and it opens nothing (an open of a written file drops its cache).
+// Bytes of the file open as `fd` in the page cache, or nullopt where the
+// kernel has no cachestat(2). It needs no mapping, so it also sees a
+// write-only descriptor's file, and it opens nothing (an open of a written
+// file drops its cache).
 std::optional<uint64_t> CachedBytes(int fd) {
-  struct {
-    uint64_t off, len;
-  } range{0, 0};  // len 0: to the end
-  struct {
-    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-  } st{};
-  constexpr long kSysCachestat = 451;
-  if (::syscall(kSysCachestat, fd, &range, &st, 0) != 0) return std::nullopt;
-  return st.nr_cache * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const int64_t pages = CachedPages(fd, 0, 0);
+  if (pages < 0) return std::nullopt;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 TEST_F(S3WriteTest, AWriteOnlyCheckpointLeavesNoCopyOfItsBytesInThePageCache) {
@@ -482,15 +476,6 @@ TEST_F(S3WriteTest, AWriteOnlyCheckpointLeavesNoCopyOfItsBytesInThePageCache) {
   ASSERT_EQ(::close(fd), 0);
 }
 
-// The value of the first sample of `name` in a /metrics page, or -1.
-double MetricValue(const std::string& page, const std::string& name) {
-  size_t at = page.find("\n" + name + "{");
-  if (at == std::string::npos) return -1;
-  size_t end = page.find('\n', at + 1);
-  size_t space = page.rfind(' ', end);
-  return std::stod(page.substr(space + 1, end - space - 1));
-}
-
 // After close the file is in the mount's namespace and is read back from the
 // staged copy with no origin request; /metrics counts the upload; another
 // mount of the bucket (another node) sees the file after its next
@@ -526,9 +511,9 @@ TEST_F(S3WriteTest, AnUploadedFileIsReadBackWithoutTheOriginAndAnotherNodeSeesIt
   ProcessResult metrics =
       RunProcess({"/usr/bin/curl", "-s", "http://127.0.0.1:" + std::to_string(*port) + "/metrics"});
   ASSERT_EQ(metrics.exit_code, 0) << metrics.err;
-  EXPECT_EQ(MetricValue(metrics.out, "granary_write_uploads_total"), 1) << metrics.out;
-  EXPECT_EQ(MetricValue(metrics.out, "granary_write_uploaded_bytes_total"), data.size());
-  EXPECT_EQ(MetricValue(metrics.out, "granary_write_pending_files"), 0);
+  EXPECT_EQ(testing::MetricSample(metrics.out, "granary_write_uploads_total"), 1) << metrics.out;
+  EXPECT_EQ(testing::MetricSample(metrics.out, "granary_write_uploaded_bytes_total"), data.size());
+  EXPECT_EQ(testing::MetricSample(metrics.out, "granary_write_pending_files"), 0);
 
   EXPECT_FALSE(fs::exists(mp_b + "/out/result.bin")) << "seen before the other node's sync";
   ProcessResult sb = RunGranary({"sync", mp_b, "--run-dir", run_b});
