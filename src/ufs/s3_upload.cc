@@ -4,7 +4,6 @@
 // is completed only after every part arrived and is aborted on any failure,
 // so the object appears whole or not at all.
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,16 +26,6 @@ namespace {
 
 // S3 allows at most this many parts in one upload.
 constexpr uint64_t kMaxParts = 10000;
-
-// Base64 of the MD5 of `data`: the Content-MD5 S3 checks each body against.
-std::string ContentMd5(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
-  unsigned char b64[64];
-  int n = EVP_EncodeBlock(b64, md, static_cast<int>(len));
-  return std::string(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
-}
 
 Result<std::string> PreadExactly(int fd, uint64_t offset, uint64_t length, const std::string& what) {
   std::string buf(length, '\0');

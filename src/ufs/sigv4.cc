@@ -71,6 +71,15 @@ std::string Scope(const SigV4Scope& scope) {
 
 }  // namespace
 
+std::string ContentMd5(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  unsigned char b64[64];
+  int n = EVP_EncodeBlock(b64, md, static_cast<int>(len));
+  return std::string(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
+}
+
 std::string Sha256Hex(std::string_view data) {
   unsigned char out[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), out);

@@ -45,6 +45,10 @@ struct SigV4Scope {
 // Lowercase hex SHA-256 of `data`.
 std::string Sha256Hex(std::string_view data);
 
+// Base64 of the MD5 of `data`: a Content-MD5 header's value, which S3 checks
+// an anonymous request's body against.
+std::string ContentMd5(std::string_view data);
+
 // RFC 3986 encoding as SigV4 wants it: unreserved A-Z a-z 0-9 - . _ ~ kept,
 // everything else %XX (uppercase); '/' kept when !encode_slash.
 std::string UriEncode(std::string_view text, bool encode_slash);
