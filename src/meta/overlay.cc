@@ -491,6 +491,11 @@ Status Overlay::CommitFile(File& f) {
               f.path, f.size, r.status().ToString());
     return r.status();
   }
+  // The object is at the origin and the staged bytes are clean (fsynced
+  // above, and writes wait for this lock): none need stay in memory. This
+  // also takes what the per-part release missed (a page someone held while
+  // it ran) and small files sent in one PUT.
+  if (options_.upload.release_sent) ::posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
   ++uploads_;
   uploaded_bytes_ += f.size;
   f.dirty = false;
