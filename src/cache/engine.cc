@@ -184,7 +184,8 @@ Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority 
   return FetchKey(key, Want{.priority = priority,
                             .wait_admission = true,
                             .snap = snap,
-                            .ino = ino});
+                            .ino = ino,
+                            .run_here = origin_->ufs().BoundsRequestTime()});
 }
 
 Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {
@@ -280,7 +281,14 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
     flight = it->second;
     leader = inserted;
   }
-  if (leader) {
+  if (leader && want.run_here) {
+    // A warm-up waits for the fetch and its admission whatever happens, has
+    // nothing to interrupt it, and its origin ends every request on its own
+    // timeouts: handing the fetch to a fetch thread and back would cost two
+    // thread switches per block for nothing (issue 24: 8.2 -> 4.2 switches
+    // and 0.48 -> 0.42 ms of daemon CPU per file of `granary load`).
+    RunFetch(flight, key, block, want, fk, deadline);
+  } else if (leader) {
     // The fetch runs on a fetch thread so that every reader, this one
     // included, can stop waiting (deadline, interrupt) while it goes on.
     Want fetch_want = want;

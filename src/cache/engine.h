@@ -31,7 +31,9 @@
 // fails with Stale instead of mixing versions.
 //
 // Concurrency model: every public method is thread-safe. A flight's fetch
-// runs on a fetch thread (fetchers_, started on demand), never on a reader's:
+// runs on a fetch thread (fetchers_, started on demand), never on a reader's
+// (a warm-up, Fetch(), over an origin that BoundsRequestTime() runs its own:
+// it waits for the fetch and the admission anyway and has nothing to cancel):
 // every reader, the one that started the flight included, waits for the
 // flight's result at most options.origin_timeout (then Unavailable, EIO) and
 // leaves at once when its CancelToken is cancelled (Cancelled, EINTR), while
@@ -266,6 +268,8 @@ class CacheEngine {
     SnapshotPtr snap;                 // the reader's snapshot and inode, for the
     uint64_t ino = 0;                 // fetched hook (absent for peers)
     CancelToken* cancel = nullptr;    // the reader's; may be null
+    bool run_here = false;            // lead a flight on this thread: a warm-up
+                                      // over an origin that BoundsRequestTime()
   };
   struct Got {
     BlockData data;
@@ -276,7 +280,7 @@ class CacheEngine {
   static FlightKey FlightKeyOf(const ObjectKey& key, uint64_t block);
   // The bytes of one block: joins or leads a flight.
   Result<Got> GetBlock(const ObjectKey& key, uint64_t block, const Want& want);
-  // The fetch of a flight, on a fetch thread: asks the sources, publishes
+  // The fetch of a flight, on a fetch thread (or a warm-up's): asks the sources, publishes
   // the result to the flight's readers, admits the bytes.
   void RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
                 const Want& want, const FlightKey& fk,

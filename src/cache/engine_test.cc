@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -322,6 +324,75 @@ TEST_F(EngineTest, Issue23DeadlineFiresOnAnOriginThatNeverAnswers) {
   Eventually([&] { return engine_->IsCached(Ino("stuck")); });
   EXPECT_EQ(ReadAll(Ino("stuck")), objects_["stuck"]);
   EXPECT_EQ(ReadAll(Ino("other")), objects_["other"]);
+}
+
+// Issue 24: a warm-up (granary load, mount --load) waits for its fetch and
+// the admission anyway, so it fetches on its own thread: no hand-off to a
+// fetch thread and back. A demand read still fetches on a fetch thread (it
+// must be able to stop waiting: deadline, interrupt). A warm-up that meets a
+// demand read's fetch of the same block joins it. Only over an origin whose
+// requests end on their own (S3, HTTP): over one that may hang (POSIX) the
+// warm-up keeps waiting on another thread, as before.
+TEST_F(EngineTest, Issue24AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread) {
+  ufs_->set_bounds_request_time(true);
+  Put("warm", RandomBytes(10 << 10, 1));
+  Put("demand", RandomBytes(10 << 10, 2));
+  Put("shared", RandomBytes(10 << 10, 3));
+  Open();
+  std::mutex mu;
+  std::map<std::string, std::thread::id> fetched_on;
+  ufs_->SetReadHook([&](std::string_view key, uint64_t) {
+    std::lock_guard lock(mu);
+    fetched_on[std::string(key)] = std::this_thread::get_id();
+    return Status::Ok();
+  });
+  auto warmed = engine_->Fetch(snapshot_, Ino("warm"), Priority::kLow);
+  ASSERT_TRUE(warmed.ok()) << warmed.status().ToString();
+  EXPECT_TRUE(*warmed);
+  EXPECT_TRUE(engine_->IsCached(Ino("warm")));
+  std::string buf(10 << 10, '\0');
+  auto r = engine_->Read(Ino("demand"), 0, std::span<char>(buf));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(fetched_on.size(), 2u);
+    EXPECT_EQ(fetched_on["ds/warm"], std::this_thread::get_id());
+    EXPECT_NE(fetched_on["ds/demand"], std::this_thread::get_id());
+  }
+  // A warm-up joining a demand read's stalled fetch waits for it and makes
+  // no second request.
+  StallGate gate;
+  gate.Install(*ufs_, "shared");
+  Result<size_t> demand = size_t{0};
+  std::string buf2(10 << 10, '\0');
+  std::thread reader([&] { demand = engine_->Read(Ino("shared"), 0, std::span<char>(buf2)); });
+  gate.AwaitBlocked(1);
+  Result<bool> joined = false;
+  std::thread warmer([&] { joined = engine_->Fetch(snapshot_, Ino("shared"), Priority::kLow); });
+  Eventually([&] { return engine_->stats().flight_joins == 1; });
+  gate.Release();
+  reader.join();
+  warmer.join();
+  ASSERT_TRUE(demand.ok()) << demand.status().ToString();
+  EXPECT_EQ(buf2, objects_["shared"]);
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_TRUE(*joined);
+  EXPECT_TRUE(engine_->IsCached(Ino("shared")));
+  EXPECT_EQ(ufs_->stats().read_requests, 3u);
+}
+
+TEST_F(EngineTest, Issue24OverAnOriginThatMayHangAWarmUpStillWaitsOnAnotherThread) {
+  Put("warm", RandomBytes(10 << 10, 1));
+  Open();
+  std::thread::id fetched_on;
+  ufs_->SetReadHook([&](std::string_view, uint64_t) {
+    fetched_on = std::this_thread::get_id();
+    return Status::Ok();
+  });
+  auto warmed = engine_->Fetch(snapshot_, Ino("warm"), Priority::kLow);
+  ASSERT_TRUE(warmed.ok()) << warmed.status().ToString();
+  EXPECT_TRUE(*warmed);
+  EXPECT_NE(fetched_on, std::this_thread::get_id());
 }
 
 // Shutdown ends the waits of readers stuck on a stalled origin.

@@ -30,6 +30,11 @@ class MemUfs : public UnderStorage {
   // When set, called before every Read; a non-OK return fails that read.
   void SetReadHook(std::function<Status(std::string_view key, uint64_t offset)> hook);
 
+  // What BoundsRequestTime() answers (default false, like a POSIX origin);
+  // set before the MemUfs is shared.
+  void set_bounds_request_time(bool bounded) { bounded_ = bounded; }
+  bool BoundsRequestTime() const override { return bounded_; }
+
  protected:
   Result<ListPage> ListImpl(const ListRequest& request) override;
   Result<ObjectInfo> StatImpl(std::string_view key) override;
@@ -37,6 +42,7 @@ class MemUfs : public UnderStorage {
                           std::string_view if_match) override;
 
  private:
+  bool bounded_ = false;
   struct Object {
     std::string data;
     int64_t mtime_ns;

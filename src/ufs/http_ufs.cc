@@ -101,6 +101,7 @@ class HttpUfs : public UnderStorage {
 
   std::string Root() const override { return root_; }
   void Abort() override { http_->Abort(); }
+  bool BoundsRequestTime() const override { return true; }  // curl's timeouts
 
  protected:
   Result<ListPage> ListImpl(const ListRequest&) override {

@@ -60,6 +60,13 @@ void MountTableUfs::Abort() {
   for (const UfsMount& m : *table()) m.ufs->Abort();
 }
 
+bool MountTableUfs::BoundsRequestTime() const {
+  for (const UfsMount& m : *table()) {
+    if (!m.ufs->BoundsRequestTime()) return false;
+  }
+  return true;
+}
+
 std::shared_ptr<const MountTableUfs::Table> MountTableUfs::table() const {
   std::lock_guard lock(mu_);
   return table_;

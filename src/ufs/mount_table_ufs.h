@@ -48,6 +48,7 @@ class MountTableUfs final : public UnderStorage {
 
   std::string Root() const override { return root_; }
   void Abort() override;  // aborts every mounted connector
+  bool BoundsRequestTime() const override;  // every mounted connector does
 
  protected:
   Result<ListPage> ListImpl(const ListRequest& request) override;

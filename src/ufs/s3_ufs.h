@@ -83,6 +83,7 @@ class S3Ufs : public UnderStorage {
 
   std::string Root() const override;  // "s3://bucket"
   void Abort() override;
+  bool BoundsRequestTime() const override { return true; }  // curl's timeouts
 
   // Uploads one object (single PUT; the body is hashed into the signature).
   Status PutObject(std::string_view key, std::string_view data);

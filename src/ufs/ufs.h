@@ -164,6 +164,13 @@ class UnderStorage {
   // timeouts). Thread-safe.
   virtual void Abort() {}
 
+  // True when every request ends on its own within a bounded time (the HTTP
+  // and S3 connectors: their request timeout and low-speed abort), so a
+  // caller that waits for a request anyway may run it on its own thread.
+  // Default false: a POSIX origin's read of a hung NFS server may never
+  // return, and only a waiter on another thread can give up on it.
+  virtual bool BoundsRequestTime() const { return false; }
+
  protected:
   virtual Result<ListPage> ListImpl(const ListRequest& request) = 0;
   virtual Result<ObjectInfo> StatImpl(std::string_view key) = 0;
