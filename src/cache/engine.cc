@@ -185,7 +185,11 @@ Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority 
                             .wait_admission = true,
                             .snap = snap,
                             .ino = ino,
-                            .run_here = origin_->ufs().BoundsRequestTime()});
+                            // A warm-up (low priority: load, prefetch) runs its
+                            // own fetch; a reader waiting for a whole file (the
+                            // API's open of a cold file) keeps its origin_timeout.
+                            .run_here = priority == Priority::kLow &&
+                                        origin_->ufs().BoundsRequestTime()});
 }
 
 Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {

@@ -32,7 +32,7 @@
 //
 // Concurrency model: every public method is thread-safe. A flight's fetch
 // runs on a fetch thread (fetchers_, started on demand), never on a reader's
-// (a warm-up, Fetch(), over an origin that BoundsRequestTime() runs its own:
+// (a warm-up, Fetch() at low priority, over an origin that BoundsRequestTime() runs its own:
 // it waits for the fetch and the admission anyway and has nothing to cancel):
 // every reader, the one that started the flight included, waits for the
 // flight's result at most options.origin_timeout (then Unavailable, EIO) and

@@ -338,6 +338,7 @@ TEST_F(EngineTest, Issue24AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread)
   Put("warm", RandomBytes(10 << 10, 1));
   Put("demand", RandomBytes(10 << 10, 2));
   Put("shared", RandomBytes(10 << 10, 3));
+  Put("opened", RandomBytes(10 << 10, 4));
   Open();
   std::mutex mu;
   std::map<std::string, std::thread::id> fetched_on;
@@ -353,11 +354,17 @@ TEST_F(EngineTest, Issue24AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread)
   std::string buf(10 << 10, '\0');
   auto r = engine_->Read(Ino("demand"), 0, std::span<char>(buf));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // A whole-file fetch a reader waits for (the API's open of a cold file,
+  // high priority) keeps the hand-off: its wait ends at origin_timeout.
+  auto opened = engine_->Fetch(snapshot_, Ino("opened"), Priority::kHigh);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_TRUE(*opened);
   {
     std::lock_guard lock(mu);
-    ASSERT_EQ(fetched_on.size(), 2u);
+    ASSERT_EQ(fetched_on.size(), 3u);
     EXPECT_EQ(fetched_on["ds/warm"], std::this_thread::get_id());
     EXPECT_NE(fetched_on["ds/demand"], std::this_thread::get_id());
+    EXPECT_NE(fetched_on["ds/opened"], std::this_thread::get_id());
   }
   // A warm-up joining a demand read's stalled fetch waits for it and makes
   // no second request.
@@ -378,7 +385,7 @@ TEST_F(EngineTest, Issue24AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread)
   ASSERT_TRUE(joined.ok()) << joined.status().ToString();
   EXPECT_TRUE(*joined);
   EXPECT_TRUE(engine_->IsCached(Ino("shared")));
-  EXPECT_EQ(ufs_->stats().read_requests, 3u);
+  EXPECT_EQ(ufs_->stats().read_requests, 4u);
 }
 
 TEST_F(EngineTest, Issue24OverAnOriginThatMayHangAWarmUpStillWaitsOnAnotherThread) {
