@@ -75,6 +75,13 @@ class EngineTest : public ::testing::Test {
     return ino.value_or(0);
   }
 
+  // Fetch() of `path` succeeds with the file cached.
+  void ExpectFetched(const std::string& path, Priority priority) {
+    auto fetched = engine_->Fetch(snapshot_, Ino(path), priority);
+    ASSERT_TRUE(fetched.ok()) << path << ": " << fetched.status().ToString();
+    EXPECT_TRUE(*fetched) << path;
+  }
+
   std::string ReadAll(uint64_t ino, size_t chunk = 1 << 20) {
     std::string out;
     std::string buf(chunk, '\0');
@@ -326,6 +333,32 @@ TEST_F(EngineTest, Issue23DeadlineFiresOnAnOriginThatNeverAnswers) {
   EXPECT_EQ(ReadAll(Ino("other")), objects_["other"]);
 }
 
+// Which thread made each origin read (the MemUfs read hook).
+class FetchThreads {
+ public:
+  void Install(testing::MemUfs& ufs) {
+    ufs.SetReadHook([this](std::string_view key, uint64_t) {
+      std::lock_guard lock(mu_);
+      on_[std::string(key)] = std::this_thread::get_id();
+      return Status::Ok();
+    });
+  }
+  size_t keys() {
+    std::lock_guard lock(mu_);
+    return on_.size();
+  }
+  // The thread that read `key` (a default id when nothing did).
+  std::thread::id Of(const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = on_.find(key);
+    return it == on_.end() ? std::thread::id() : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::thread::id> on_;
+};
+
 // Issue 24: a warm-up (granary load, mount --load) waits for its fetch and
 // the admission anyway, so it fetches on its own thread: no hand-off to a
 // fetch thread and back. A demand read still fetches on a fetch thread (it
@@ -340,32 +373,20 @@ TEST_F(EngineTest, Issue24AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread)
   Put("shared", RandomBytes(10 << 10, 3));
   Put("opened", RandomBytes(10 << 10, 4));
   Open();
-  std::mutex mu;
-  std::map<std::string, std::thread::id> fetched_on;
-  ufs_->SetReadHook([&](std::string_view key, uint64_t) {
-    std::lock_guard lock(mu);
-    fetched_on[std::string(key)] = std::this_thread::get_id();
-    return Status::Ok();
-  });
-  auto warmed = engine_->Fetch(snapshot_, Ino("warm"), Priority::kLow);
-  ASSERT_TRUE(warmed.ok()) << warmed.status().ToString();
-  EXPECT_TRUE(*warmed);
+  FetchThreads fetched_on;
+  fetched_on.Install(*ufs_);
+  ExpectFetched("warm", Priority::kLow);
   EXPECT_TRUE(engine_->IsCached(Ino("warm")));
   std::string buf(10 << 10, '\0');
   auto r = engine_->Read(Ino("demand"), 0, std::span<char>(buf));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   // A whole-file fetch a reader waits for (the API's open of a cold file,
   // high priority) keeps the hand-off: its wait ends at origin_timeout.
-  auto opened = engine_->Fetch(snapshot_, Ino("opened"), Priority::kHigh);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  EXPECT_TRUE(*opened);
-  {
-    std::lock_guard lock(mu);
-    ASSERT_EQ(fetched_on.size(), 3u);
-    EXPECT_EQ(fetched_on["ds/warm"], std::this_thread::get_id());
-    EXPECT_NE(fetched_on["ds/demand"], std::this_thread::get_id());
-    EXPECT_NE(fetched_on["ds/opened"], std::this_thread::get_id());
-  }
+  ExpectFetched("opened", Priority::kHigh);
+  ASSERT_EQ(fetched_on.keys(), 3u);
+  EXPECT_EQ(fetched_on.Of("ds/warm"), std::this_thread::get_id());
+  EXPECT_NE(fetched_on.Of("ds/demand"), std::this_thread::get_id());
+  EXPECT_NE(fetched_on.Of("ds/opened"), std::this_thread::get_id());
   // A warm-up joining a demand read's stalled fetch waits for it and makes
   // no second request.
   StallGate gate;
@@ -391,15 +412,10 @@ TEST_F(EngineTest, Issue24AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread)
 TEST_F(EngineTest, Issue24OverAnOriginThatMayHangAWarmUpStillWaitsOnAnotherThread) {
   Put("warm", RandomBytes(10 << 10, 1));
   Open();
-  std::thread::id fetched_on;
-  ufs_->SetReadHook([&](std::string_view, uint64_t) {
-    fetched_on = std::this_thread::get_id();
-    return Status::Ok();
-  });
-  auto warmed = engine_->Fetch(snapshot_, Ino("warm"), Priority::kLow);
-  ASSERT_TRUE(warmed.ok()) << warmed.status().ToString();
-  EXPECT_TRUE(*warmed);
-  EXPECT_NE(fetched_on, std::this_thread::get_id());
+  FetchThreads fetched_on;
+  fetched_on.Install(*ufs_);
+  ExpectFetched("warm", Priority::kLow);
+  EXPECT_NE(fetched_on.Of("ds/warm"), std::this_thread::get_id());
 }
 
 // Shutdown ends the waits of readers stuck on a stalled origin.
