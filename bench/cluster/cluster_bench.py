@@ -48,7 +48,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "compare"))
-from procs import Procs, StepError, drop_page_cache, free_port, http_get, is_mounted, settle  # noqa: E402
+from procs import (Procs, StepError, drop_page_cache, free_port, http_get, is_mounted,  # noqa: E402
+                   settle, write_results)
 
 BUCKET = "granary-cluster"
 PREFIX = "imagenet"
@@ -816,12 +817,7 @@ def main():
     if "config" in results:
         results["config"]["loadavg_end"] = os.getloadavg()
     results["seconds"] = round((datetime.datetime.now(datetime.timezone.utc) - started).total_seconds())
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    md = markdown(results)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(md)
-    print("\n" + md)
+    write_results(args.out, results, markdown(results))
     if args.check:
         problems = [f"{r['row']}: {r['error']}" for r in results["rows"]
                     if r.get("error") and "needs --cluster flags" not in r["error"]]

@@ -13,12 +13,14 @@ reads whatever the last one could not keep from the disk again.
 For each of local ext4 (the same files), Granary --read-mode cached and
 Granary --read-mode passthrough: page cache dropped, then --epochs shuffled
 epochs (bench/reader: whole files, 16 threads, the same seeds for every
-path). Prints img/s, the ratio to ext4, the daemon's CPU per image, and the
+path); --rounds times, each round in the reverse order of the one before. Prints img/s, the ratio to ext4, the daemon's CPU per image, and the
 bytes each epoch read from the disk per image (/proc/diskstats), and writes
 results.md and results.json to --out.
 
-  flock /tmp/granary-bench.lock bench/compare/over_memory.py --build-dir build --out DIR
+  flock /tmp/granary-bench.lock bench/compare/over_memory.py --build-dir build --rounds 3 --out DIR
   bench/compare/over_memory.py --files 2000 --out /tmp/om   # a quick look (needs root)
+  # another ratio over the same data set and cache, without generating them again:
+  bench/compare/over_memory.py --ratio 3 --rounds 2 --work /var/tmp/om-work --keep --out DIR
 
 Needs root (memory cgroup, mounts, dropping the page cache). Every process it
 starts it stops, every mount it unmounts and the cgroup it made it removes.
@@ -35,7 +37,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import CpuMeter, StepError, drop_page_cache, per_image_ms, settle, unmount  # noqa: E402
+from procs import (CpuMeter, StepError, drop_page_cache, per_image_ms, settle, unmount,  # noqa: E402
+                   write_results)
 
 PATHS = ["local", "cached", "passthrough"]
 
@@ -342,13 +345,7 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"over_memory: scratch directory kept in {work}")
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    md = markdown(results)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(md)
-    print("\n" + md)
+    write_results(args.out, results, markdown(results))
     failed = [p for rows in results["rounds"] for p, v in rows.items() if isinstance(v, dict)]
     return 1 if failed else 0
 

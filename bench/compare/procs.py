@@ -6,6 +6,7 @@ Procs.stop_all on exit. Every FUSE mount made by a peer is recorded and
 unmounted (lazily if busy) before its process is stopped. Single-threaded: the
 driver runs one step at a time.
 """
+import json
 import os
 import signal
 import socket
@@ -105,6 +106,17 @@ class CpuMeter:
 
 def per_image_ms(cpu_s, files):
     return None if cpu_s is None or not files else 1000 * cpu_s / files
+
+
+def write_results(out, results, md):
+    """Writes results.json and results.md (the markdown `md`) to the
+    directory `out` and prints the markdown."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(md)
+    print("\n" + md)
 
 
 def unmount(path):

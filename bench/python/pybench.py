@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "compare"))
 import compare  # noqa: E402
 import peers  # noqa: E402
-from procs import StepError, drop_page_cache, settle  # noqa: E402
+from procs import StepError, drop_page_cache, settle, write_results  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # Debian's: torch, torchvision, PIL (not pyenv's python3)
 WORKER = os.path.join(HERE, "py_epoch.py")
@@ -473,12 +473,7 @@ def main():
     results["load_after"] = os.getloadavg()
     results["seconds"] = round((datetime.datetime.now(datetime.timezone.utc)
                                 - started).total_seconds())
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    md = markdown(results)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(md)
-    print("\n" + md)
+    write_results(args.out, results, markdown(results))
     print(f"pybench: wrote {args.out}/results.md and results.json ({results['seconds']} s)")
     return 1 if any(r["error"] for r in rows) else 0
 
