@@ -209,8 +209,8 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
                   "of the memory, else passthrough)")
       ->capture_default_str();
   cmd->add_option("--auto-cached-max", f->auto_cached_max,
-                  "--read-mode auto: largest dataset served in cached mode (default: half of "
-                  "the memory)");
+                  "--read-mode auto: largest dataset served in cached mode (default: the "
+                  "physical memory)");
   cmd->add_option("--fuse-transport", f->transport, "auto, dev or uring")->capture_default_str();
   cmd->add_option("--passthrough", f->passthrough, "auto, on or off")->capture_default_str();
   cmd->add_flag("--foreground", f->foreground, "Stay in the foreground, log to stderr");

@@ -118,20 +118,25 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   return d;
 }
 
+FuseReadMode AutoReadMode(uint64_t dataset_bytes, uint64_t cached_max_bytes,
+                          uint64_t physical_bytes, bool passthrough_required) {
+  const uint64_t limit = cached_max_bytes != 0 ? cached_max_bytes : physical_bytes;
+  return !passthrough_required && dataset_bytes <= limit ? FuseReadMode::kCached
+                                                         : FuseReadMode::kPassthrough;
+}
+
 void Daemon::ResolveAutoReadMode(const Snapshot& snap) {
   DaemonOptions& o = options_;
-  uint64_t limit = o.auto_cached_max_bytes;
-  if (limit == 0) {
-    long pages = ::sysconf(_SC_PHYS_PAGES);
-    long page = ::sysconf(_SC_PAGE_SIZE);
-    limit = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page / 2 : 0;
-  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page : 0;
+  const uint64_t limit = o.auto_cached_max_bytes != 0 ? o.auto_cached_max_bytes : physical;
   const uint64_t total = snap.total_bytes();
-  const bool cached = o.fuse.passthrough != FusePassthrough::kOn && total <= limit;
-  o.fuse.read_mode = cached ? FuseReadMode::kCached : FuseReadMode::kPassthrough;
+  const bool required = o.fuse.passthrough == FusePassthrough::kOn;
+  o.fuse.read_mode = AutoReadMode(total, o.auto_cached_max_bytes, physical, required);
   GLOG_INFO("read mode auto: {} ({} bytes of data, {} than {} bytes{})",
-            FuseReadModeName(o.fuse.read_mode), total, total <= limit ? "not more" : "more",
-            limit, o.fuse.passthrough == FusePassthrough::kOn ? "; --passthrough on" : "");
+            FuseReadModeName(o.fuse.read_mode), total, total <= limit ? "not more" : "more", limit,
+            required ? "; --passthrough on" : "");
 }
 
 Status Daemon::Open() {

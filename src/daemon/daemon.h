@@ -95,12 +95,9 @@ struct DaemonOptions {
   // (FUSE_NOTIFY_STORE) for files the kernel already knows, and write their
   // cache files around the page cache (`--no-push-fetched` turns it off).
   bool push_fetched = true;
-  // `--read-mode auto`: once the snapshot is loaded, use the `cached` read
-  // mode when the dataset's total size is at most auto_cached_max_bytes (0 =
-  // half of physical memory) and passthrough is not required (`--passthrough
-  // on`), else `passthrough`. Repeat epochs of a dataset the page cache can
-  // hold then run without FUSE requests; a larger one keeps passthrough's
-  // single page-cache copy and in-kernel reads (docs/fuse.md).
+  // `--read-mode auto`: once the snapshot is loaded, the read mode
+  // AutoReadMode() picks for the dataset's total size, with
+  // auto_cached_max_bytes (0 = the physical memory) as its limit.
   bool read_mode_auto = false;
   uint64_t auto_cached_max_bytes = 0;
 
@@ -133,6 +130,24 @@ struct DaemonStats {
 // point: "@worker-<dataset id>" (RunFilePath takes a name starting with '@'
 // as it is, not as a path).
 std::string WorkerRunName(std::string_view dataset_id);
+
+// The read mode `--read-mode auto` picks for a dataset of `dataset_bytes`:
+// `cached` when it is at most `cached_max_bytes` (0: `physical_bytes`, the
+// machine's memory) and passthrough is not required (`--passthrough on`), else
+// `passthrough`. Both modes keep one page-cache copy of the data (cached mode
+// reads its cache files around the page cache). A dataset that fits is then
+// read by repeat epochs with no FUSE request at all; one larger than the
+// memory left for the page cache is read from disk again each epoch, where
+// cached mode sends a READ only for each file the page cache lost and
+// passthrough an OPEN and a RELEASE for every file. Measured with the data at
+// 1.5x the memory the page cache may use, cached mode led in every round
+// (first epoch 1.10-1.24x passthrough, later ones 0.99-1.18x); at 2x it led
+// the first epoch (1.09x) and was even after (0.95-1.07x); at 3x the rounds
+// split (later epochs 0.80x and 1.07x) (docs/benchmarks.md, "Read modes over
+// a data set larger than memory"). The limit is the whole memory, not 1.5x
+// of it, because the training job's own memory is not the page cache's.
+FuseReadMode AutoReadMode(uint64_t dataset_bytes, uint64_t cached_max_bytes,
+                          uint64_t physical_bytes, bool passthrough_required);
 
 class Daemon {
  public:

@@ -1,5 +1,6 @@
 // Pid files (issue 23): after a kill -9 and pid reuse, `granary umount` must
-// not signal the unrelated process that now has the daemon's pid.
+// not signal the unrelated process that now has the daemon's pid. And the read
+// mode `--read-mode auto` picks (issue 24).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -88,6 +89,27 @@ TEST_F(PidFileTest, Issue23ReusedPidIsNeverSignalled) {
 
   // The right start time: that process is the one the file names.
   EXPECT_TRUE(PidFileProcessAlive(DaemonPidInfo{.pid = other.pid, .start_ticks = start}));
+}
+
+// --read-mode auto (issue 24): cached mode for a dataset up to the machine's
+// memory (measured to lead up to 1.5x the page cache), passthrough beyond it
+// (measured to lead at 3x) or whenever --passthrough on requires it; an
+// explicit --auto-cached-max replaces the memory as the limit.
+TEST(AutoReadModeTest, Issue24CachedUpToThePhysicalMemoryPassthroughBeyond) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  const uint64_t memory = 24 * kGiB;
+  // Half of the memory: what the old default still gave cached mode.
+  EXPECT_EQ(AutoReadMode(12 * kGiB, 0, memory, false), FuseReadMode::kCached);
+  // Between half and all of the memory: cached now (was passthrough).
+  EXPECT_EQ(AutoReadMode(20 * kGiB, 0, memory, false), FuseReadMode::kCached);
+  EXPECT_EQ(AutoReadMode(memory, 0, memory, false), FuseReadMode::kCached);
+  EXPECT_EQ(AutoReadMode(memory + 1, 0, memory, false), FuseReadMode::kPassthrough);
+  EXPECT_EQ(AutoReadMode(3 * memory, 0, memory, false), FuseReadMode::kPassthrough);
+  // --passthrough on wins over the size.
+  EXPECT_EQ(AutoReadMode(kGiB, 0, memory, true), FuseReadMode::kPassthrough);
+  // --auto-cached-max replaces the memory as the limit, either way.
+  EXPECT_EQ(AutoReadMode(2 * kGiB, kGiB, memory, false), FuseReadMode::kPassthrough);
+  EXPECT_EQ(AutoReadMode(30 * kGiB, 32 * kGiB, memory, false), FuseReadMode::kCached);
 }
 
 }  // namespace
