@@ -135,7 +135,9 @@ Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t
   const size_t len = std::min<uint64_t>(out.size(), entry->size - offset);
   const ObjectKey key = KeyOf(*snap, *entry);
 
-  auto hit = store_->Read(key, offset, out.first(len));
+  // The whole of `out`, not its first len bytes: the store may read a cold
+  // range straight into it with O_DIRECT, rounded up past len (Store::Read).
+  auto hit = store_->Read(key, offset, out);
   if (hit.ok() && *hit == len) {
     c_.hit_reads.fetch_add(1, std::memory_order_relaxed);
     c_.hit_bytes.fetch_add(len, std::memory_order_relaxed);

@@ -173,7 +173,8 @@ class CacheEngine {
 
   // Reads up to out.size() bytes of file `ino` at `offset`; short only at the
   // end of the file. InvalidArgument for a directory, NotFound for an unknown
-  // inode, the origin's error if a needed block could not be fetched.
+  // inode, the origin's error if a needed block could not be fetched. Bytes
+  // of `out` past the returned count may be overwritten (Store::Read).
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<char> out,
                       Priority priority = Priority::kHigh) {
     return Read(snapshot(), ino, offset, out, priority);

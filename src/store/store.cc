@@ -254,15 +254,23 @@ bool PreadFull(int fd, char* out, size_t len, uint64_t offset) {
 // page cache is read with O_DIRECT into an aligned buffer, so the kernel
 // neither allocates pages, reads ahead, nor has to drop them again; a range
 // that is (partly) cached -- e.g. written moments ago -- is copied from the
-// page cache. Sets *paged when the page cache was used (the caller still
-// has pages to drop). Falls back to a plain read where O_DIRECT is refused.
-bool ReadColdDirect(int fd, char* out, size_t len, uint64_t offset, bool* paged) {
+// page cache. The direct read goes straight into `out` when `out` is aligned
+// as O_DIRECT needs, `offset` is, and `capacity` (bytes writable at `out`,
+// >= len) holds the read rounded up to the alignment -- as a whole small
+// file read into a FUSE reply buffer is; otherwise into a per-thread aligned
+// buffer and copied. Sets *paged when the page cache was used (the caller
+// still has pages to drop). Falls back to a plain read where O_DIRECT is
+// refused.
+bool ReadColdDirect(int fd, char* out, size_t len, size_t capacity, uint64_t offset,
+                    bool* paged) {
   *paged = true;
   if (len == 0 || CachedPages(fd, offset, len) != 0) return PreadFull(fd, out, len, offset);
   uint64_t begin = offset / kDirectAlign * kDirectAlign;
   uint64_t end = (offset + len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
   int flags = ::fcntl(fd, F_GETFL);
-  char* buf = DirectBuffer(end - begin);
+  const bool straight = begin == offset && capacity >= end - begin &&
+                        reinterpret_cast<uintptr_t>(out) % kDirectAlign == 0;
+  char* buf = straight ? out : DirectBuffer(end - begin);
   if (flags < 0 || buf == nullptr || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) {
     return PreadFull(fd, out, len, offset);
   }
@@ -282,7 +290,7 @@ bool ReadColdDirect(int fd, char* out, size_t len, uint64_t offset, bool* paged)
   }
   ::fcntl(fd, F_SETFL, flags);
   if (!ok) return PreadFull(fd, out, len, offset);
-  std::memcpy(out, buf + (offset - begin), len);
+  if (!straight) std::memcpy(out, buf + (offset - begin), len);
   *paged = false;
   return true;
 }
@@ -317,9 +325,11 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
     uint64_t len = BlockLength(e->key, todo[i].first);
     into_span = one && handover->span.size() == len;
     char* dst = into_span ? handover->span.data() : (buf.resize(len), buf.data());
+    const size_t capacity = into_span ? handover->capacity : len;
     uint64_t at = todo[i].first * options.block_size;
     bool paged = true;
-    ok = (drop ? ReadColdDirect(fd, dst, len, at, &paged) : PreadFull(fd, dst, len, at)) &&
+    ok = (drop ? ReadColdDirect(fd, dst, len, capacity, at, &paged)
+               : PreadFull(fd, dst, len, at)) &&
          XXH3_64bits(dst, len) == todo[i].second;
     if (ok && drop && paged) {
       ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
@@ -386,6 +396,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     if (need_verify) {
       if (first == last && len > 0 && offset == block_start && len == s.BlockLength(key, first)) {
         handover.span = out.first(len);
+        handover.capacity = out.size();
       }
       if (!s.VerifyBlocks(e, first, last, first == last ? &handover : nullptr)) return miss();
     }
@@ -406,8 +417,9 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
       continue;
     }
     bool paged = true;
-    bool ok = s.options.drop_read_pages ? ReadColdDirect(fd, out.data(), len, offset, &paged)
-                                        : PreadFull(fd, out.data(), len, offset);
+    bool ok = s.options.drop_read_pages
+                  ? ReadColdDirect(fd, out.data(), len, out.size(), offset, &paged)
+                  : PreadFull(fd, out.data(), len, offset);
     if (ok && paged && s.options.drop_read_pages) {
       ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(len),
                       POSIX_FADV_DONTNEED);

@@ -229,6 +229,8 @@ class Store {
   // offset >= size and the object is cached). NotFound if the object or a
   // needed block is not cached, or failed verification (first serve after a
   // restart) and was dropped. Updates last use and counters. Never evicts.
+  // Bytes of `out` past the returned count may be overwritten (a direct read
+  // of the disk lands there rounded up to its alignment).
   Result<size_t> Read(const ObjectKey& key, uint64_t offset, std::span<char> out);
 
   // True if the complete object is present.

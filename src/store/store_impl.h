@@ -241,6 +241,10 @@ struct Store::Impl {
   // moved into `bytes`. `filled`: it did one of the two.
   struct Handover {
     std::span<char> span;
+    // Bytes writable at span.data() (>= span.size(): the reader's whole
+    // buffer), so that a direct read rounded up to the alignment may land
+    // there.
+    size_t capacity = 0;
     std::string bytes;
     bool filled = false;
   };

@@ -13,14 +13,20 @@ namespace granary::testing_util {
 
 // A fresh directory, removed with everything in it. Under /dev/shm when it is
 // usable (fsync is free there, which keeps restart-heavy tests fast), else
-// under $TMPDIR or /tmp.
+// under $TMPDIR or /tmp; with kOnDisk under $TMPDIR or /var/tmp, for a test
+// of what only a disk file system does (O_DIRECT, the page cache).
 class TempDir {
  public:
-  TempDir() {
+  enum class Where {
+    kFastest,  // /dev/shm when usable
+    kOnDisk,   // $TMPDIR or /var/tmp
+  };
+  explicit TempDir(Where where = Where::kFastest) {
     const char* env = std::getenv("TMPDIR");
-    std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
-                       : env && *env                   ? env
-                                                       : "/tmp";
+    const char* fallback = where == Where::kOnDisk ? "/var/tmp" : "/tmp";
+    std::string base = where == Where::kFastest && ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
+                       : env && *env                                               ? env
+                                                                                   : fallback;
     std::string tmpl = base + "/granary-store-XXXXXX";
     path_ = ::mkdtemp(tmpl.data()) ? tmpl : "";
   }
