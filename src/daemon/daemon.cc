@@ -118,9 +118,13 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   return d;
 }
 
+uint64_t AutoCachedMaxBytes(uint64_t cached_max_bytes, uint64_t physical_bytes) {
+  return cached_max_bytes != 0 ? cached_max_bytes : physical_bytes;
+}
+
 FuseReadMode AutoReadMode(uint64_t dataset_bytes, uint64_t cached_max_bytes,
                           uint64_t physical_bytes, bool passthrough_required) {
-  const uint64_t limit = cached_max_bytes != 0 ? cached_max_bytes : physical_bytes;
+  const uint64_t limit = AutoCachedMaxBytes(cached_max_bytes, physical_bytes);
   return !passthrough_required && dataset_bytes <= limit ? FuseReadMode::kCached
                                                          : FuseReadMode::kPassthrough;
 }
@@ -130,7 +134,7 @@ void Daemon::ResolveAutoReadMode(const Snapshot& snap) {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
   const uint64_t physical = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page : 0;
-  const uint64_t limit = o.auto_cached_max_bytes != 0 ? o.auto_cached_max_bytes : physical;
+  const uint64_t limit = AutoCachedMaxBytes(o.auto_cached_max_bytes, physical);
   const uint64_t total = snap.total_bytes();
   const bool required = o.fuse.passthrough == FusePassthrough::kOn;
   o.fuse.read_mode = AutoReadMode(total, o.auto_cached_max_bytes, physical, required);

@@ -148,6 +148,9 @@ std::string WorkerRunName(std::string_view dataset_id);
 // of it, because the training job's own memory is not the page cache's.
 FuseReadMode AutoReadMode(uint64_t dataset_bytes, uint64_t cached_max_bytes,
                           uint64_t physical_bytes, bool passthrough_required);
+// The limit AutoReadMode applies: `cached_max_bytes`, or `physical_bytes`
+// when that is 0.
+uint64_t AutoCachedMaxBytes(uint64_t cached_max_bytes, uint64_t physical_bytes);
 
 class Daemon {
  public:

@@ -323,9 +323,9 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   const bool drop = options.drop_read_pages;
   for (size_t i = 0; ok && i < todo.size(); ++i) {
     uint64_t len = BlockLength(e->key, todo[i].first);
-    into_span = one && handover->span.size() == len;
-    char* dst = into_span ? handover->span.data() : (buf.resize(len), buf.data());
-    const size_t capacity = into_span ? handover->capacity : len;
+    into_span = one && handover->out.size() >= len;
+    char* dst = into_span ? handover->out.data() : (buf.resize(len), buf.data());
+    const size_t capacity = into_span ? handover->out.size() : len;
     uint64_t at = todo[i].first * options.block_size;
     bool paged = true;
     ok = (drop ? ReadColdDirect(fd, dst, len, capacity, at, &paged)
@@ -395,14 +395,13 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     Store::Impl::Handover handover;
     if (need_verify) {
       if (first == last && len > 0 && offset == block_start && len == s.BlockLength(key, first)) {
-        handover.span = out.first(len);
-        handover.capacity = out.size();
+        handover.out = out;
       }
       if (!s.VerifyBlocks(e, first, last, first == last ? &handover : nullptr)) return miss();
     }
     if (len == 0) break;
     if (handover.filled) {
-      if (handover.span.empty()) {
+      if (handover.out.empty()) {
         std::memcpy(out.data(), handover.bytes.data() + (offset - block_start), len);
       }
       e->last_use.store(s.NextTick(), std::memory_order_relaxed);

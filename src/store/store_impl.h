@@ -237,14 +237,12 @@ struct Store::Impl {
                            const BlockOwnershipOracle* oracle) const;
   // Where VerifyBlocks leaves the one block it checked, so that a read is
   // served from those bytes instead of reading the file again: read straight
-  // into `span` when the reader wants exactly that block (no copy), else
-  // moved into `bytes`. `filled`: it did one of the two.
+  // into `out` when it is set (the reader's whole buffer, when the reader
+  // wants exactly that block; a direct read rounded up to the alignment may
+  // fill it past the block), with no copy; else moved into `bytes`.
+  // `filled`: it did one of the two.
   struct Handover {
-    std::span<char> span;
-    // Bytes writable at span.data() (>= span.size(): the reader's whole
-    // buffer), so that a direct read rounded up to the alignment may land
-    // there.
-    size_t capacity = 0;
+    std::span<char> out;
     std::string bytes;
     bool filled = false;
   };

@@ -376,18 +376,16 @@ TEST(StoreTest, Issue24AColdReadIntoAnAlignedReplyBufferReturnsExactlyTheObject)
   std::string small = MakeData(110'001, 21), bad = MakeData(90'000, 22);
   std::string large = MakeData((1 << 20) + 70'000, 23);
   ObjectKey ks = Key(1, small.size()), kb = Key(2, bad.size()), kl = Key(3, large.size());
-  std::string bad_path;
-  std::vector<std::string> paths;
+  std::vector<std::string> paths;  // of ks, kb, kl
   {
     auto store = Store::Open(opt);
     ASSERT_TRUE(store.ok());
     ASSERT_TRUE((*store)->AdmitObject(ks, small).value());
     ASSERT_TRUE((*store)->AdmitObject(kb, bad).value());
     ASSERT_TRUE((*store)->AdmitObject(kl, large).value());
-    bad_path = (*store)->Describe(kb)->path;
     for (const ObjectKey& k : {ks, kb, kl}) paths.push_back((*store)->Describe(k)->path);
   }
-  int fd = ::open(bad_path.c_str(), O_RDWR);
+  int fd = ::open(paths[1].c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::pwrite(fd, "X", 1, 4096), 1);
   ::close(fd);
