@@ -50,9 +50,14 @@ bool FillAndTrim(int fd, const char* path, const char* data, size_t size, ErrorL
   return true;
 }
 
+// Writes "<dir>/<XX>" (XX: `fan` in hex) into `out` of PATH_MAX bytes.
+void FormatSubdir(char* out, const std::string& dir, unsigned fan) {
+  std::snprintf(out, PATH_MAX, "%s/%02x", dir.c_str(), fan);
+}
+
 std::string Subdir(const std::string& dir, unsigned fan) {
   char sub[PATH_MAX];
-  std::snprintf(sub, sizeof(sub), "%s/%02x", dir.c_str(), fan);
+  FormatSubdir(sub, dir, fan);
   return sub;
 }
 
@@ -61,10 +66,14 @@ std::string Subdir(const std::string& dir, unsigned fan) {
 bool CacheFileWriter::Write(uint64_t seq, const char* data, size_t size, ErrorLog& log) {
   char name[128];
   std::snprintf(name, sizeof(name), "%s-%llu", tag_.c_str(), static_cast<unsigned long long>(seq));
-  unsigned fan = static_cast<unsigned>(Fnv1a(name) & 0xff);
-  char final_path[PATH_MAX];
-  std::snprintf(final_path, sizeof(final_path), "%s/%02x/%s", dir_.c_str(), fan, name);
-  if (method_ == FileMethod::kTmpfile) return WriteTmpfile(fan, final_path, data, size, log);
+  char subdir[PATH_MAX], final_path[PATH_MAX];
+  FormatSubdir(subdir, dir_, static_cast<unsigned>(Fnv1a(name) & 0xff));
+  int n = std::snprintf(final_path, sizeof(final_path), "%s/%s", subdir, name);
+  if (n < 0 || static_cast<size_t>(n) >= sizeof(final_path)) {
+    errno = ENAMETOOLONG;
+    return Fail(-1, "name", subdir, log);
+  }
+  if (method_ == FileMethod::kTmpfile) return WriteTmpfile(subdir, final_path, data, size, log);
   return WriteRenamed(final_path, data, size, log);
 }
 
@@ -82,10 +91,8 @@ bool CacheFileWriter::WriteRenamed(const char* final_path, const char* data, siz
   return true;
 }
 
-bool CacheFileWriter::WriteTmpfile(unsigned fan, const char* final_path, const char* data,
+bool CacheFileWriter::WriteTmpfile(const char* subdir, const char* final_path, const char* data,
                                    size_t size, ErrorLog& log) {
-  char subdir[PATH_MAX];
-  std::snprintf(subdir, sizeof(subdir), "%s/%02x", dir_.c_str(), fan);
   int fd = ::open(subdir, O_TMPFILE | O_WRONLY | O_DIRECT | O_CLOEXEC, 0644);
   if (fd < 0) return Fail(-1, "open(O_TMPFILE)", subdir, log);
   if (!FillAndTrim(fd, final_path, data, size, log)) return false;

@@ -62,6 +62,11 @@ std::string ErrnoText(const char* op, const std::string& what, int err) {
          std::to_string(err) + ")";
 }
 
+std::string BadResponseText(long status, size_t bytes, size_t want) {
+  return "HTTP status " + std::to_string(status) + ", " + std::to_string(bytes) +
+         " bytes (want 200, " + std::to_string(want) + ")";
+}
+
 AlignedBuffer NewAligned(size_t size) {
   char* p = static_cast<char*>(std::aligned_alloc(kAlign, RoundUp(size)));
   if (p == nullptr) Die("out of memory for a " + std::to_string(size) + "-byte buffer");
@@ -178,8 +183,7 @@ bool CheckTransfer(const Flags& f, const Transfer& t, CURLcode rc, ErrorLog& log
   long status = 0;
   curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
   if (status != 200 || t.length != f.object_size) {
-    log.Report(object, "HTTP status " + std::to_string(status) + ", " + std::to_string(t.length) +
-                           " bytes (want 200, " + std::to_string(f.object_size) + ")");
+    log.Report(object, BadResponseText(status, t.length, f.object_size));
     return false;
   }
   return true;

@@ -50,6 +50,9 @@ struct FreeDeleter {
 // A 4096-aligned heap buffer of RoundUp(size) bytes.
 using AlignedBuffer = std::unique_ptr<char, FreeDeleter>;
 
+// "HTTP status S, N bytes (want 200, W)": a response that is not the object.
+std::string BadResponseText(long status, size_t bytes, size_t want);
+
 // Allocates an AlignedBuffer for `size` bytes; exits when out of memory.
 AlignedBuffer NewAligned(size_t size);
 
@@ -120,7 +123,7 @@ class CacheFileWriter {
 
  private:
   bool WriteRenamed(const char* final_path, const char* data, size_t size, ErrorLog& log);
-  bool WriteTmpfile(unsigned fan, const char* final_path, const char* data, size_t size,
+  bool WriteTmpfile(const char* subdir, const char* final_path, const char* data, size_t size,
                     ErrorLog& log);
 
   const std::string dir_;

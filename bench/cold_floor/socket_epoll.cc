@@ -178,9 +178,8 @@ class EpollClient {
     Begin(c);
   }
 
-  void Reconnect(Connection& c) {
+  void Reconnect(Connection& c) {  // Connect() starts its count of responses again
     Close(c);
-    c.served = 0;
     --active_;
     Begin(c);
   }
@@ -192,9 +191,7 @@ class EpollClient {
       ++ok_;
       c.failures = 0;
     } else {
-      log_.Report(std::to_string(c.object), "HTTP status " + std::to_string(c.status) + ", " +
-                                                std::to_string(c.body_len) + " bytes (want 200, " +
-                                                std::to_string(f_.object_size) + ")");
+      log_.Report(std::to_string(c.object), BadResponseText(c.status, c.body_len, f_.object_size));
     }
     Begin(c);
   }
