@@ -37,7 +37,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import (CpuMeter, StepError, drop_page_cache, per_image_ms, settle, unmount,  # noqa: E402
+from procs import (CpuMeter, DirMounts, StepError, drop_page_cache, per_image_ms, settle,  # noqa: E402
                    write_results)
 
 PATHS = ["local", "cached", "passthrough"]
@@ -135,8 +135,8 @@ class Run:
         shutil.rmtree(self.log_dir, ignore_errors=True)
         os.makedirs(self.log_dir)
         self.local = os.path.join(work, "local")
-        self.cache = os.path.join(work, "cache")
-        self.mounts = []
+        self.mounts = DirMounts(self.granary, self.local, os.path.join(work, "cache"), work,
+                                self.log_dir)
         self.disk = None
 
     def log(self, msg):
@@ -165,43 +165,13 @@ class Run:
         self.log(f"data set: {len(paths)} files, {self.total_bytes / 1e9:.2f} GB, "
                  f"{time.monotonic() - t0:.0f} s")
 
-    def granary_cli(self, *argv):
-        out = subprocess.run([self.granary, *argv], capture_output=True, text=True)
-        if out.returncode != 0:
-            raise StepError(f"granary {argv[0]} exited {out.returncode}: "
-                            f"{(out.stderr or out.stdout).strip()[-400:]}")
-        return out.stdout
-
-    def mount(self, name, read_mode):
-        mnt = os.path.join(self.work, name + "-mnt")
-        run = os.path.join(self.work, name + "-run")
-        os.makedirs(mnt, exist_ok=True)
-        os.makedirs(run, exist_ok=True)
-        settle()
-        self.granary_cli("mount", "file://" + self.local, mnt, "--cache-dir", self.cache + ":1T",
-                         "--run-dir", run, "--read-mode", read_mode,
-                         "--log-file", os.path.join(self.log_dir, name + "-daemon.log"))
-        self.mounts.append((mnt, run))
-        with open(next(os.path.join(run, f) for f in os.listdir(run) if f.endswith(".pid"))) as f:
-            return mnt, run, int(f.readline())
-
-    def umount(self, mnt, run):
-        subprocess.run([self.granary, "umount", mnt, "--run-dir", run],
-                       capture_output=True, text=True)
-        unmount(mnt)
-        self.mounts = [m for m in self.mounts if m[0] != mnt]
-
     def fill_cache(self):
         """granary load of the whole data set, outside the memory cgroup."""
-        mnt, run, _ = self.mount("load", "passthrough")
+        mnt, run, _ = self.mounts.mount("load", "--read-mode", "passthrough")
         try:
-            t0 = time.monotonic()
-            self.granary_cli("load", mnt, "--run-dir", run, "--quiet")
-            secs = time.monotonic() - t0
-            status = json.loads(self.granary_cli("status", mnt, "--run-dir", run, "--json"))
+            secs, ratio = self.mounts.load(mnt, run)
         finally:
-            self.umount(mnt, run)
-        ratio = float(status.get("cached_ratio", 0))
+            self.mounts.umount(mnt, run)
         self.log(f"cache filled: {self.args.files / secs:.0f} files/s, {100 * ratio:.1f}% cached")
         if ratio < 0.999:
             raise SystemExit(f"over_memory: the load left the cache {100 * ratio:.1f}% full")
@@ -243,12 +213,12 @@ class Run:
         if path == "local":
             return [self.epoch(self.local, f"{tag}local-{i + 1}", s, cg)
                     for i, s in enumerate(seeds)]
-        mnt, run, pid = self.mount(path, path)
+        mnt, run, pid = self.mounts.mount(path, "--read-mode", path)
         try:
             return [self.epoch(mnt, f"{tag}{path}-{i + 1}", s, cg, pid)
                     for i, s in enumerate(seeds)]
         finally:
-            self.umount(mnt, run)
+            self.mounts.umount(mnt, run)
 
 
 def markdown(results):
@@ -337,8 +307,7 @@ def main():
         print("over_memory: interrupted; stopping everything", file=sys.stderr)
         return 130
     finally:
-        for mnt, run in list(r.mounts):
-            r.umount(mnt, run)
+        r.mounts.umount_all()
         if cg:
             cg.close()
         if not args.keep:

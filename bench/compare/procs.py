@@ -194,3 +194,58 @@ class Procs:
             self.unmount(m)
         for _, p in list(self.live.values()):
             self.stop(p)
+
+
+class DirMounts:
+    """`granary mount`s of one local directory (a file:// origin) over one cache
+    directory, each with its own mount point and run directory under `work` and
+    its daemon log in `log_dir`. Used by over_memory.py and train_sources.py
+    (the comparison's peers.GranaryMount mounts the bench's S3 bucket)."""
+
+    def __init__(self, granary, source_dir, cache, work, log_dir):
+        self.granary, self.source, self.cache = granary, source_dir, cache
+        self.work, self.log_dir = work, log_dir
+        self.live = []  # (mnt, run)
+
+    def cli(self, *argv):
+        """Runs `granary ARGV...`; its stdout, or StepError naming the failure."""
+        out = subprocess.run([self.granary, *argv], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise StepError(f"granary {argv[0]} exited {out.returncode}: "
+                            f"{(out.stderr or out.stdout).strip()[-400:]}")
+        return out.stdout
+
+    def mount(self, name, *flags):
+        """Mounts the directory at <work>/<name>-mnt; returns (mnt, run, daemon pid)."""
+        mnt = os.path.join(self.work, name + "-mnt")
+        run = os.path.join(self.work, name + "-run")
+        os.makedirs(mnt, exist_ok=True)
+        os.makedirs(run, exist_ok=True)
+        settle()
+        self.cli("mount", "file://" + self.source, mnt, "--cache-dir", self.cache + ":1T",
+                 "--run-dir", run, "--log-file", os.path.join(self.log_dir, name + "-daemon.log"),
+                 *flags)
+        self.live.append((mnt, run))
+        pid_files = [f for f in os.listdir(run) if f.endswith(".pid")]
+        if not pid_files:
+            raise StepError(f"granary mount {name}: no daemon pid file in {run}")
+        with open(os.path.join(run, pid_files[0])) as f:
+            return mnt, run, int(f.readline())
+
+    def umount(self, mnt, run):
+        subprocess.run([self.granary, "umount", mnt, "--run-dir", run],
+                       capture_output=True, text=True)
+        unmount(mnt)
+        self.live = [m for m in self.live if m[0] != mnt]
+
+    def umount_all(self):
+        for mnt, run in list(self.live):
+            self.umount(mnt, run)
+
+    def load(self, mnt, run):
+        """`granary load` of the whole mount; returns (seconds, cached_ratio)."""
+        t0 = time.monotonic()
+        self.cli("load", mnt, "--run-dir", run, "--quiet")
+        secs = time.monotonic() - t0
+        status = json.loads(self.cli("status", mnt, "--run-dir", run, "--json"))
+        return secs, float(status.get("cached_ratio", 0))
