@@ -205,8 +205,8 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("MOUNTPOINT", f->mountpoint, "Existing empty directory")->required();
   AddDatasetFlags(cmd, f.get());
   cmd->add_option("--read-mode", f->read_mode,
-                  "auto, passthrough or cached (auto: cached when the dataset fits in half "
-                  "of the memory, else passthrough)")
+                  "auto, passthrough or cached (auto: cached when the dataset fits in the "
+                  "memory, else passthrough; see --auto-cached-max)")
       ->capture_default_str();
   cmd->add_option("--auto-cached-max", f->auto_cached_max,
                   "--read-mode auto: largest dataset served in cached mode (default: the "
