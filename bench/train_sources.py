@@ -41,8 +41,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "compare"))
-from procs import (CpuMeter, DirMounts, StepError, drop_page_cache, per_image_ms,  # noqa: E402
-                   write_results)
+from procs import (CpuMeter, DirMounts, StepError, bench_setup, drop_page_cache,  # noqa: E402
+                   per_image_ms, write_results)
 
 SKIP = 77
 
@@ -86,12 +86,7 @@ def parse_args():
 class Bench:
     def __init__(self, args, work):
         self.args, self.work = args, work
-        for p in (args.granary, args.gen_imagenet):
-            if not os.access(p, os.X_OK):
-                raise SystemExit(f"train_sources: {p} is missing; build it first")
-        self.log_dir = os.path.join(args.out, "logs")
-        shutil.rmtree(self.log_dir, ignore_errors=True)
-        os.makedirs(self.log_dir)
+        self.log_dir = bench_setup("train_sources", (args.granary, args.gen_imagenet), args.out)
         self.data = os.path.join(work, "data")
         self.mounts = DirMounts(args.granary, self.data, os.path.join(work, "cache"), work,
                                 self.log_dir)

@@ -37,8 +37,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import (CpuMeter, DirMounts, StepError, drop_page_cache, per_image_ms, settle,  # noqa: E402
-                   write_results)
+from procs import (CpuMeter, DirMounts, StepError, bench_setup, drop_page_cache,  # noqa: E402
+                   per_image_ms, settle, write_results)
 
 PATHS = ["local", "cached", "passthrough"]
 
@@ -128,12 +128,7 @@ class Run:
         self.granary = os.path.join(self.build, "src", "cli", "granary")
         self.reader = os.path.join(self.build, "bench", "reader", "granary_reader")
         self.gen = os.path.join(self.build, "bench", "gen_imagenet", "gen_imagenet")
-        for p in (self.granary, self.reader, self.gen):
-            if not os.access(p, os.X_OK):
-                raise SystemExit(f"over_memory: {p} is missing; build it first")
-        self.log_dir = os.path.join(args.out, "logs")
-        shutil.rmtree(self.log_dir, ignore_errors=True)
-        os.makedirs(self.log_dir)
+        self.log_dir = bench_setup("over_memory", (self.granary, self.reader, self.gen), args.out)
         self.local = os.path.join(work, "local")
         self.mounts = DirMounts(self.granary, self.local, os.path.join(work, "cache"), work,
                                 self.log_dir)

@@ -8,6 +8,7 @@ driver runs one step at a time.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -117,6 +118,18 @@ def write_results(out, results, md):
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(md)
     print("\n" + md)
+
+
+def bench_setup(who, executables, out):
+    """Checks that every path in `executables` is built, then empties and
+    returns <out>/logs, where a benchmark keeps its logs."""
+    for p in executables:
+        if not os.access(p, os.X_OK):
+            raise SystemExit(f"{who}: {p} is missing; build it first")
+    log_dir = os.path.join(out, "logs")
+    shutil.rmtree(log_dir, ignore_errors=True)
+    os.makedirs(log_dir)
+    return log_dir
 
 
 def unmount(path):
