@@ -165,11 +165,11 @@ class Run:
         mnt, run, _ = self.mounts.mount("load", "--read-mode", "passthrough")
         try:
             secs, ratio = self.mounts.load(mnt, run)
+        except StepError as e:
+            raise SystemExit(f"over_memory: {e}") from None
         finally:
             self.mounts.umount(mnt, run)
         self.log(f"cache filled: {self.args.files / secs:.0f} files/s, {100 * ratio:.1f}% cached")
-        if ratio < 0.999:
-            raise SystemExit(f"over_memory: the load left the cache {100 * ratio:.1f}% full")
 
     def epoch(self, root, label, seed, cg, daemon_pid=None):
         js = os.path.join(self.log_dir, label + ".json")

@@ -9,7 +9,6 @@ with an error so the rest of the comparison still runs.
 Peer options are chosen for the training pattern (read-only, whole files,
 16 readers, immutable data) and are listed in docs/benchmarks.md.
 """
-import glob
 import json
 import os
 import re
@@ -17,7 +16,8 @@ import shutil
 import subprocess
 import time
 
-from procs import CpuMeter, StepError, drop_page_cache, is_mounted, per_image_ms, settle
+from procs import (CpuMeter, StepError, daemon_pid, drop_page_cache, is_mounted, per_image_ms,
+                   settle)
 
 
 def new_row(path, note=""):
@@ -210,12 +210,7 @@ class GranaryMount:
 
     def pid(self):
         """The mount daemon's pid, from its pid file in the run directory."""
-        files = glob.glob(os.path.join(self.run, "mount-*.pid"))
-        try:
-            with open(files[0]) as f:
-                return int(f.readline())
-        except (IndexError, OSError, ValueError) as e:
-            raise StepError(f"{self.name}: no daemon pid in {self.run}: {e}") from None
+        return daemon_pid(self.run, self.name)
 
     def umount(self):
         if self.mounted:

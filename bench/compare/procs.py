@@ -6,6 +6,7 @@ Procs.stop_all on exit. Every FUSE mount made by a peer is recorded and
 unmounted (lazily if busy) before its process is stopped. Single-threaded: the
 driver runs one step at a time.
 """
+import glob
 import json
 import os
 import shutil
@@ -118,6 +119,17 @@ def write_results(out, results, md):
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(md)
     print("\n" + md)
+
+
+def daemon_pid(run_dir, who):
+    """The pid in the mount daemon's pid file (mount-<id>.pid) in `run_dir`;
+    StepError naming `who` when there is none."""
+    files = glob.glob(os.path.join(run_dir, "mount-*.pid"))
+    try:
+        with open(files[0]) as f:
+            return int(f.readline())
+    except (IndexError, OSError, ValueError) as e:
+        raise StepError(f"{who}: no daemon pid in {run_dir}: {e}") from None
 
 
 def bench_setup(who, executables, out):
@@ -239,11 +251,7 @@ class DirMounts:
                  "--run-dir", run, "--log-file", os.path.join(self.log_dir, name + "-daemon.log"),
                  *flags)
         self.live.append((mnt, run))
-        pid_files = [f for f in os.listdir(run) if f.endswith(".pid")]
-        if not pid_files:
-            raise StepError(f"granary mount {name}: no daemon pid file in {run}")
-        with open(os.path.join(run, pid_files[0])) as f:
-            return mnt, run, int(f.readline())
+        return mnt, run, daemon_pid(run, f"granary mount {name}")
 
     def umount(self, mnt, run):
         subprocess.run([self.granary, "umount", mnt, "--run-dir", run],
@@ -256,9 +264,13 @@ class DirMounts:
             self.umount(mnt, run)
 
     def load(self, mnt, run):
-        """`granary load` of the whole mount; returns (seconds, cached_ratio)."""
+        """`granary load` of the whole mount; returns (seconds, cached_ratio),
+        or StepError when it left the cache less than 99.9 % full."""
         t0 = time.monotonic()
         self.cli("load", mnt, "--run-dir", run, "--quiet")
         secs = time.monotonic() - t0
         status = json.loads(self.cli("status", mnt, "--run-dir", run, "--json"))
-        return secs, float(status.get("cached_ratio", 0))
+        ratio = float(status.get("cached_ratio", 0))
+        if ratio < 0.999:
+            raise StepError(f"the load left the cache {100 * ratio:.1f}% full")
+        return secs, ratio
