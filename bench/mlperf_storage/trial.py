@@ -1,0 +1,176 @@
+"""One training run of N simulated accelerators, measured as DLIO measures it.
+
+Each accelerator is a process (forked from the driver) with its own loader
+(loaders.py) over its share of the data set, split as DLIO splits it: the
+PyTorch loader gets a contiguous slice of the sample indices, shuffled with
+seed 123 + epoch when the workload shuffles samples; tf.data gets every N-th
+file of the (seeded, shuffled when the workload says so) file list, or every
+file and every N-th record when there are fewer files than accelerators.
+
+A step: wait for the next batch, sleep the workload's computation time for
+this accelerator type (DLIO's compute is a sleep too), then a barrier across
+all accelerators (DLIO's stand-in for the all-reduce). Steps per epoch:
+floor(samples / batch / N). As in DLIO's statscounter, per accelerator
+    AU = sum(compute time of steps 2..) / (wall time of the epoch - step 1)
+where step 1's time runs from the start of loading to the end of its compute;
+the run's AU is the mean over accelerators. Throughput counts the samples of
+the steps AU counts over the same time, summed over accelerators; MB/s is
+samples/s x record length / 2**20 (DLIO's nominal figure); bytes/s is what
+the loaders really read, over the run's wall time.
+
+Single-threaded in the driver; each child runs its own loader threads.
+"""
+import dataclasses
+import math
+import multiprocessing
+import resource
+import threading
+import time
+
+import numpy as np
+
+from loaders import ApiFiles, PosixFiles, TFLoader, TorchLoader
+from workloads import DLIO_SEED, steps_per_epoch
+
+
+@dataclasses.dataclass
+class TrialSpec:
+    workload: object  # workloads.Workload
+    manifest: list  # [(relative path, bytes)] of the training files, in index order
+    source: tuple  # ("posix", root) or ("api", mount point, run dir)
+    compute_s: float  # computation time per step
+    verify: bool  # check every data CRC (np.load and TensorFlow do)
+    epoch: int = 1
+    step_timeout_s: float = 600.0
+
+
+def plan(spec, n):
+    """(per-rank work, steps, record_shard flag) for n accelerators.
+
+    Per rank: the TorchLoader's sample list [(rel, size)] or the TFLoader's
+    file shard; steps: the same for every rank (a rank with fewer batches
+    than the others would leave them waiting at the barrier)."""
+    w, files = spec.workload, spec.manifest
+    steps = steps_per_epoch(w, len(files), n)
+    if w.fmt == "npz":
+        total = len(files) * w.samples_per_file
+        per = math.ceil(total / n)
+        work = []
+        for rank in range(n):
+            idx = np.arange(rank * per, min((rank + 1) * per, total))
+            if w.shuffle_samples:
+                np.random.RandomState(DLIO_SEED + spec.epoch).shuffle(idx)
+            work.append([files[i // w.samples_per_file] for i in idx])
+        steps = min([steps] + [len(s) // w.batch_size for s in work])
+        return work, steps, False
+    order = list(files)
+    if w.shuffle_files:
+        np.random.RandomState(DLIO_SEED + spec.epoch).shuffle(order)
+    if len(order) >= n:
+        return [order[rank::n] for rank in range(n)], steps, False
+    return [order] * n, steps, True
+
+
+def _rank_main(rank, n, spec, work, steps, record_shard, barrier, conn):
+    loader = None
+    try:
+        source = spec.source
+        files = PosixFiles(source[1]) if source[0] == "posix" else ApiFiles(source[1], source[2])
+        w = spec.workload
+        if w.fmt == "npz":
+            loader = TorchLoader(files, work, w, steps, spec.verify)
+        else:
+            loader = TFLoader(files, work, w, steps, spec.verify,
+                              (n, rank) if record_shard else None)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        barrier.wait(spec.step_timeout_s)
+        t0 = time.monotonic()
+        loader.start()
+        compute, proc = [], []
+        for _ in range(steps):
+            t_load = time.monotonic()
+            loader.next_batch()
+            t_compute = time.monotonic()
+            time.sleep(spec.compute_s)
+            t_done = time.monotonic()
+            compute.append(t_done - t_compute)
+            proc.append(t_done - t_load)
+            barrier.wait(spec.step_timeout_s)
+        t1 = time.monotonic()
+        loader.close()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        wall = t1 - t0 - proc[0]
+        conn.send({"rank": rank, "t0": t0, "t1": t1, "steps": steps, "wall_s": wall,
+                   "compute_s": sum(compute[1:]), "au": sum(compute[1:]) / wall,
+                   "samples": (steps - 1) * w.batch_size, "bytes": loader.bytes_read(),
+                   "cpu_s": (after.ru_utime + after.ru_stime
+                             - before.ru_utime - before.ru_stime), "error": None})
+    except Exception as e:  # noqa: BLE001 (reported to the driver; the others stop too)
+        barrier.abort()
+        msg = "another accelerator failed" if isinstance(e, threading.BrokenBarrierError) else str(e)
+        conn.send({"rank": rank, "error": msg or type(e).__name__})
+    finally:
+        if loader:
+            loader.close()
+        conn.close()
+
+
+def run(spec, n):
+    """Runs spec with n accelerators; returns the run's figures, or one with
+    "error" set (a failed read, wrong bytes, a timeout) or "skipped" (the data
+    set has fewer than 2 steps for n accelerators)."""
+    work, steps, record_shard = plan(spec, n)
+    out = {"accelerators": n, "steps": steps, "error": None, "skipped": None}
+    if steps < 2:
+        out["skipped"] = f"{steps} step(s) per accelerator (AU needs 2): data set too small"
+        return out
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(n)
+    procs, conns = [], []
+    for rank in range(n):
+        recv, send = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_rank_main, daemon=True,
+                        args=(rank, n, spec, work[rank], steps, record_shard, barrier, send))
+        p.start()
+        send.close()
+        procs.append(p)
+        conns.append(recv)
+    deadline = time.monotonic() + spec.step_timeout_s * (steps + 1)
+    ranks = [_receive(c, deadline) for c in conns]
+    for p in procs:  # each stopped by its own pid; none outlives the run
+        p.join(timeout=max(0.1, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()
+    errors = [r["error"] for r in ranks if r["error"]]
+    if errors:
+        real = [e for e in errors if e != "another accelerator failed"]
+        out["error"] = (real or errors)[0]
+        return out
+    return _aggregate(out, ranks, spec.workload)
+
+
+def _receive(conn, deadline):
+    try:
+        if conn.poll(max(0.0, deadline - time.monotonic())):
+            return conn.recv()
+        return {"error": "timed out"}
+    except (EOFError, OSError) as e:
+        return {"error": f"accelerator process died ({type(e).__name__})"}
+
+
+def _aggregate(out, ranks, w):
+    wall = max(r["t1"] for r in ranks) - min(r["t0"] for r in ranks)
+    samples_per_s = sum(r["samples"] / r["wall_s"] for r in ranks)
+    total_bytes = sum(r["bytes"] for r in ranks)
+    out.update({
+        "au": sum(r["au"] for r in ranks) / len(ranks),
+        "au_min": min(r["au"] for r in ranks),
+        "samples_per_s": samples_per_s,
+        "dlio_mib_per_s": samples_per_s * w.record_length / 2**20,
+        "bytes": total_bytes,
+        "wall_s": wall,
+        "gib_per_s": total_bytes / wall / 2**30,
+        "reader_cpu_s": sum(r["cpu_s"] for r in ranks),
+    })
+    return out
