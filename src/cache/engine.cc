@@ -29,8 +29,8 @@ Status EngineOptions::Validate() const {
   }
   if (readahead_blocks < 0) return InvalidArgument("engine: readahead_blocks must not be negative");
   if (admission_threads < 1) return InvalidArgument("engine: admission_threads must be at least 1");
-  if (admission_queue_blocks < 0 || readahead_queue_blocks < 0) {
-    return InvalidArgument("engine: admission/readahead queue bounds must not be negative");
+  if (admission_queue_blocks < 0) {
+    return InvalidArgument("engine: admission_queue_blocks must not be negative");
   }
   if (origin_timeout.count() < 1) {
     return InvalidArgument("engine: origin_timeout must be positive");
@@ -46,11 +46,8 @@ CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<cons
       block_size_(store->block_size()),
       origin_(std::make_unique<OriginSource>(std::move(ufs), options_.origin_concurrency)),
       fetchers_(std::make_unique<ElasticPool>(SIZE_MAX, "granary-fetch")),
-      admission_pool_(std::make_unique<ThreadPool>(
-          options_.admission_threads, "granary-admit",
-          static_cast<size_t>(options_.admission_queue_blocks))),
-      readahead_pool_(std::make_unique<ThreadPool>(
-          2, "granary-ahead", static_cast<size_t>(options_.readahead_queue_blocks))) {}
+      readahead_(ReadaheadOptions{.max_blocks = options_.readahead_blocks}),
+      admission_pool_(std::make_unique<ThreadPool>(options_.admission_threads, "granary-admit")) {}
 
 class CacheEngine::CallGuard {
  public:
@@ -79,7 +76,6 @@ CacheEngine::~CacheEngine() {
     std::unique_lock lock(calls_mu_);
     calls_cv_.wait(lock, [this] { return calls_ == 0; });
   }
-  readahead_pool_.reset();
   admission_pool_.reset();
 }
 
@@ -141,6 +137,8 @@ Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t
   if (hit.ok() && *hit == len) {
     c_.hit_reads.fetch_add(1, std::memory_order_relaxed);
     c_.hit_bytes.fetch_add(len, std::memory_order_relaxed);
+    // A reader of blocks fetched ahead keeps its stream going.
+    MaybeReadahead(snap, *entry, offset, offset + len);
     return len;
   }
   c_.miss_reads.fetch_add(1, std::memory_order_relaxed);
@@ -302,23 +300,26 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
     bool started = fetchers_->TrySubmit([this, flight, key, block, fetch_want, fk, deadline] {
       RunFetch(flight, key, block, fetch_want, fk, deadline);
     });
-    if (!started) {
-      {
-        std::lock_guard lock(flights_mu_);
-        flights_.erase(fk);
-      }
-      {
-        std::lock_guard lock(flight->mu);
-        flight->data_ready = true;
-        flight->admit_done = true;
-        flight->status = Cancelled("cache engine shutting down: " + key.key);
-      }
-      flight->cv.notify_all();
-    }
+    if (!started) AbandonFlight(flight, fk, Cancelled("cache engine shutting down: " + key.key));
   } else {
     c_.flight_joins.fetch_add(1, std::memory_order_relaxed);
   }
   return AwaitFlight(flight, key, block, want, deadline);
+}
+
+void CacheEngine::AbandonFlight(const std::shared_ptr<Flight>& flight, const FlightKey& fk,
+                                Status status) {
+  {
+    std::lock_guard lock(flights_mu_);
+    flights_.erase(fk);
+  }
+  {
+    std::lock_guard lock(flight->mu);
+    flight->data_ready = true;
+    flight->admit_done = true;
+    flight->status = std::move(status);
+  }
+  flight->cv.notify_all();
 }
 
 namespace {
@@ -472,73 +473,82 @@ void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const Ob
                                  AdmitKind kind) {
   const uint64_t bytes = data->size();
   const uint64_t cap = options_.admission_queue_bytes;
-  uint64_t pending = admission_pending_bytes_.load(std::memory_order_relaxed);
-  bool reserved = false;
-  while (cap == 0 || pending + bytes <= cap) {
-    if (admission_pending_bytes_.compare_exchange_weak(pending, pending + bytes)) {
-      reserved = true;
-      break;
+  const int cap_blocks = options_.admission_queue_blocks;
+  {
+    // The cache disk is behind: this fetch waits (its readers have the bytes
+    // already), and so does the readahead that would start after it. One
+    // block always fits, however large.
+    std::unique_lock lock(admission_mu_);
+    auto room = [&] {
+      const uint64_t pending = admission_pending_bytes_.load(std::memory_order_relaxed);
+      return admission_pending_blocks_ == 0 ||
+             ((cap == 0 || pending + bytes <= cap) &&
+              (cap_blocks == 0 || admission_pending_blocks_ < cap_blocks));
+    };
+    if (!room()) {
+      c_.admission_waits.fetch_add(1, std::memory_order_relaxed);
+      admission_cv_.wait(lock, room);
     }
+    admission_pending_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    ++admission_pending_blocks_;
   }
-  if (reserved) {
-    reserved = admission_pool_->TrySubmit([this, flight, key, block, data, fk, served, kind, bytes] {
-      Admit(flight, key, block, data, fk, served, kind);
-      admission_pending_bytes_.fetch_sub(bytes);
-    });
-    if (!reserved) admission_pending_bytes_.fetch_sub(bytes);
-  }
-  if (reserved) return;
-  // The cache disk is behind: keep memory bounded, serve without caching.
-  c_.admit_skipped.fetch_add(1, std::memory_order_relaxed);
-  GLOG_DEBUG("cache: admission queue full; not caching {} block {}", key.key, block);
-  FinishAdmission(flight, fk, false);
+  admission_pool_->Submit([this, flight, key, block, data, fk, served, kind, bytes] {
+    Admit(flight, key, block, data, fk, served, kind);
+    {
+      std::lock_guard lock(admission_mu_);
+      admission_pending_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+      --admission_pending_blocks_;
+    }
+    admission_cv_.notify_all();
+  });
 }
 
 void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset,
                                  uint64_t end) {
   if (options_.readahead_blocks == 0 || e.size <= block_size_) return;
   const uint64_t vino = VersionedIno(*snap, e.ino);
-  bool sequential = false;
-  {
-    std::lock_guard lock(seq_mu_);
-    auto it = last_end_.find(vino);
-    sequential = offset == 0 || (it != last_end_.end() && it->second == offset);
-    if (end >= e.size) {
-      if (it != last_end_.end()) last_end_.erase(it);
-    } else {
-      if (last_end_.size() > 65536) last_end_.clear();  // bound memory; patterns re-form quickly
-      last_end_[vino] = end;
-    }
-  }
-  if (!sequential || end >= e.size) return;
+  const ReadaheadWindows::Range range = readahead_.OnRead(vino, offset, end, e.size, block_size_);
+  if (range.empty()) return;
   const ObjectKey key = KeyOf(*snap, e);
-  const uint64_t first = (end + block_size_ - 1) / block_size_;
-  const uint64_t last = std::min(BlockCount(e.size), first + options_.readahead_blocks);
-  for (uint64_t b = first; b < last; ++b) {
+  for (uint64_t b = range.first; b < range.last; ++b) {
     if (store_->ContainsRange(key, b * block_size_, BlockLength(e.size, b))) continue;
-    const FlightKey fk = FlightKeyOf(key, b);
-    {
-      std::lock_guard lock(flights_mu_);
-      // Being fetched, or queued by an earlier read: once is enough.
-      if (flights_.count(fk) || !readahead_queued_.insert(fk).second) continue;
-    }
-    // The task holds `snap`: the hook's inode refers to it.
-    const bool queued = readahead_pool_->TrySubmit([this, snap, key, ino = e.ino, b, fk] {
-      auto r = GetBlock(key, b, Want{.priority = Priority::kLow, .snap = snap, .ino = ino});
-      if (!r.ok()) GLOG_DEBUG("cache: readahead of block {} failed: {}", b, r.status().ToString());
-      std::lock_guard lock(flights_mu_);
-      readahead_queued_.erase(fk);
-    });
-    if (!queued) {
-      {
-        std::lock_guard lock(flights_mu_);
-        readahead_queued_.erase(fk);
-      }
+    if (!StartReadahead(snap, e.ino, key, b)) {
+      // Readahead memory is spent: this stream looks less far ahead, and asks
+      // again for the blocks from here on at its next read.
       c_.readahead_dropped.fetch_add(1, std::memory_order_relaxed);
-      break;  // the queue is full: the blocks after this one would be dropped too
+      readahead_.Shrink(vino, end, b, block_size_);
+      break;
     }
-    c_.readahead_queued.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+bool CacheEngine::StartReadahead(const SnapshotPtr& snap, uint64_t ino, const ObjectKey& key,
+                                 uint64_t block) {
+  const uint64_t len = BlockLength(key.size, block);
+  const FlightKey fk = FlightKeyOf(key, block);
+  auto flight = std::make_shared<Flight>();
+  {
+    std::lock_guard lock(flights_mu_);
+    if (flights_.count(fk)) return true;  // a reader or an earlier readahead fetches it
+    const uint64_t cap = options_.readahead_memory_bytes;
+    const uint64_t now = readahead_bytes_.load(std::memory_order_relaxed);
+    if (cap != 0 && now > 0 && now + len > cap) return false;
+    readahead_bytes_.fetch_add(len, std::memory_order_relaxed);
+    flights_.emplace(fk, flight);
+  }
+  c_.readahead_started.fetch_add(1, std::memory_order_relaxed);
+  const auto deadline = std::chrono::steady_clock::now() + options_.origin_timeout;
+  // The task holds `snap`: the fetched hook's inode refers to it.
+  const Want want{.priority = Priority::kLow, .snap = snap, .ino = ino};
+  const bool started = fetchers_->TrySubmit([this, flight, key, block, want, fk, deadline, len] {
+    RunFetch(flight, key, block, want, fk, deadline);
+    readahead_bytes_.fetch_sub(len, std::memory_order_relaxed);
+  });
+  if (!started) {
+    readahead_bytes_.fetch_sub(len, std::memory_order_relaxed);
+    AbandonFlight(flight, fk, Cancelled("cache engine shutting down: " + key.key));
+  }
+  return true;
 }
 
 EngineStats CacheEngine::stats() const {
@@ -562,10 +572,11 @@ EngineStats CacheEngine::stats() const {
       .admitted = ld(c_.admitted),
       .not_admitted = ld(c_.not_admitted),
       .admit_errors = ld(c_.admit_errors),
-      .admit_skipped = ld(c_.admit_skipped),
+      .admission_waits = ld(c_.admission_waits),
       .admission_pending_bytes = admission_pending_bytes_.load(std::memory_order_relaxed),
-      .readahead_queued = ld(c_.readahead_queued),
+      .readahead_started = ld(c_.readahead_started),
       .readahead_dropped = ld(c_.readahead_dropped),
+      .readahead_pending_bytes = readahead_bytes_.load(std::memory_order_relaxed),
       .near_admitted = ld(c_.near_admitted),
       .peer_blocks = ld(c_.peer_blocks),
       .peer_bytes = ld(c_.peer_bytes),

@@ -21,8 +21,15 @@
 // what they fetch is admitted as owned. Origin errors fail only the read that
 // needed them; peer errors never fail a read.
 //
-// Large objects (size > block_size) are fetched and cached block by block; a
-// sequential reader triggers readahead of the next readahead_blocks blocks.
+// Large objects (size > block_size) are fetched and cached block by block,
+// and stream: per file, ReadaheadWindows follows each sequential reader
+// (several per object for parallel range readers) and the engine keeps that
+// reader's window of blocks fetched ahead -- one block at first, doubling up
+// to readahead_blocks while the reader keeps up, halved when the readahead
+// memory (readahead_memory_bytes) is spent. Each block is fetched once: a
+// readahead joins a reader's flight and a reader joins a readahead's. A cache
+// disk slower than the origin slows the fetches (they wait for room in the
+// admission queue), it never makes the engine drop a block it fetched.
 //
 // Snapshot versions: the engine serves the current snapshot (ino-only calls)
 // and, for callers that hold an older version (`granary sync` replaced it
@@ -58,10 +65,10 @@
 #include <span>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "cache/block_source.h"
 #include "cache/origin_source.h"
+#include "cache/readahead.h"
 #include "common/cancel.h"
 #include "common/elastic_pool.h"
 #include "common/origin_defaults.h"
@@ -81,8 +88,13 @@ struct EngineOptions {
   std::string dataset = "default";
   // Origin requests in flight at most (demand + warm-up together).
   int origin_concurrency = kDefaultOriginConcurrency;
-  // Blocks fetched ahead of a sequential reader of a large object (0 = off).
-  int readahead_blocks = 4;
+  // Blocks fetched ahead of a sequential reader of a large object at most:
+  // the window starts at one block and doubles while the reader keeps up
+  // (0 = no readahead).
+  int readahead_blocks = 16;
+  // Bytes of readahead fetches in flight at most, every file together
+  // (0 = no limit): past it a stream's window is halved instead.
+  uint64_t readahead_memory_bytes = 512ull << 20;
   // Threads admitting fetched bytes to the store off the read path.
   int admission_threads = 2;
   // How long a read waits for a block from the origin (the wait for an
@@ -91,15 +103,13 @@ struct EngineOptions {
   // are still cached.
   std::chrono::milliseconds origin_timeout{kDefaultOriginTimeout};
   // Bytes of fetched blocks waiting for admission at most (a cache disk
-  // slower than the origin): past it a block is not admitted (counted in
-  // admit_skipped); its read succeeds all the same. 0 = no limit.
+  // slower than the origin): past it the fetch that brought the next block
+  // waits for room (its reader already has the bytes), so fetching slows
+  // down to the disk's pace and no block is dropped. 0 = no limit.
   uint64_t admission_queue_bytes = 256ull << 20;
   // Blocks waiting for admission at most (small files: the byte cap alone
-  // would let millions of tiny ones queue). 0 = no limit.
+  // would let millions of tiny ones queue); the same wait. 0 = no limit.
   int admission_queue_blocks = 16384;
-  // Readahead blocks queued (not yet started) at most; more are dropped
-  // (readahead_dropped). A block is queued once however many reads ask.
-  int readahead_queue_blocks = 64;
 
   Status Validate() const;
 };
@@ -122,10 +132,11 @@ struct EngineStats {
   uint64_t admitted = 0;         // blocks the store accepted
   uint64_t not_admitted = 0;     // blocks the store refused (policy / space)
   uint64_t admit_errors = 0;     // admissions that failed with an error
-  uint64_t admit_skipped = 0;    // fetched blocks not admitted: the admission queue was full
+  uint64_t admission_waits = 0;  // fetches that waited for room in the admission queue
   uint64_t admission_pending_bytes = 0;  // gauge: fetched bytes waiting for admission now
-  uint64_t readahead_queued = 0;   // readahead blocks queued
-  uint64_t readahead_dropped = 0;  // readahead blocks not queued: the readahead queue was full
+  uint64_t readahead_started = 0;   // readahead blocks started
+  uint64_t readahead_dropped = 0;  // readahead blocks not started: readahead memory was spent
+  uint64_t readahead_pending_bytes = 0;  // gauge: bytes of readahead fetches in flight now
   uint64_t near_admitted = 0;    // of `admitted`: near copies of blocks other nodes own
   uint64_t peer_blocks = 0;      // blocks received from owner peers (remote hits)
   uint64_t peer_bytes = 0;       // their bytes
@@ -298,15 +309,21 @@ class CacheEngine {
   // Store::AdmitBlock).
   void Admit(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block, BlockData data,
              const FlightKey& fk, bool served, AdmitKind kind);
-  // Queues the admission of a fetched block, or, when the admission queue is
-  // full (admission_queue_bytes / _blocks), skips it: counts admit_skipped
-  // and completes the flight as not admitted.
+  // Queues the admission of a fetched block; while the admission queue is
+  // full (admission_queue_bytes / _blocks) it first waits for room.
   void QueueAdmission(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block,
                       BlockData data, const FlightKey& fk, bool served, AdmitKind kind);
   // Publishes the admission's outcome and takes the flight out of the map.
   void FinishAdmission(const std::shared_ptr<Flight>& f, const FlightKey& fk, bool admitted);
   Result<bool> FetchKey(const ObjectKey& key, const Want& want);
+  // Tells the readahead windows of a read of [offset, end) of `e` and starts
+  // the fetches its stream asks for.
   void MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset, uint64_t end);
+  // Starts a low-priority fetch of `block` that nobody waits for, unless the
+  // block is in flight already. false: readahead memory is spent (nothing started).
+  bool StartReadahead(const SnapshotPtr& snap, uint64_t ino, const ObjectKey& key, uint64_t block);
+  // Completes a flight that never ran with `status` and takes it out of the map.
+  void AbandonFlight(const std::shared_ptr<Flight>& flight, const FlightKey& fk, Status status);
   // (snapshot version, inode) in one number: inodes are < 2^32.
   static uint64_t VersionedIno(const Snapshot& snap, uint64_t ino) {
     return snap.version() << 32 | ino;
@@ -324,21 +341,24 @@ class CacheEngine {
   std::shared_ptr<ClusterSource> cluster_;  // null on a single node
   FetchedHook fetched_hook_;
 
-  std::mutex flights_mu_;  // guards flights_, readahead_queued_
+  std::mutex flights_mu_;  // guards flights_ and the check-and-add of readahead_bytes_
   std::unordered_map<FlightKey, std::shared_ptr<Flight>, FlightKeyHash> flights_;
-  // Blocks queued for readahead and not yet fetched, so that the next read
-  // does not queue them again.
-  std::unordered_set<FlightKey, FlightKeyHash> readahead_queued_;
-  std::atomic<uint64_t> admission_pending_bytes_{0};  // fetched bytes queued for admission
+  std::atomic<uint64_t> readahead_bytes_{0};  // bytes of readahead fetches in flight
 
-  std::mutex seq_mu_;  // guards last_end_
-  std::unordered_map<uint64_t, uint64_t> last_end_;  // VersionedIno -> end of its last read (large files)
+  // Fetched blocks queued for admission: a leaf lock; admission_cv_ wakes
+  // fetches waiting for room.
+  std::mutex admission_mu_;  // guards admission_pending_blocks_, writes of admission_pending_bytes_
+  std::condition_variable admission_cv_;
+  std::atomic<uint64_t> admission_pending_bytes_{0};
+  int admission_pending_blocks_ = 0;
+
+  ReadaheadWindows readahead_;  // per file (VersionedIno), the sequential streams
 
   struct Counters {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
         read_errors{0}, read_waits_ended{0}, flight_joins{0}, admitted{0}, not_admitted{0}, admit_errors{0},
         near_admitted{0}, peer_blocks{0}, peer_bytes{0}, peer_fallbacks{0}, served_blocks{0},
-        served_hits{0}, served_bytes{0}, served_errors{0}, admit_skipped{0}, readahead_queued{0},
+        served_hits{0}, served_bytes{0}, served_errors{0}, admission_waits{0}, readahead_started{0},
         readahead_dropped{0};
   };
   mutable Counters c_;
@@ -355,9 +375,8 @@ class CacheEngine {
 
   // Declared last: destroyed first, so queued admissions finish while the
   // members they use are alive.
-  std::unique_ptr<ElasticPool> fetchers_;  // flights' fetches (stopped by Shutdown)
+  std::unique_ptr<ElasticPool> fetchers_;  // flights' fetches, readahead's too (stopped by Shutdown)
   std::unique_ptr<ThreadPool> admission_pool_;
-  std::unique_ptr<ThreadPool> readahead_pool_;
 };
 
 }  // namespace granary

@@ -103,14 +103,17 @@ void RenderEngine(Writer& w, const EngineStats& e) {
             e.origin_latency_buckets, e.origin_latency_sum_s);
   w.One("granary_flight_joins_total", "counter", "Reads that waited on another reader's fetch.",
         e.flight_joins);
-  w.One("granary_admissions_skipped_total", "counter",
-        "Fetched blocks not cached because the admission queue was full (cache disk behind).",
-        e.admit_skipped);
+  w.One("granary_admission_waits_total", "counter",
+        "Fetches that waited for room in the admission queue (cache disk behind).",
+        e.admission_waits);
   w.One("granary_admission_queue_bytes", "gauge", "Fetched bytes waiting to be admitted now.",
         e.admission_pending_bytes);
-  w.Family("granary_readahead_blocks_total", "counter", "Readahead blocks queued or dropped.");
-  w.Sample("granary_readahead_blocks_total", e.readahead_queued, "result=\"queued\"");
+  w.Family("granary_readahead_blocks_total", "counter",
+           "Readahead blocks started, or not started because readahead memory was spent.");
+  w.Sample("granary_readahead_blocks_total", e.readahead_started, "result=\"started\"");
   w.Sample("granary_readahead_blocks_total", e.readahead_dropped, "result=\"dropped\"");
+  w.One("granary_readahead_bytes", "gauge", "Bytes of readahead fetches in flight now.",
+        e.readahead_pending_bytes);
 }
 
 void RenderStore(Writer& w, const StoreStats& s) {
