@@ -29,6 +29,7 @@ Functions are thread-safe; a RecordScanner or NpzReader belongs to one thread.
 import ast
 import os
 import struct
+import zipfile
 
 import numpy as np
 
@@ -183,9 +184,12 @@ def generate(root, w, files, pool, log=print):
 
 def validate_npz(path, w, size):
     """numpy.load(f)['x'] (zipfile checks the member's CRC-32): shape, dtype, labels."""
-    with open(path, "rb") as f:
-        with np.load(f) as z:
-            x, y = z["x"], z["y"]
+    try:
+        with open(path, "rb") as f:
+            with np.load(f) as z:
+                x, y = z["x"], z["y"]
+    except (zipfile.BadZipFile, KeyError, ValueError) as e:
+        raise FormatError(f"{path}: numpy.load: {e}") from None
     if x.dtype != np.uint8 or x.ndim != 3 or x.shape[2] != w.samples_per_file:
         raise FormatError(f"{path}: x is {x.dtype}{list(x.shape)}, expected uint8[d1, d2, "
                           f"{w.samples_per_file}]")

@@ -1,0 +1,405 @@
+#!/usr/bin/python3
+"""MLPerf Storage training workloads (DLIO's unet3d, resnet50, cosmoflow) over each access path.
+
+For every workload: generates DLIO's data set in DLIO's formats and names
+(formats.py), copies it to a local S3-compatible server, and for every access
+path (paths.py: local disk, Granary cold / warm / Python API, s3fs, rclone)
+finds the most simulated accelerators whose accelerator utilization (AU)
+holds the workload's bar (90 % unet3d and resnet50, 70 % cosmoflow): runs at
+1, 2, 4, ... accelerators until one misses it, then bisects (trial.py: one
+process per accelerator, DLIO's loader, computation time and AU formula).
+Reports accelerators, GiB/s per client and per client core, beside the
+published single-client results; writes results.json and results.md to --out.
+
+Data set size: the MLPerf Storage rule (5x the client memory, and 500 steps of
+--max-accelerators) unless --files N, --size-scale F (a fraction of it) or
+--small (a few MB: the CI test, which also validates every npz with numpy and
+every TFRecord's CRCs, checks every data CRC on every read, and fails on any
+failed run). Every process it starts it stops, every mount it unmounts.
+
+  bench/mlperf_storage/mlperf_storage.py --small
+  bench/mlperf_storage/mlperf_storage.py --files 16 --workloads unet3d --max-accelerators 4
+  bench/mlperf_storage/mlperf_storage.py --size-scale 0.05 --paths local,granary-cold,granary-warm
+
+Run with Debian's /usr/bin/python3 (numpy); needs root for FUSE mounts and to
+drop the page cache.
+"""
+import argparse
+import datetime
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(REPO, "bench", "compare"))
+
+SKIP = 77  # ctest's SKIP_RETURN_CODE
+SMALL_PATHS = ["local", "granary-cold", "granary-warm", "granary-api"]
+
+try:
+    import formats
+except ImportError as _e:  # numpy missing: not this interpreter (see the shebang)
+    print(f"mlperf_storage: SKIP: {_e} (run with /usr/bin/python3 and python3-numpy)")
+    sys.exit(SKIP)
+import compare  # noqa: E402
+import paths  # noqa: E402
+import summary  # noqa: E402
+import trial  # noqa: E402
+from procs import CpuMeter, StepError, write_results  # noqa: E402
+from workloads import WORKLOADS, small  # noqa: E402
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Data sets.
+
+def dataset_size(args, name, memory_bytes):
+    """(workload, files, how the size was chosen)."""
+    if args.small:
+        w, files = small(name)
+        return w, files, f"--small: records of {w.record_length / 1024:.0f} KiB"
+    w = WORKLOADS[name]
+    if args.files:
+        return w, args.files, "--files"
+    rule = w.rule_files(memory_bytes, args.max_accelerators)
+    files = max(int(rule * args.size_scale), -(-2 * w.batch_size // w.samples_per_file))
+    how = (f"the rule: 5 x {memory_bytes / 2**30:.0f} GiB memory and 500 steps of "
+           f"{args.max_accelerators} accelerators = {rule} files")
+    return w, files, how + (f", x {args.size_scale}" if args.size_scale != 1 else "")
+
+
+def check_space(work, plans, copies):
+    need = sum(w.file_bytes * files for w, files, _ in plans.values()) * copies
+    free = shutil.disk_usage(work).free
+    if need > free:
+        raise SystemExit(f"mlperf_storage: the data sets need ~{need / 2**30:.0f} GiB in {work} "
+                         f"({copies} copies: local, origin, caches) but {free / 2**30:.0f} GiB "
+                         "are free; use --size-scale or --files")
+
+
+def generate(b, name, w, files, pool, validate):
+    """Generates and validates (numpy / CRCs) one workload's tree under
+    <work>/data/<name>; returns (local root, manifest)."""
+    root = os.path.join(b.work, "data", name)
+    shutil.rmtree(root, ignore_errors=True)
+    t0 = time.monotonic()
+    manifest = formats.generate(root, w, files, pool)
+    total = sum(manifest.values())
+    log(f"{name}: generated {files} files, {total / 2**30:.3f} GiB in "
+        f"{time.monotonic() - t0:.1f} s")
+    if validate:
+        t0 = time.monotonic()
+        formats.validate_tree(root, w, manifest)
+        log(f"{name}: every file valid ({'numpy.load' if w.fmt == 'npz' else 'TFRecord CRCs'}, "
+            f"{time.monotonic() - t0:.1f} s)")
+    return root, manifest
+
+
+# ---------------------------------------------------------------------------
+# Runs and the search.
+
+def measured_run(spec, path, origin, n):
+    """One run of n accelerators over path; the run's figures with CPU added."""
+    src = path.run_source()
+    spec.source = src.source
+    cpu = CpuMeter(src.pids, origin.pids)
+    try:
+        r = trial.run(spec, n)
+        cache_cpu, origin_cpu = cpu.stop()
+        if src.after and not r["error"]:
+            r["warning"] = src.after()
+    finally:
+        path.end_run()
+    if r["error"] or r["skipped"]:
+        return r
+    cores = r["reader_cpu_s"] + (cache_cpu or 0)
+    r.update({"cache_cpu_s": cache_cpu, "origin_cpu_s": origin_cpu,
+              "gib_per_core": r["bytes"] / 2**30 / cores if cores else None})
+    return r
+
+
+def search(run_at, cap, bar):
+    """(most accelerators whose AU >= bar, {n: run}, why it stopped or None, error)."""
+    runs = {}
+    best, fail, limit = 0, None, None
+    n = 1
+    while True:
+        r = runs[n] = run_at(n)
+        if r["error"]:
+            return best, runs, limit, r["error"]
+        if r["skipped"]:
+            fail, limit = n, f"{n} accelerators: {r['skipped']}"
+            break
+        if r["au"] < bar:
+            fail = n
+            break
+        best = n
+        if n >= cap:
+            limit = f"--max-accelerators {cap}"
+            break
+        n = min(2 * n, cap)
+    while fail is not None and fail - best > 1:
+        mid = (best + fail) // 2
+        r = runs[mid] = run_at(mid)
+        if r["error"]:
+            return best, runs, limit, r["error"]
+        if r["skipped"] or r["au"] < bar:
+            fail = mid
+        else:
+            best = mid
+    return best, runs, limit, None
+
+
+def run_path(args, path, spec, origin, w):
+    def run_at(n):
+        r = measured_run(spec, path, origin, n)
+        if r["error"]:
+            log(f"  {path.name:13} {n:3} acc  FAILED: {r['error']}")
+        elif r["skipped"]:
+            log(f"  {path.name:13} {n:3} acc  skipped: {r['skipped']}")
+        else:
+            log(f"  {path.name:13} {n:3} acc  AU {100 * r['au']:5.1f} %  "
+                f"{r['gib_per_s']:7.3f} GiB/s  {r['samples_per_s']:9.1f} samples/s  "
+                f"{_fmt(r['gib_per_core'], '.3f')} GiB/s/core"
+                + (f"  WARNING {r['warning']}" if r.get("warning") else ""))
+        return r
+
+    best, runs, limit, error = search(run_at, args.max_accelerators, w.au_bar)
+    shown = runs.get(best) or runs.get(1)
+    return {"accelerators": best, "note": path.note, "limit": limit, "error": error,
+            "shown": shown if shown and not shown["error"] and not shown["skipped"] else None,
+            "trials": [runs[n] for n in sorted(runs)]}
+
+
+def _fmt(v, spec):
+    return "–" if v is None else format(v, spec)
+
+
+def make_path(name, b, origin, mounts, warm, local_root):
+    if name == "local":
+        return paths.LocalPath(local_root)
+    if name == "granary-cold":
+        return paths.GranaryColdPath(mounts)
+    if name in ("granary-warm", "granary-api"):
+        return paths.GranaryWarmPath(warm, api=name == "granary-api")
+    return paths.PeerPath(b, name, mounts.workload)
+
+
+def run_workload(args, b, origin, reaper, name, plan, data, api_ok):
+    w, files, how = plan
+    root, manifest = data
+    spec = trial.TrialSpec(workload=w, manifest=sorted(manifest.items()), source=None,
+                           compute_s=w.compute_s[args.accelerator] * args.compute_scale,
+                           verify=args.verify)
+    out = {"files": files, "bytes": sum(manifest.values()), "size_rule": how, "paths": {}}
+    mounts = paths.GranaryMounts(b, origin, reaper, name, root)
+    warm = paths.GranaryWarm(mounts, out["bytes"])
+    try:
+        for pname in args.paths:
+            why = paths.unavailable(pname, origin.kind, api_ok)
+            if why:
+                log(f"{name} over {pname}: skipped: {why}")
+                out["paths"][pname] = {"accelerators": None, "error": f"not run: {why}",
+                                       "skipped": True, "trials": []}
+                continue
+            log(f"--- {name} over {pname}")
+            path = make_path(pname, b, origin, mounts, warm, root)
+            try:
+                out["paths"][pname] = run_path(args, path, spec, origin, w)
+            except StepError as e:
+                log(f"{name} over {pname}: FAILED: {e}")
+                out["paths"][pname] = {"accelerators": None, "error": str(e), "trials": []}
+            finally:
+                path.close()
+            if pname == "granary-warm" and warm.m and args.small:
+                validate_mount(w, warm.m.mnt, manifest, out["paths"][pname])
+    finally:
+        warm.close()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def validate_mount(w, mnt, manifest, row):
+    """--small: every file read back through the warm mount, validated whole."""
+    try:
+        n = formats.validate_tree(mnt, w, manifest)
+        log(f"  granary-warm: {n} files valid read back through the mount")
+    except (formats.FormatError, OSError, ValueError) as e:
+        row["error"] = f"read back through the mount: {e}"
+        log(f"  granary-warm: INVALID: {e}")
+
+
+# ---------------------------------------------------------------------------
+# Checks and main.
+
+def problems(results):
+    out = []
+    for wname, wl in results["workloads"].items():
+        for pname, p in wl["paths"].items():
+            if p.get("skipped"):
+                continue
+            if p.get("error"):
+                out.append(f"{wname} over {pname}: {p['error']}")
+            elif not any(not t["skipped"] for t in p["trials"]):
+                out.append(f"{wname} over {pname}: no run had enough steps")
+            for t in p.get("trials", []):
+                if t.get("warning"):
+                    out.append(f"{wname} over {pname}, {t['accelerators']} accelerators: "
+                               f"{t['warning']}")
+    return out
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
+    ap.add_argument("--workloads", default="unet3d,resnet50,cosmoflow")
+    ap.add_argument("--paths", help="subset of " + ",".join(paths.ALL_PATHS) + " (default: all; "
+                    "with --small: local,granary-cold,granary-warm,granary-api)")
+    ap.add_argument("--accelerator", choices=["h100", "a100"], default="h100")
+    ap.add_argument("--max-accelerators", type=int, default=64)
+    ap.add_argument("--files", type=int, default=0, help="training files per workload")
+    ap.add_argument("--size-scale", type=float, default=1.0,
+                    help="fraction of the rule's data set size")
+    ap.add_argument("--memory-gib", type=float, default=0,
+                    help="client memory the size rule assumes (default: this machine's)")
+    ap.add_argument("--small", action="store_true", help="tiny data set, checks (the CI test)")
+    ap.add_argument("--compute-scale", type=float, default=None,
+                    help="multiplies the computation time per step (default 1; 0.25 with "
+                         "--small, to keep the CI test short)")
+    ap.add_argument("--origin", choices=["s3rver", "moto", "file"], default=None,
+                    help="S3 server for the data (default: s3rver if installed, else moto)")
+    ap.add_argument("--origin-cpus", default="auto",
+                    help="CPUs of the origin (auto: the first quarter), the clients get the rest")
+    ap.add_argument("--verify", action="store_true",
+                    help="check every data CRC on every read (default with --small)")
+    ap.add_argument("--validate", action="store_true",
+                    help="validate the generated files (numpy / TFRecord CRCs) before the runs")
+    ap.add_argument("--work", help="scratch directory (default: a new one under /var/tmp)")
+    ap.add_argument("--out", default="mlperf-storage-results")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    args = ap.parse_args()
+    args.workloads = [x for x in args.workloads.split(",") if x]
+    default_paths = SMALL_PATHS if args.small else paths.ALL_PATHS
+    args.paths = [x for x in args.paths.split(",") if x] if args.paths else default_paths
+    for x in args.workloads:
+        if x not in WORKLOADS:
+            ap.error(f"--workloads: unknown {x}")
+    for x in args.paths:
+        if x not in paths.ALL_PATHS:
+            ap.error(f"--paths: unknown {x}")
+    if args.compute_scale is None:
+        args.compute_scale = 0.25 if args.small else 1.0
+    if args.small:
+        args.verify = True
+        args.max_accelerators = min(args.max_accelerators, 2)
+    return args
+
+
+def pick_origin(args):
+    if args.origin:
+        return args.origin
+    try:
+        compare.s3rver_launcher()
+        return "s3rver"
+    except SystemExit:
+        return "moto" if shutil.which("moto_server") else "file"
+
+
+def api_available(build_dir):
+    """Whether Granary's Python module imports (from the build tree)."""
+    for p in (os.path.join(REPO, "python"), os.path.join(build_dir, "python")):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    try:
+        import granary  # noqa: F401, PLC0415
+        return True
+    except ImportError:
+        return False
+
+
+def main():
+    args = parse_args()
+    granary_bin = os.path.join(os.path.abspath(args.build_dir), "src", "cli", "granary")
+    wants_mount = any(p != "local" for p in args.paths)
+    if wants_mount and os.geteuid() != 0:
+        print("mlperf_storage: SKIP: FUSE mounts and dropping the page cache need root")
+        return SKIP
+    if wants_mount and not os.access(granary_bin, os.X_OK):
+        raise SystemExit(f"mlperf_storage: {granary_bin} is missing; build it first")
+    origin_kind = pick_origin(args)
+    work = args.work or tempfile.mkdtemp(prefix="mlps.", dir="/var/tmp")
+    os.makedirs(work, exist_ok=True)
+    log_dir = os.path.join(args.out, "logs")
+    shutil.rmtree(log_dir, ignore_errors=True)
+    os.makedirs(log_dir)
+    ns = argparse.Namespace(build_dir=args.build_dir, files=0, threads=0, ceiling_seconds=0,
+                            cache_quota="1T", origin=origin_kind, seed=1)
+    b = compare.Bench(ns, work, log_dir)
+    origin_cpus, client_cpus = (None, None) if origin_kind == "file" else \
+        compare.split_cpus(args.origin_cpus)
+    b.origin_cpus = origin_cpus
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)  # readers and FUSE daemons inherit it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    memory = (args.memory_gib * 2**30) or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    plans = {n: dataset_size(args, n, memory) for n in args.workloads}
+    results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
+               "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+               "config": {"accelerator": args.accelerator, "origin": origin_kind,
+                          "origin_cpus": sorted(origin_cpus or []),
+                          "client_cpus": sorted(client_cpus or []), "verify": args.verify,
+                          "max_accelerators": args.max_accelerators, "paths": args.paths,
+                          "compute_scale": args.compute_scale,
+                          "crc32c": "crcmod (C)" if formats.CRC32C_NATIVE else "Python"},
+               "workloads": {}}
+    api_ok = api_available(args.build_dir)
+    reaper = paths.DaemonReaper()
+    try:
+        check_space(work, plans, 2 + sum(p in args.paths for p in
+                                         ("granary-cold", "granary-warm", "rclone")))
+        origin = paths.Origin(b, origin_kind)
+        origin.start()
+        pool = formats.RandomPool()
+        data = {n: generate(b, n, plans[n][0], plans[n][1], pool, args.small or args.validate)
+                for n in args.workloads}
+        t0 = time.monotonic()
+        if origin.upload(os.path.join(work, "data")):
+            log(f"uploaded to s3://{paths.BUCKET}/ in {time.monotonic() - t0:.1f} s")
+        for n in args.workloads:
+            results["workloads"][n] = run_workload(args, b, origin, reaper, n, plans[n],
+                                                   data[n], api_ok)
+    except (StepError, formats.FormatError) as e:
+        print(f"mlperf_storage: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mlperf_storage: interrupted; stopping everything", file=sys.stderr)
+        return 130
+    finally:
+        b.procs.stop_all()
+        reaper.sweep(wait=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"mlperf_storage: scratch directory kept in {work}")
+    results["seconds"] = round((datetime.datetime.now(datetime.timezone.utc)
+                                - started).total_seconds())
+    write_results(args.out, results, summary.markdown(results))
+    bad = problems(results)
+    for p in bad:
+        print(f"mlperf_storage: FAILED: {p}", file=sys.stderr)
+    print(f"mlperf_storage: {results['seconds']} s; wrote {args.out}/results.md, results.json")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
