@@ -221,6 +221,21 @@ class Context:
         return r
 
 
+def tool_versions(ctx, origin):
+    """The origin server's version (compare.tool_versions) and Granary's, with its commit."""
+    v = {k: x for k, x in compare.tool_versions(origin).items() if k in ("s3rver", "moto_server")}
+    try:
+        out = subprocess.run([ctx.b.granary, "version"], capture_output=True, text=True, timeout=20)
+        v["granary"] = out.stdout.strip().removeprefix("granary ")
+        head = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=20)
+        if head.returncode == 0:
+            v["granary"] += f" ({head.stdout.strip()})"
+    except (OSError, subprocess.TimeoutExpired):
+        v["granary"] = None
+    return v
+
+
 def parse_rows(spec):
     wanted = [r.strip() for r in spec.split(",") if r.strip()]
     bad = [r for r in wanted if r not in rows_mod.ALL_ROWS]
@@ -286,7 +301,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.datetime.now(datetime.timezone.utc)
     results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
-               "tools": compare.tool_versions(args.origin),
+               "tools": tool_versions(ctx, args.origin),
                "config": {k: getattr(args, k) for k in (
                    "shards", "shard_mib", "readers", "big_mib", "read_kib", "io", "range_mib",
                    "range_parallel", "origin", "seed")},

@@ -7,6 +7,7 @@ Every mount a row makes is unmounted when the row ends, also on failure.
 """
 import os
 import shutil
+import time
 import urllib.request
 
 from procs import StepError, free_port
@@ -15,12 +16,16 @@ import peers
 ALL_ROWS = ["get-stream", "get-ranges", "ext4-cold", "ext4-warm", "granary", "granary-load",
             "granary-passthrough", "granary-remount"]
 
-# Prometheus samples of the daemon's /metrics that the rows report (name, label or None).
+# Prometheus samples of the daemon's /metrics that the rows report (name, label
+# or None); a build without one of them reports it as absent.
 METRICS = {"admit_skipped": ("granary_admissions_skipped_total", None),
-           "readahead_dropped": ("granary_readahead_blocks_total", 'result="dropped"'),
+           "admission_waits": ("granary_admission_waits_total", None),
+           "readahead_started": ("granary_readahead_blocks_total", 'result="started"'),
            "readahead_queued": ("granary_readahead_blocks_total", 'result="queued"'),
+           "readahead_dropped": ("granary_readahead_blocks_total", 'result="dropped"'),
            "admissions": ("granary_cache_admissions_total", None),
            "read_errors": ("granary_read_errors_total", None)}
+ADMISSION_QUEUE = "granary_admission_queue_bytes"
 STATUS = ("origin_requests", "origin_bytes", "origin_errors", "cached_files", "cached_bytes",
           "passthrough_opens", "userspace_opens")
 
@@ -33,38 +38,54 @@ class Mount(peers.GranaryMount):
         super().__init__(ctx.b, f"{name}-{ctx.delay}", cache,
                          ["--metrics-addr", f"127.0.0.1:{self.metrics_port}", *extra])
 
-    def counters(self):
-        """Engine counters: those of `granary status --json` (STATUS) and the
-        /metrics samples (METRICS; absent when /metrics does not answer)."""
-        s = self.status()
-        out = {k: int(s.get(k, 0)) for k in STATUS}
+    def metrics(self):
+        """The daemon's /metrics text, or None when it does not answer."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
                                         timeout=5) as r:
-                text = r.read().decode()
+                return r.read().decode()
         except OSError:
-            return out
+            return None
+
+    def counters(self):
+        """Engine counters: those of `granary status --json` (STATUS) and the
+        /metrics samples (METRICS) this build has."""
+        s = self.status()
+        out = {k: int(s.get(k, 0)) for k in STATUS}
+        text = self.metrics() or ""
         for key, (name, label) in METRICS.items():
-            out[key] = metric(text, name, label)
+            v = metric(text, name, label)
+            if v is not None:
+                out[key] = v
         return out
 
-    def cached(self):
-        """'N/M files, R%': the files completely cached, from `granary status --json`."""
+    def cached(self, timeout=300):
+        """('N/M files, R%', status): the files completely cached, from `granary
+        status --json`, once the fetched blocks waiting for admission (the
+        /metrics gauge) are written; the text adds how long that took."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if not metric(self.metrics() or "", ADMISSION_QUEUE):
+                break
+            time.sleep(0.1)
+        waited = time.monotonic() - t0
         s = self.status()
-        return (f"{s.get('cached_files', 0)}/{s.get('ufs_files', 0)} files, "
-                f"{100 * float(s.get('cached_ratio', 0)):.1f}%"), s
+        text = (f"{s.get('cached_files', 0)}/{s.get('ufs_files', 0)} files, "
+                f"{100 * float(s.get('cached_ratio', 0)):.1f}%")
+        return text + (f" ({waited:.1f} s after)" if waited >= 0.1 else ""), s
 
 
 def metric(text, name, label=None):
-    """The sum of the samples of `name` (with `label` among their labels, if given)."""
-    total = 0
+    """The sum of the samples of `name` (with `label` among their labels, if
+    given); None when there is none."""
+    total = None
     for line in text.splitlines():
         if line.startswith("#") or not line.startswith(name):
             continue
         head, _, value = line.rpartition(" ")
         base, _, labels = head.partition("{")
         if base == name and (label is None or label in labels):
-            total += int(float(value))
+            total = (total or 0) + int(float(value))
     return total
 
 
@@ -180,14 +201,16 @@ def granary_load(ctx):
         since = (ctx.proxy_stats(), {})
         m.mount()
         r = ctx.epoch("granary-load", ("dir", m.mnt), mount=m, settle_first=False, since=since)
+        t0 = time.monotonic()
+        m.wait_loaded()
+        load_s = time.monotonic() - t0
         r["cached"], _ = m.cached()
-        s = m.wait_loaded()
         after = ctx.proxy_stats()
         total = after["bytes_to_client"] - since[0]["bytes_to_client"]
-        note = _sep(note, f"origin traffic from before the mount; when the load ended: "
-                          f"{after['requests'] - since[0]['requests']} requests, "
-                          f"{total / ctx.total_bytes:.2f}x bytes, "
-                          f"{100 * float(s.get('cached_ratio', 0)):.1f}% cached")
+        note = _sep(note, f"origin traffic from before the mount; the load ended "
+                          f"{load_s:.1f} s after the epoch, with "
+                          f"{after['requests'] - since[0]['requests']} requests and "
+                          f"{total / ctx.total_bytes:.2f}x bytes in all")
         return [_row(r, note)]
     finally:
         m.umount()

@@ -21,6 +21,7 @@ def _engine_notes(r):
     g = r.get("granary") or {}
     out = []
     for key, what in (("admit_skipped", "admissions skipped"),
+                      ("admission_waits", "fetches waited for admission"),
                       ("readahead_dropped", "readahead blocks dropped"),
                       ("read_errors", "read errors"), ("origin_errors", "origin errors")):
         if g.get(key):
