@@ -67,8 +67,8 @@ def dataset_size(args, name, memory_bytes):
         w, files = small(name)
         return w, files, f"--small: records of {w.record_length / 1024:.0f} KiB"
     w = WORKLOADS[name]
-    if args.files:
-        return w, args.files, "--files"
+    if name in args.files:
+        return w, args.files[name], "--files"
     rule = w.rule_files(memory_bytes, args.max_accelerators)
     files = max(int(rule * args.size_scale), -(-2 * w.batch_size // w.samples_per_file))
     how = (f"the rule: 5 x {memory_bytes / 2**30:.0f} GiB memory and 500 steps of "
@@ -266,7 +266,9 @@ def parse_args():
                     "with --small: local,granary-cold,granary-warm,granary-api)")
     ap.add_argument("--accelerator", choices=["h100", "a100"], default="h100")
     ap.add_argument("--max-accelerators", type=int, default=64)
-    ap.add_argument("--files", type=int, default=0, help="training files per workload")
+    ap.add_argument("--files", default="",
+                    help="training files: N for every workload, or NAME=N,... (e.g. "
+                         "unet3d=28,resnet50=16)")
     ap.add_argument("--size-scale", type=float, default=1.0,
                     help="fraction of the rule's data set size")
     ap.add_argument("--memory-gib", type=float, default=0,
@@ -296,12 +298,30 @@ def parse_args():
     for x in args.paths:
         if x not in paths.ALL_PATHS:
             ap.error(f"--paths: unknown {x}")
+    args.files = parse_files(ap, args.files)
     if args.compute_scale is None:
         args.compute_scale = 0.25 if args.small else 1.0
     if args.small:
         args.verify = True
         args.max_accelerators = min(args.max_accelerators, 2)
     return args
+
+
+def parse_files(ap, text):
+    """--files: {workload: files}."""
+    out = {}
+    try:
+        for part in filter(None, text.split(",")):
+            name, _, n = part.rpartition("=")
+            for w in ([name] if name else WORKLOADS):
+                if w not in WORKLOADS:
+                    ap.error(f"--files: unknown workload {w}")
+                out[w] = int(n)
+    except ValueError:
+        ap.error(f"--files {text!r}: expected N or NAME=N,...")
+    if any(n < 1 for n in out.values()):
+        ap.error("--files: at least 1 file")
+    return out
 
 
 def pick_origin(args):
@@ -353,7 +373,8 @@ def main():
     started = datetime.datetime.now(datetime.timezone.utc)
     memory = (args.memory_gib * 2**30) or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     plans = {n: dataset_size(args, n, memory) for n in args.workloads}
-    results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
+    results = {"started": started.isoformat(timespec="seconds"),
+               "machine": dict(compare.machine(), load_average=os.getloadavg()[0]),
                "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
                "config": {"accelerator": args.accelerator, "origin": origin_kind,
                           "origin_cpus": sorted(origin_cpus or []),

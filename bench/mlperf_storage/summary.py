@@ -52,7 +52,8 @@ def markdown(results):
     c = results["config"]
     m = results["machine"]
     head = [f"# MLPerf Storage (DLIO) training workloads on {m['cores']} cores, "
-            f"{m['memory_gib']} GiB ({results['started']})", "",
+            f"{m['memory_gib']} GiB ({results['started']}, load average "
+            f"{m.get('load_average', 0):.1f} at the start)", "",
             f"Command: `{results['command']}`", "",
             f"Accelerator: {c['accelerator'].upper()}; origin: {c['origin']}"
             + (f" on CPUs {c['origin_cpus']}, clients on {c['client_cpus']}" if c['origin_cpus'] else "")
