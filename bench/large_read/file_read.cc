@@ -37,8 +37,8 @@ class FileReader {
       return out;
     }
     StreamChecksum sum;
-    out.error = o_.io == IoMode::kMmap ? ReadMapped(fd, &sum, &out.bytes)
-                                       : ReadCalls(fd, &sum, &out.bytes);
+    out.error =
+        o_.io == IoMode::kMmap ? ReadMapped(fd, &sum, &out.bytes) : ReadCalls(fd, &sum, &out.bytes);
     ::close(fd);
     if (out.error.empty()) out.error = Verify(e, out.bytes, sum);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -58,7 +58,7 @@ class FileReader {
   }
 
   std::string ReadMapped(int fd, StreamChecksum* sum, uint64_t* bytes) {
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0) return std::string("fstat: ") + std::strerror(errno);
     const size_t size = static_cast<size_t>(st.st_size);
     if (size == 0) return "";

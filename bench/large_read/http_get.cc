@@ -135,7 +135,8 @@ class ObjectGetter {
       std::string e = f.done.get();
       if (error.empty() && !e.empty()) error = e;
       if (error.empty() && *f.got != f.len) {
-        error = "range returned " + std::to_string(*f.got) + " of " + std::to_string(f.len) + " bytes";
+        error =
+            "range returned " + std::to_string(*f.got) + " of " + std::to_string(f.len) + " bytes";
       }
       if (!error.empty()) continue;  // drain what is in flight, launch nothing more
       sum->Update(bufs_[f.slot].data(), f.len);

@@ -19,8 +19,8 @@ namespace granary::bench {
 struct GetOptions {
   std::string endpoint;  // http://host:port
   std::string bucket;
-  std::string prefix;       // key = prefix + entry path
-  std::string access_key;   // "" = unsigned requests
+  std::string prefix;      // key = prefix + entry path
+  std::string access_key;  // "" = unsigned requests
   std::string secret_key;
   std::string region = "us-east-1";
   size_t buffer_bytes = 256 << 10;  // libcurl's receive buffer (one write callback's bytes at most)

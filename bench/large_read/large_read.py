@@ -208,9 +208,9 @@ class Context:
         after = self.proxy_stats()
         read = sum(p["bytes"] for p in r["parts"].values())
         r["bytes"] = read
-        r["daemon_cpu_s_per_gib"] = daemon_cpu / (read / GIB) if daemon_cpu is not None and read else None
-        r["origin_cpu_s_per_gib"] = origin_cpu / (read / GIB) if origin_cpu is not None and read else None
-        r["reader_cpu_s_per_gib"] = r["reader_cpu_s"] / (read / GIB) if read else None
+        r["daemon_cpu_s_per_gib"] = per_gib(daemon_cpu, read)
+        r["origin_cpu_s_per_gib"] = per_gib(origin_cpu, read)
+        r["reader_cpu_s_per_gib"] = per_gib(r["reader_cpu_s"], read)
         r["origin_requests"] = after["requests"] - before["requests"]
         r["origin_bytes"] = after["bytes_to_client"] - before["bytes_to_client"]
         r["origin_bytes_ratio"] = r["origin_bytes"] / read if read else None
@@ -219,6 +219,10 @@ class Context:
             r["granary"] = {k: v - (g_before or {}).get(k, 0) for k, v in g_after.items()}
         self.log(table.epoch_line(r))
         return r
+
+
+def per_gib(cpu_s, read_bytes):
+    return None if cpu_s is None or not read_bytes else cpu_s / (read_bytes / GIB)
 
 
 def tool_versions(ctx, origin):
@@ -273,7 +277,8 @@ def main():
                          "none (all share every CPU), auto or a list like 0")
     ap.add_argument("--cache-quota", default="50G", help="quota of every cache directory")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--epoch-timeout", type=int, default=3600, help="seconds one read pass may take")
+    ap.add_argument("--epoch-timeout", type=int, default=3600,
+                    help="seconds one read pass may take")
     ap.add_argument("--work", help="scratch directory (default: a new one under /var/tmp)")
     ap.add_argument("--out", default="large-read-results", help="results.md/json and logs/")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")

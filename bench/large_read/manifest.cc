@@ -86,12 +86,14 @@ ManifestEntry GenerateFile(const std::string& root, const std::string& path, uin
   std::vector<char> buf(kGenerateChunk);
   StreamChecksum sum;
   for (uint64_t off = 0; off < bytes && error->empty(); off += buf.size()) {
-    std::span<char> chunk(buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - off)));
+    std::span<char> chunk(buf.data(),
+                          static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - off)));
     FillPattern(key, off, chunk);
     sum.Update(chunk.data(), chunk.size());
     if (!WriteAll(fd, chunk.data(), chunk.size(), error)) *error = full.string() + ": " + *error;
   }
-  if (::close(fd) != 0 && error->empty()) *error = full.string() + ": close: " + std::strerror(errno);
+  if (::close(fd) != 0 && error->empty())
+    *error = full.string() + ": close: " + std::strerror(errno);
   e.xxh3 = sum.Hex();
   return e;
 }

@@ -185,8 +185,8 @@ def granary(ctx):
 def granary_passthrough(ctx):
     cache = _fresh_cache(ctx, "passthrough")
     try:
-        return _cold_then_warm(ctx, Mount(ctx, "passthrough", cache, ["--read-mode", "passthrough"]),
-                               "granary-passthrough", "--read-mode passthrough")
+        m = Mount(ctx, "passthrough", cache, ["--read-mode", "passthrough"])
+        return _cold_then_warm(ctx, m, "granary-passthrough", "--read-mode passthrough")
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 

@@ -25,7 +25,7 @@ struct FileOutcome {
 };
 
 struct RunReport {
-  std::string mode;        // read | mmap | direct | get | get-ranges
+  std::string mode;  // read | mmap | direct | get | get-ranges
   int threads = 0;
   size_t read_bytes = 0;   // bytes per read call (or receive buffer)
   double seconds = 0;      // wall time of the whole pass

@@ -69,7 +69,8 @@ def markdown(results):
                for name in ("get-stream", "ext4-warm")}
         lines += [f"## Origin delay {delay} per request", "",
                   f"| row | shards MiB/s | x get | x ext4w | {big} MiB/s | x get | x ext4w | "
-                  "daemon CPU s/GiB | reader CPU s/GiB | origin req | origin bytes | cached | notes |",
+                  "daemon CPU s/GiB | reader CPU s/GiB | origin req | origin bytes | cached "
+                  "| notes |",
                   "|---|" + "---:|" * 11 + "---|"]
         for r in rows:
             if r.get("error"):
