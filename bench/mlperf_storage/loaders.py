@@ -42,6 +42,15 @@ from formats import FormatError, RecordScanner, npy_header, npz_member
 from workloads import DLIO_PREFETCH_SIZE, READ_SIZE
 
 
+def prefetch_depth(w):
+    """Batches a loader can hold or be reading ahead of the training loop:
+    TorchLoader's outstanding batches; TFLoader's prefetch queue, the batch
+    being assembled and the streams' buffers (about one batch)."""
+    if w.fmt == "npz":
+        return math.ceil(DLIO_PREFETCH_SIZE / w.read_threads) * w.read_threads
+    return DLIO_PREFETCH_SIZE + 2
+
+
 class LoaderError(RuntimeError):
     """A read failed or returned wrong bytes; the message names the file."""
 
@@ -193,7 +202,7 @@ class TorchLoader(_Loader):
         self.files, self.w, self.verify = files, w, verify
         self.batches = [samples[i * w.batch_size:(i + 1) * w.batch_size] for i in range(steps)]
         workers = w.read_threads
-        self.window = math.ceil(DLIO_PREFETCH_SIZE / workers) * workers
+        self.window = prefetch_depth(w)
         self.cond = threading.Condition(self.lock)
         self.consumed = 0
         self.done = set()

@@ -51,6 +51,7 @@ import paths  # noqa: E402
 import summary  # noqa: E402
 import trial  # noqa: E402
 from procs import CpuMeter, StepError, write_results  # noqa: E402
+from loaders import prefetch_depth  # noqa: E402
 from workloads import WORKLOADS, small  # noqa: E402
 
 
@@ -76,13 +77,16 @@ def dataset_size(args, name, memory_bytes):
     return w, files, how + (f", x {args.size_scale}" if args.size_scale != 1 else "")
 
 
-def check_space(work, plans, copies):
-    need = sum(w.file_bytes * files for w, files, _ in plans.values()) * copies
+def check_space(work, plans, caches):
+    """SystemExit when the scratch disk cannot hold every data set twice (local
+    copy and origin) and `caches` caches of the largest at once."""
+    sizes = [w.file_bytes * files for w, files, _ in plans.values()]
+    need = 2 * sum(sizes) + caches * max(sizes)
     free = shutil.disk_usage(work).free
     if need > free:
         raise SystemExit(f"mlperf_storage: the data sets need ~{need / 2**30:.0f} GiB in {work} "
-                         f"({copies} copies: local, origin, caches) but {free / 2**30:.0f} GiB "
-                         "are free; use --size-scale or --files")
+                         f"(local copies, the origin's, {caches} caches) but "
+                         f"{free / 2**30:.0f} GiB are free; use --size-scale or --files")
 
 
 def generate(b, name, w, files, pool, validate):
@@ -198,7 +202,8 @@ def run_workload(args, b, origin, reaper, name, plan, data, api_ok):
     root, manifest = data
     spec = trial.TrialSpec(workload=w, manifest=sorted(manifest.items()), source=None,
                            compute_s=w.compute_s[args.accelerator] * args.compute_scale,
-                           verify=args.verify)
+                           verify=args.verify,
+                           exclude_start_steps=args.exclude_start_steps or prefetch_depth(w))
     out = {"files": files, "bytes": sum(manifest.values()), "size_rule": how, "paths": {}}
     mounts = paths.GranaryMounts(b, origin, reaper, name, root)
     warm = paths.GranaryWarm(mounts, out["bytes"])
@@ -281,6 +286,9 @@ def parse_args():
                     help="S3 server for the data (default: s3rver if installed, else moto)")
     ap.add_argument("--origin-cpus", default="auto",
                     help="CPUs of the origin (auto: the first quarter), the clients get the rest")
+    ap.add_argument("--exclude-start-steps", type=int, default=0,
+                    help="DLIO's metric.exclude_start_steps (default: the loader's prefetch "
+                         "depth, 4; DLIO's own default, 1, suits runs of 500+ steps)")
     ap.add_argument("--verify", action="store_true",
                     help="check every data CRC on every read (default with --small)")
     ap.add_argument("--validate", action="store_true",
@@ -386,8 +394,7 @@ def main():
     api_ok = api_available(args.build_dir)
     reaper = paths.DaemonReaper()
     try:
-        check_space(work, plans, 2 + sum(p in args.paths for p in
-                                         ("granary-cold", "granary-warm", "rclone")))
+        check_space(work, plans, 1 + ("granary-warm" in args.paths or "granary-api" in args.paths))
         origin = paths.Origin(b, origin_kind)
         origin.start()
         pool = formats.RandomPool()

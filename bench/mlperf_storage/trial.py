@@ -11,12 +11,20 @@ A step: wait for the next batch, sleep the workload's computation time for
 this accelerator type (DLIO's compute is a sleep too), then a barrier across
 all accelerators (DLIO's stand-in for the all-reduce). Steps per epoch:
 floor(samples / batch / N). As in DLIO's statscounter, per accelerator
-    AU = sum(compute time of steps 2..) / (wall time of the epoch - step 1)
-where step 1's time runs from the start of loading to the end of its compute;
-the run's AU is the mean over accelerators. Throughput counts the samples of
-the steps AU counts over the same time, summed over accelerators; MB/s is
-samples/s x record length / 2**20 (DLIO's nominal figure); bytes/s is what
-the loaders really read, over the run's wall time.
+    AU = sum(compute time of steps k+1..) / (wall time of the epoch - steps 1..k)
+where a step's time runs from the start of loading to the end of its compute
+and k is DLIO's metric.exclude_start_steps; the run's AU is the mean over
+accelerators. Throughput counts the samples of the steps AU counts over the
+same time, summed over accelerators; MB/s is samples/s x record length / 2**20
+(DLIO's nominal figure); bytes/s is what the loaders really read, over the
+run's wall time.
+
+k: DLIO's default is 1, and MLPerf runs have at least 500 steps. The few steps
+a data set on one small machine allows would count the pipeline's start as
+compute: the loader reads its prefetch depth of batches at once while step 1
+waits, and steps 2..depth then find their batch ready. So k defaults to that
+depth (loaders.prefetch_depth: 4 batches for all three workloads), and a run
+needs k + 2 steps.
 
 Single-threaded in the driver; each child runs its own loader threads.
 """
@@ -40,6 +48,7 @@ class TrialSpec:
     source: tuple  # ("posix", root) or ("api", mount point, run dir)
     compute_s: float  # computation time per step
     verify: bool  # check every data CRC (np.load and TensorFlow do)
+    exclude_start_steps: int = 1  # DLIO's metric.exclude_start_steps
     epoch: int = 1
     step_timeout_s: float = 600.0
 
@@ -99,10 +108,11 @@ def _rank_main(rank, n, spec, work, steps, record_shard, barrier, conn):
         t1 = time.monotonic()
         loader.close()
         after = resource.getrusage(resource.RUSAGE_SELF)
-        wall = t1 - t0 - proc[0]
+        k = spec.exclude_start_steps
+        wall = t1 - t0 - sum(proc[:k])
         conn.send({"rank": rank, "t0": t0, "t1": t1, "steps": steps, "wall_s": wall,
-                   "compute_s": sum(compute[1:]), "au": sum(compute[1:]) / wall,
-                   "samples": (steps - 1) * w.batch_size, "bytes": loader.bytes_read(),
+                   "compute_s": sum(compute[k:]), "au": sum(compute[k:]) / wall,
+                   "samples": (steps - k) * w.batch_size, "bytes": loader.bytes_read(),
                    "cpu_s": (after.ru_utime + after.ru_stime
                              - before.ru_utime - before.ru_stime), "error": None})
     except Exception as e:  # noqa: BLE001 (reported to the driver; the others stop too)
@@ -121,8 +131,9 @@ def run(spec, n):
     set has fewer than 2 steps for n accelerators)."""
     work, steps, record_shard = plan(spec, n)
     out = {"accelerators": n, "steps": steps, "error": None, "skipped": None}
-    if steps < 2:
-        out["skipped"] = f"{steps} step(s) per accelerator (AU needs 2): data set too small"
+    if steps < spec.exclude_start_steps + 2:
+        out["skipped"] = (f"{steps} steps per accelerator, AU needs "
+                          f"{spec.exclude_start_steps + 2}: data set too small")
         return out
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(n)
@@ -136,12 +147,14 @@ def run(spec, n):
         procs.append(p)
         conns.append(recv)
     deadline = time.monotonic() + spec.step_timeout_s * (steps + 1)
-    ranks = [_receive(c, deadline) for c in conns]
-    for p in procs:  # each stopped by its own pid; none outlives the run
-        p.join(timeout=max(0.1, deadline - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-            p.join()
+    try:
+        ranks = [_receive(c, deadline) for c in conns]
+    finally:
+        for p in procs:  # each stopped by its own pid; none outlives the run
+            p.join(timeout=max(0.1, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join()
     errors = [r["error"] for r in ranks if r["error"]]
     if errors:
         real = [e for e in errors if e != "another accelerator failed"]

@@ -101,8 +101,8 @@ WORKLOADS = {
 # few MB, so that every path runs every workload for at least two steps per
 # accelerator at 1 and 2 accelerators within seconds.
 SMALL = {
-    "unet3d": (28, 256 * KIB, 64 * KIB),
-    "resnet50": (2, 2 * KIB, 0),
+    "unet3d": (84, 256 * KIB, 64 * KIB),
+    "resnet50": (4, 2 * KIB, 0),
     "cosmoflow": (32, 64 * KIB, 2 * KIB),
 }
 
