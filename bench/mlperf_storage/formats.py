@@ -244,8 +244,9 @@ def decode_example(record):
                 values = [v for _, _, v in _fields(lst)]
                 if kind == 1 and values:  # bytes_list
                     out[name] = values[0]
-                elif kind == 3 and values:  # int64_list, packed or not
-                    out[name] = values[0] if isinstance(values[0], int) else _read_varint(values[0], 0)[0]
+                elif kind == 3 and values:  # int64_list, packed (bytes) or not (an int)
+                    v = values[0]
+                    out[name] = v if isinstance(v, int) else _read_varint(v, 0)[0]
     return out
 
 
@@ -259,7 +260,8 @@ def validate_tfrecord(path, w, size):
         if pos + 12 > len(data):
             raise FormatError(f"{path}: truncated header at {pos}")
         header = data[pos:pos + 8]
-        (length,), (hcrc,) = struct.unpack("<Q", header), struct.unpack("<I", data[pos + 8:pos + 12])
+        (length,) = struct.unpack("<Q", header)
+        (hcrc,) = struct.unpack("<I", data[pos + 8:pos + 12])
         if hcrc != masked_crc(header):
             raise FormatError(f"{path}: length CRC mismatch at {pos}")
         record = data[pos + 12:pos + 12 + length]

@@ -348,10 +348,65 @@ def api_available(build_dir):
         if p not in sys.path:
             sys.path.insert(0, p)
     try:
-        import granary  # noqa: F401, PLC0415
+        __import__("granary")
         return True
     except ImportError:
         return False
+
+
+def start_bench(args, origin_kind, work):
+    """compare.Bench (processes, origin, environment) with its CPUs set; logs in <out>/logs."""
+    log_dir = os.path.join(args.out, "logs")
+    shutil.rmtree(log_dir, ignore_errors=True)
+    os.makedirs(log_dir)
+    ns = argparse.Namespace(build_dir=args.build_dir, files=0, threads=0, ceiling_seconds=0,
+                            cache_quota="1T", origin=origin_kind, seed=1)
+    b = compare.Bench(ns, work, log_dir)
+    b.origin_cpus, client_cpus = (None, None) if origin_kind == "file" else \
+        compare.split_cpus(args.origin_cpus)
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)  # readers and FUSE daemons inherit it
+    return b, client_cpus
+
+
+def new_results(args, started, origin_kind, b, client_cpus):
+    return {"started": started.isoformat(timespec="seconds"),
+            "machine": dict(compare.machine(), load_average=os.getloadavg()[0]),
+            "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "config": {"accelerator": args.accelerator, "origin": origin_kind,
+                       "origin_cpus": sorted(b.origin_cpus or []),
+                       "client_cpus": sorted(client_cpus or []), "verify": args.verify,
+                       "max_accelerators": args.max_accelerators, "paths": args.paths,
+                       "compute_scale": args.compute_scale,
+                       "crc32c": "crcmod (C)" if formats.CRC32C_NATIVE else "Python"},
+            "workloads": {}}
+
+
+def run_all(args, b, origin_kind, plans, results):
+    """Generates, uploads and runs every workload; stops and deletes everything after."""
+    api_ok = api_available(args.build_dir)
+    reaper = paths.DaemonReaper()
+    try:
+        check_space(b.work, plans, 1 + ("granary-warm" in args.paths
+                                        or "granary-api" in args.paths))
+        origin = paths.Origin(b, origin_kind)
+        origin.start()
+        pool = formats.RandomPool()
+        data = {n: generate(b, n, plans[n][0], plans[n][1], pool, args.small or args.validate)
+                for n in args.workloads}
+        t0 = time.monotonic()
+        if origin.upload(os.path.join(b.work, "data")):
+            log(f"uploaded to s3://{paths.BUCKET}/ in {time.monotonic() - t0:.1f} s")
+        for n in args.workloads:
+            results["workloads"][n] = run_workload(args, b, origin, reaper, n, plans[n],
+                                                   data[n], api_ok)
+    finally:
+        b.procs.stop_all()
+        reaper.sweep(wait=True)
+        if not args.keep:
+            shutil.rmtree(b.work, ignore_errors=True)
+        else:
+            print(f"mlperf_storage: scratch directory kept in {b.work}")
 
 
 def main():
@@ -366,59 +421,20 @@ def main():
     origin_kind = pick_origin(args)
     work = args.work or tempfile.mkdtemp(prefix="mlps.", dir="/var/tmp")
     os.makedirs(work, exist_ok=True)
-    log_dir = os.path.join(args.out, "logs")
-    shutil.rmtree(log_dir, ignore_errors=True)
-    os.makedirs(log_dir)
-    ns = argparse.Namespace(build_dir=args.build_dir, files=0, threads=0, ceiling_seconds=0,
-                            cache_quota="1T", origin=origin_kind, seed=1)
-    b = compare.Bench(ns, work, log_dir)
-    origin_cpus, client_cpus = (None, None) if origin_kind == "file" else \
-        compare.split_cpus(args.origin_cpus)
-    b.origin_cpus = origin_cpus
-    if client_cpus:
-        os.sched_setaffinity(0, client_cpus)  # readers and FUSE daemons inherit it
+    b, client_cpus = start_bench(args, origin_kind, work)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.datetime.now(datetime.timezone.utc)
     memory = (args.memory_gib * 2**30) or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     plans = {n: dataset_size(args, n, memory) for n in args.workloads}
-    results = {"started": started.isoformat(timespec="seconds"),
-               "machine": dict(compare.machine(), load_average=os.getloadavg()[0]),
-               "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-               "config": {"accelerator": args.accelerator, "origin": origin_kind,
-                          "origin_cpus": sorted(origin_cpus or []),
-                          "client_cpus": sorted(client_cpus or []), "verify": args.verify,
-                          "max_accelerators": args.max_accelerators, "paths": args.paths,
-                          "compute_scale": args.compute_scale,
-                          "crc32c": "crcmod (C)" if formats.CRC32C_NATIVE else "Python"},
-               "workloads": {}}
-    api_ok = api_available(args.build_dir)
-    reaper = paths.DaemonReaper()
+    results = new_results(args, started, origin_kind, b, client_cpus)
     try:
-        check_space(work, plans, 1 + ("granary-warm" in args.paths or "granary-api" in args.paths))
-        origin = paths.Origin(b, origin_kind)
-        origin.start()
-        pool = formats.RandomPool()
-        data = {n: generate(b, n, plans[n][0], plans[n][1], pool, args.small or args.validate)
-                for n in args.workloads}
-        t0 = time.monotonic()
-        if origin.upload(os.path.join(work, "data")):
-            log(f"uploaded to s3://{paths.BUCKET}/ in {time.monotonic() - t0:.1f} s")
-        for n in args.workloads:
-            results["workloads"][n] = run_workload(args, b, origin, reaper, n, plans[n],
-                                                   data[n], api_ok)
+        run_all(args, b, origin_kind, plans, results)
     except (StepError, formats.FormatError) as e:
         print(f"mlperf_storage: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("mlperf_storage: interrupted; stopping everything", file=sys.stderr)
         return 130
-    finally:
-        b.procs.stop_all()
-        reaper.sweep(wait=True)
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            print(f"mlperf_storage: scratch directory kept in {work}")
     results["seconds"] = round((datetime.datetime.now(datetime.timezone.utc)
                                 - started).total_seconds())
     write_results(args.out, results, summary.markdown(results))

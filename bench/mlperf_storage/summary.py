@@ -56,7 +56,8 @@ def markdown(results):
             f"{m.get('load_average', 0):.1f} at the start)", "",
             f"Command: `{results['command']}`", "",
             f"Accelerator: {c['accelerator'].upper()}; origin: {c['origin']}"
-            + (f" on CPUs {c['origin_cpus']}, clients on {c['client_cpus']}" if c['origin_cpus'] else "")
+            + (f" on CPUs {c['origin_cpus']}, clients on {c['client_cpus']}"
+               if c['origin_cpus'] else "")
             + f"; data CRCs checked on every read: {'yes' if c['verify'] else 'no'}.", ""]
     for wname, wl in results["workloads"].items():
         head.append(f"- {wname}: {wl['files']} files, {wl['bytes'] / 2**30:.2f} GiB "

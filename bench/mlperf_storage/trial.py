@@ -117,7 +117,8 @@ def _rank_main(rank, n, spec, work, steps, record_shard, barrier, conn):
                              - before.ru_utime - before.ru_stime), "error": None})
     except Exception as e:  # noqa: BLE001 (reported to the driver; the others stop too)
         barrier.abort()
-        msg = "another accelerator failed" if isinstance(e, threading.BrokenBarrierError) else str(e)
+        broken = isinstance(e, threading.BrokenBarrierError)
+        msg = "another accelerator failed" if broken else str(e)
         conn.send({"rank": rank, "error": msg or type(e).__name__})
     finally:
         if loader:
