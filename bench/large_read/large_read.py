@@ -226,15 +226,19 @@ def per_gib(cpu_s, read_bytes):
 
 
 def tool_versions(ctx, origin):
-    """The origin server's version (compare.tool_versions) and Granary's, with its commit."""
+    """The origin server's version (compare.tool_versions) and Granary's: its
+    version, when its binary was built and the commit the tree was at."""
     v = {k: x for k, x in compare.tool_versions(origin).items() if k in ("s3rver", "moto_server")}
     try:
         out = subprocess.run([ctx.b.granary, "version"], capture_output=True, text=True, timeout=20)
-        v["granary"] = out.stdout.strip().removeprefix("granary ")
+        built = datetime.datetime.fromtimestamp(os.path.getmtime(ctx.b.granary),
+                                                datetime.timezone.utc)
+        v["granary"] = (f"{out.stdout.strip().removeprefix('granary ')}, binary of "
+                        f"{built:%Y-%m-%d %H:%M} UTC")
         head = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=20)
         if head.returncode == 0:
-            v["granary"] += f" ({head.stdout.strip()})"
+            v["granary"] += f", tree at {head.stdout.strip()}"
     except (OSError, subprocess.TimeoutExpired):
         v["granary"] = None
     return v
@@ -268,7 +272,8 @@ def main():
     ap.add_argument("--range-mib", type=int, default=8, help="get-ranges: MiB per ranged GET")
     ap.add_argument("--range-parallel", type=int, default=8,
                     help="get-ranges: ranged GETs in flight per object")
-    ap.add_argument("--rows", default=",".join(rows_mod.ALL_ROWS), help="rows, in this order")
+    ap.add_argument("--rows", default=",".join(rows_mod.ALL_ROWS),
+                    help="rows to run (always in this order)")
     ap.add_argument("--delays", default="10ms", help="per-request origin delays, comma-separated")
     ap.add_argument("--origin", choices=["s3rver", "moto"], default="s3rver",
                     help="S3 server behind the proxy (s3rver: scripts/install-s3rver.sh)")

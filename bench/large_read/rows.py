@@ -121,11 +121,11 @@ def _fresh_cache(ctx, name):
     return path
 
 
-def _row(r, note="", error=None):
-    r.setdefault("note", "")
-    r["note"] = "; ".join(x for x in (r["note"], note) if x)
+def _row(r, note=""):
+    """An epoch's figures as a table row (no error) with note added."""
+    r["note"] = _sep(r.get("note", ""), note)
     r.setdefault("cached", None)
-    r["error"] = error
+    r["error"] = None
     return r
 
 
