@@ -16,14 +16,13 @@
 #include <string>
 #include <string_view>
 
+#include "common/block_buffer.h"
 #include "common/priority_semaphore.h"
 #include "granary/status.h"
 #include "store/store.h"
 
 namespace granary {
 
-// The bytes of one block, shared by every reader that waited for them.
-using BlockData = std::shared_ptr<const std::string>;
 
 // One block of one object version.
 struct BlockRef {

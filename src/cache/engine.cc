@@ -399,7 +399,7 @@ void CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
   // unless the hook hands them over now.
   bool served = want.priority == Priority::kHigh;
   if (!served && fetched_hook_ && want.snap) {
-    served = fetched_hook_(*want.snap, want.ino, start, **data);
+    served = fetched_hook_(*want.snap, want.ino, start, (*data)->view());
   }
   if (want.wait_admission) {
     Admit(flight, key, block, *data, fk, served, kind);
@@ -413,11 +413,13 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
                                                 std::chrono::steady_clock::time_point deadline) {
   // The local store: the block may have been admitted since the caller missed.
   if (store_->ContainsRange(ref.key, ref.offset, ref.length)) {
-    std::string buf(ref.length, '\0');
-    auto r = store_->Read(ref.key, ref.offset, std::span<char>(buf.data(), buf.size()));
+    // Aligned and rounded up: a cold block is read from the disk straight
+    // into it (Store::Read).
+    auto buf = BlockBuffer::Allocate(ref.length);
+    auto r = store_->Read(ref.key, ref.offset, std::span<char>(buf->data(), buf->capacity()));
     if (r.ok() && *r == ref.length) {
       *from_store = true;
-      return BlockData(std::make_shared<const std::string>(std::move(buf)));
+      return BlockData(std::move(buf));
     }
   }
   // The owner peer; a block this node does not own is kept only as a near copy.
@@ -441,7 +443,7 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
 
 void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
                         BlockData data, const FlightKey& fk, bool served, AdmitKind kind) {
-  auto r = store_->AdmitBlock(key, block, *data, served, kind);
+  auto r = store_->AdmitBlock(key, block, data->view(), served, kind);
   bool ok = r.ok() && *r;
   if (!r.ok()) {
     c_.admit_errors.fetch_add(1, std::memory_order_relaxed);

@@ -36,7 +36,7 @@ class FakeCluster : public ClusterSource {
     if (down) return Unavailable("peer down");
     auto it = peer_bytes.find(ref.key.key);
     if (it == peer_bytes.end()) return NotFound("not there");
-    return BlockData(std::make_shared<const std::string>(it->second.substr(ref.offset, ref.length)));
+    return BlockData(BlockBuffer::Adopt(it->second.substr(ref.offset, ref.length)));
   }
   Result<bool> WarmRemote(const ObjectKey& key) override {
     ++warms;
@@ -127,7 +127,7 @@ TEST_F(EngineClusterTest, PeerRequestsUseTheOriginNeverTheCluster) {
   auto served = ds_->engine().ServePeer(Key("f3"), 0);
   ASSERT_TRUE(served.ok()) << served.status().ToString();
   ASSERT_TRUE(served->bytes);
-  EXPECT_EQ(*served->bytes, bodies_["f3"]);
+  EXPECT_EQ(served->bytes->view(), bodies_["f3"]);
   EXPECT_EQ(cluster_->reads.load(), 0);
   EXPECT_EQ(ds_->engine().stats().origin_requests, 1u);
   // Once cached, a peer gets the cache file itself.

@@ -18,7 +18,8 @@ Result<BlockData> OriginSource::ReadBlockUntil(const BlockRef& ref, Priority pri
     return Unavailable("no origin request slot free before the origin timeout (all " +
                        std::to_string(concurrency_) + " busy): " + what);
   }
-  auto buf = std::make_shared<std::string>(ref.length, '\0');
+  // Not zeroed: the GET writes every byte (a short read fails below).
+  auto buf = BlockBuffer::Allocate(ref.length);
   Result<size_t> n = size_t{0};
   {
     struct Held {
@@ -27,8 +28,7 @@ Result<BlockData> OriginSource::ReadBlockUntil(const BlockRef& ref, Priority pri
     } held{slots_};
     requests_.fetch_add(1, std::memory_order_relaxed);
     auto t0 = std::chrono::steady_clock::now();
-    n = ufs_->Read(ref.key.key, ref.offset, std::span<char>(buf->data(), buf->size()),
-                   ref.key.etag);
+    n = ufs_->Read(ref.key.key, ref.offset, buf->span(), ref.key.etag);
     RecordLatency(std::chrono::steady_clock::now() - t0);
   }
   if (!n.ok()) {

@@ -239,7 +239,7 @@ Result<BlockData> ClusterNode::ReadFromOwner(const BlockRef& ref, Priority prior
     auto got = ClientFor(*m)->GetBlock(req);
     if (got.ok() && got->size() == ref.length) {
       health_.RecordSuccess(m->node_id);
-      return BlockData(std::make_shared<const std::string>(std::move(*got)));
+      return BlockData(BlockBuffer::Adopt(std::move(*got)));
     }
     last = got.ok() ? Corruption("peer " + m->address + " sent " + std::to_string(got->size()) +
                                  " bytes, expected " + std::to_string(ref.length))

@@ -382,7 +382,7 @@ Status PeerServer::State::HandleGetBlock(ServerConn& conn, const Frame& f) {
     if (p.bytes->size() > kMaxPayload) {
       return Internal("block of " + std::to_string(p.bytes->size()) + " bytes over the limit");
     }
-    Reply(conn, Op::kBlock, f.request_id, *p.bytes);
+    Reply(conn, Op::kBlock, f.request_id, p.bytes->view());
     return Status::Ok();
   }
   return SendFileBlock(conn, f.request_id, p);

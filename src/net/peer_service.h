@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "common/block_buffer.h"
 #include "granary/status.h"
 
 namespace granary::net {
@@ -33,7 +34,7 @@ struct BlockRequest {
 // server mmaps the region read-only to checksum it. The server takes
 // ownership of `fd` and closes it, on success and on failure alike.
 struct BlockPayload {
-  std::shared_ptr<const std::string> bytes;  // used when non-null
+  std::shared_ptr<const BlockBuffer> bytes;  // used when non-null
   int fd = -1;                               // used when bytes is null
   uint64_t file_offset = 0;                  // start of the region in fd
   uint64_t length = 0;                       // bytes in the region

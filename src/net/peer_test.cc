@@ -48,7 +48,7 @@ class FakeService : public PeerService {
     if (r.key.starts_with("file/")) {
       return BlockPayload{.fd = ::dup(memfd_), .file_offset = r.offset, .length = r.length};
     }
-    auto bytes = std::make_shared<const std::string>(Content(r.key, r.size).substr(r.offset, r.length));
+    auto bytes = BlockBuffer::Adopt(Content(r.key, r.size).substr(r.offset, r.length));
     return BlockPayload{.bytes = bytes};
   }
   Result<bool> Warm(const BlockRequest& r) override { return r.key != "refuse"; }

@@ -118,13 +118,15 @@ struct StoreOptions {
   // in memory once, not twice. Ranges with no page cached (cachestat(2)) are
   // then read with O_DIRECT, so they never enter the page cache at all.
   bool drop_read_pages = false;
-  // With drop_read_pages, a whole object (up to block_size) whose bytes were
-  // already served to the reader that asked for them (AdmitBlock's `served`)
-  // is written to an SSD/HDD tier with O_DIRECT, bypassing the page cache:
+  // With drop_read_pages, a whole object (up to block_size) or a block of a
+  // large one whose bytes were already served to the reader that asked for
+  // them, or put into the mount's page cache (AdmitBlock's `served`), is
+  // written to an SSD/HDD tier with O_DIRECT, bypassing the page cache:
   // the mount keeps its own copy, so nobody reads this file soon, and filling
   // (then writing back) page-cache pages nobody reads costs CPU the origin
-  // needs on a shared node. Objects admitted for later readers (warm-up,
-  // readahead) stay buffered: they are read back moments later. A file
+  // needs on a shared node. Blocks admitted for later readers (warm-up,
+  // readahead, unless pushed into the mount's page cache) stay buffered:
+  // they are read back moments later. A file
   // system that refuses O_DIRECT (or its alignment) gets buffered writes
   // from then on.
   bool direct_writes = true;

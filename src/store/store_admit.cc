@@ -41,22 +41,29 @@ int WriteFull(int fd, std::string_view data, int64_t offset) {
 // thread's aligned buffer (DirectBuffer) stays small.
 constexpr size_t kDirectChunk = 1 << 20;
 
-// Writes `data` to the empty file `fd` (opened with O_DIRECT): the largest
-// multiple of kDirectAlign straight to the disk, then the remaining tail
-// (< 4 KiB) through the page cache after clearing O_DIRECT on the fd.
-// (Padding the tail and cutting the file back with ftruncate would make
-// ext4 read that block back from the disk to zero it: it cost more than the
-// whole direct write.) Returns 0 or the errno (EINVAL: the file system wants
-// another alignment, or no O_DIRECT at all).
-int WriteDirect(int fd, std::string_view data) {
+// Writes `data` at `offset` (a multiple of kDirectAlign) of `fd` (opened
+// with O_DIRECT): the largest multiple of kDirectAlign straight to the disk
+// -- from `data` itself when it is aligned (a BlockBuffer), else through this
+// thread's aligned buffer -- then the remaining tail (< 4 KiB) through the
+// page cache after clearing O_DIRECT on the fd. (Padding the tail and cutting
+// the file back with ftruncate would make ext4 read that block back from the
+// disk to zero it: it cost more than the whole direct write.) Returns 0 or
+// the errno (EINVAL: the file system wants another alignment, or no O_DIRECT
+// at all).
+int WriteDirect(int fd, std::string_view data, uint64_t offset) {
   size_t aligned = data.size() / kDirectAlign * kDirectAlign;
+  const bool straight = reinterpret_cast<uintptr_t>(data.data()) % kDirectAlign == 0;
   for (size_t off = 0; off < aligned;) {
-    size_t chunk = std::min(aligned - off, kDirectChunk);
-    char* p = DirectBuffer(chunk);
-    if (p == nullptr) return ENOMEM;
-    std::memcpy(p, data.data() + off, chunk);
+    size_t chunk = straight ? aligned - off : std::min(aligned - off, kDirectChunk);
+    const char* p = data.data() + off;
+    if (!straight) {
+      char* bounce = DirectBuffer(chunk);
+      if (bounce == nullptr) return ENOMEM;
+      std::memcpy(bounce, p, chunk);
+      p = bounce;
+    }
     for (size_t done = 0; done < chunk;) {
-      ssize_t n = ::pwrite(fd, p + done, chunk - done, static_cast<off_t>(off + done));
+      ssize_t n = ::pwrite(fd, p + done, chunk - done, static_cast<off_t>(offset + off + done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return errno;
       if (n == 0 || n % kDirectAlign != 0) return EIO;
@@ -67,7 +74,7 @@ int WriteDirect(int fd, std::string_view data) {
   if (aligned == data.size()) return 0;
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) return errno;
-  return WriteFull(fd, data.substr(aligned), static_cast<int64_t>(aligned));
+  return WriteFull(fd, data.substr(aligned), static_cast<int64_t>(offset + aligned));
 }
 
 // Allocated bytes of the whole object (each block rounded up to 4 KiB).
@@ -111,7 +118,7 @@ int Store::Impl::WriteNewFile(int tier, const std::string& path, std::string_vie
     return WriteNewFile(tier, path, data, false);
   }
   if (fd < 0) return errno;
-  int err = direct ? WriteDirect(fd, data) : WriteFull(fd, data, -1);
+  int err = direct ? WriteDirect(fd, data, 0) : WriteFull(fd, data, -1);
   if (::close(fd) != 0 && err == 0) err = errno;
   if (direct && err == EINVAL) {
     t.direct_ok.store(false, std::memory_order_relaxed);
@@ -119,6 +126,29 @@ int Store::Impl::WriteNewFile(int tier, const std::string& path, std::string_vie
               t.level.path);
     ::unlink(path.c_str());
     return WriteNewFile(tier, path, data, false);
+  }
+  return err;
+}
+
+int Store::Impl::WriteBlock(uint32_t tier, const std::string& path, std::string_view data,
+                            uint64_t offset, bool want_direct) {
+  TierState& t = *tiers[tier];
+  bool direct = want_direct && t.level.medium != Medium::kMem &&
+                t.direct_ok.load(std::memory_order_relaxed);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0));
+  if (fd < 0 && direct && errno == EINVAL) {
+    t.direct_ok.store(false, std::memory_order_relaxed);
+    GLOG_INFO("store: {} refuses O_DIRECT; admitting through the page cache", t.level.path);
+    return WriteBlock(tier, path, data, offset, false);
+  }
+  if (fd < 0) return errno;
+  int err = direct ? WriteDirect(fd, data, offset) : WriteFull(fd, data, static_cast<int64_t>(offset));
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (direct && err == EINVAL) {
+    t.direct_ok.store(false, std::memory_order_relaxed);
+    GLOG_INFO("store: {} refused an aligned O_DIRECT write; admitting through the page cache",
+              t.level.path);
+    return WriteBlock(tier, path, data, offset, false);  // the same range again, buffered
   }
   return err;
 }
@@ -276,7 +306,7 @@ Result<bool> Store::Impl::CommitBlockLocked(const std::shared_ptr<Entry>& e, uin
 }
 
 Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
-                                          std::string_view data) {
+                                          std::string_view data, bool served) {
   Shard& shard = ShardOf(id);
   uint64_t alloc = RoundUpAlloc(data.size());
   std::shared_ptr<Entry> e;
@@ -301,9 +331,8 @@ Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& 
     tier = e->tier;
   }
   std::string path = FilePath(tier, id);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-  int err = fd < 0 ? errno : WriteFull(fd, data, static_cast<int64_t>(block * options.block_size));
-  if (fd >= 0) ::close(fd);
+  int err = WriteBlock(tier, path, data, block * options.block_size,
+                       served && options.drop_read_pages && options.direct_writes);
   uint64_t checksum = err == 0 ? XXH3_64bits(data.data(), data.size()) : 0;
 
   std::lock_guard lock(shard.mu);
@@ -333,7 +362,7 @@ Result<bool> Store::AdmitObject(const ObjectKey& key, std::string_view data) {
   if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data);
   ObjectId id = IdOf(key);
   for (uint64_t b = 0; b * bs < key.size; ++b) {
-    ASSIGN_OR_RETURN(bool ok, impl_->AdmitLargeBlock(key, id, b, data.substr(b * bs, bs)));
+    ASSIGN_OR_RETURN(bool ok, impl_->AdmitLargeBlock(key, id, b, data.substr(b * bs, bs), false));
     if (!ok) return false;
   }
   return true;
@@ -360,7 +389,7 @@ Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::
     return false;
   }
   if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data, served);
-  return impl_->AdmitLargeBlock(key, IdOf(key), block_index, data);
+  return impl_->AdmitLargeBlock(key, IdOf(key), block_index, data, served);
 }
 
 }  // namespace granary

@@ -261,8 +261,14 @@ struct Store::Impl {
   int WriteNewFile(int tier, const std::string& path, std::string_view data, bool direct);
   Result<bool> AdmitSmall(const ObjectKey& key, const ObjectId& id, std::string_view data,
                           bool served = false);
+  // Writes `data` at `offset` of the existing file `path` on `tier`, with
+  // O_DIRECT if `direct` and the tier allows it. Returns 0 or the errno.
+  int WriteBlock(uint32_t tier, const std::string& path, std::string_view data, uint64_t offset,
+                 bool direct);
+  // `served`: as AdmitBlock's (with drop_read_pages, the block goes to the
+  // disk with O_DIRECT).
   Result<bool> AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
-                               std::string_view data);
+                               std::string_view data, bool served);
   // For a new large object: asks the policy, reserves `alloc` in the fastest
   // tier with room, creates the sparse file and inserts an empty entry. Null
   // when not admitted. Caller holds the shard lock.

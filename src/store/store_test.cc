@@ -1,4 +1,5 @@
 // Unit tests of the store: admission, reads, restart, tiers, eviction.
+#include "common/block_buffer.h"
 #include "store/store.h"
 
 #include <fcntl.h>
@@ -665,6 +666,51 @@ TEST(StoreTest, ServedAdmissionsBypassThePageCacheInDropReadPagesMode) {
       EXPECT_TRUE(back == data) << "bytes differ";
       EXPECT_EQ(ReadAll(**store, k), data);
     }
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+// The same for the blocks of a large object (a streamed shard): a block
+// already served (or put into the mount's page cache) goes to the disk with
+// O_DIRECT -- straight from an aligned BlockBuffer, through a bounce buffer
+// from unaligned bytes -- and one fetched for a later reader stays buffered.
+TEST(StoreTest, ServedBlocksOfALargeObjectBypassThePageCacheInDropReadPagesMode) {
+  std::string tmpl = DiskTempDir("direct-large");
+  if (tmpl.empty()) GTEST_SKIP() << "/var/tmp is tmpfs: no page cache to bypass";
+  constexpr uint64_t kBlock = 1 << 20;
+  const std::string data = MakeData(3 * kBlock + kBlock / 2 + 7, 77);  // 4 blocks, odd tail
+  int n = 0;
+  for (bool served : {true, false}) {
+    SCOPED_TRACE(served ? "served" : "for a later reader");
+    std::string dir = tmpl + "/" + std::to_string(n++);
+    StoreOptions opt = OneTier(dir + "/ssd", 64ull << 20);
+    opt.block_size = kBlock;
+    opt.drop_read_pages = true;
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ObjectKey k = Key(1, data.size());
+    for (uint64_t b = 0; b * kBlock < data.size(); ++b) {
+      std::string_view piece = std::string_view(data).substr(b * kBlock, kBlock);
+      // Even blocks from an aligned buffer, odd ones from a plain string.
+      auto aligned = BlockBuffer::Copy(piece);
+      std::string plain(piece);
+      std::string_view bytes = b % 2 == 0 ? aligned->view() : std::string_view(plain);
+      ASSERT_TRUE((*store)->AdmitBlock(k, b, bytes, served).value()) << b;
+    }
+    auto fd = (*store)->OpenCompleteFile(k);
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    const size_t pages = (data.size() + 4095) / 4096;
+    const size_t resident = ResidentPages(*fd, data.size());
+    if (served) {
+      EXPECT_LE(resident, 1u) << "only the sub-4 KiB tail goes through the page cache";
+    } else {
+      EXPECT_EQ(resident, pages);
+    }
+    std::string back(data.size(), '\0');
+    EXPECT_EQ(::pread(*fd, back.data(), back.size(), 0), static_cast<ssize_t>(data.size()));
+    ::close(*fd);
+    EXPECT_TRUE(back == data) << "bytes differ";
+    EXPECT_EQ(ReadAll(**store, k), data);
   }
   std::filesystem::remove_all(tmpl);
 }
