@@ -69,7 +69,7 @@ struct EntryView {
 // What a build skipped, by reason (also stored in the file).
 struct SnapshotSkips {
   uint64_t invalid_names = 0;       // key is not a valid relative path
-  uint64_t dir_markers = 0;         // key ends in "/" (or equals the prefix)
+  uint64_t dir_markers = 0;         // key equals the prefix (its own directory marker)
   uint64_t file_dir_conflicts = 0;  // file "a/b" next to "a/b/...": the directory wins
   uint64_t total() const { return invalid_names + dir_markers + file_dir_conflicts; }
 };

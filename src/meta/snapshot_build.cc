@@ -63,6 +63,11 @@ class TreeBuilder {
     nodes_[last_dir_].children.push_back(id);
   }
 
+  // Adds the directory `rel` (already validated, no trailing slash) and its
+  // parents: an S3 directory marker ("dir/", a zero-byte object the S3
+  // console and many tools create) shows as a directory even when empty.
+  void AddDir(std::string_view rel) { DirNode(rel); }
+
   // Sorts children by name and drops files that share a name with a
   // directory; returns how many were dropped.
   uint64_t SortAndResolve() {
@@ -263,9 +268,12 @@ Status WriteSnapshotFile(int fd, const std::string& name, const Layout& l, const
   return ChecksumWriter::WriteAll(fd, header.data(), header.size(), 0, name);
 }
 
-// Classifies a relative path: 0 valid file, 1 invalid, 2 directory marker.
+// Classifies a relative path: 0 valid file, 1 invalid, 2 the prefix's own
+// directory marker (nothing to add), 3 a directory marker below it ("a/b/").
 int ClassifyRelative(std::string_view rel) {
-  if (rel.empty() || rel.back() == '/') return 2;
+  if (rel.empty()) return 2;
+  const bool marker = rel.back() == '/';
+  if (marker) rel.remove_suffix(1);
   size_t start = 0;
   while (start <= rel.size()) {
     size_t end = rel.find('/', start);
@@ -277,7 +285,7 @@ int ClassifyRelative(std::string_view rel) {
     }
     start = end + 1;
   }
-  return 0;
+  return marker ? 3 : 0;
 }
 
 std::string Printable(std::string_view s) {
@@ -397,6 +405,12 @@ Result<std::unique_ptr<Snapshot>> Snapshot::BuildFromEntries(std::vector<ObjectI
                    : ClassifyRelative(std::string_view(key).substr(prefix.size()));
     if (kind == 0) {
       tree.AddFile(static_cast<uint32_t>(i), std::string_view(key).substr(prefix.size()));
+      continue;
+    }
+    if (kind == 3) {
+      std::string_view rel = std::string_view(key).substr(prefix.size());
+      rel.remove_suffix(1);
+      tree.AddDir(rel);
       continue;
     }
     if (kind == 1) ++skips.invalid_names;

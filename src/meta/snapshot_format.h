@@ -48,7 +48,7 @@ struct FileHeader {
   uint64_t strings_offset;       // = records_offset + entry_count * record_size
   uint64_t strings_size;         // = file_size - strings_offset
   uint64_t skipped_invalid;      // keys skipped: not a valid relative path
-  uint64_t skipped_dir_markers;  // keys skipped: directory markers
+  uint64_t skipped_dir_markers;  // keys skipped: the prefix's own directory marker
   uint64_t skipped_conflicts;    // files skipped: a directory has the same path
   uint32_t source_uri_len;       // bytes right after this struct
   uint32_t prefix_len;           // bytes right after source_uri

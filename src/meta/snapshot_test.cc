@@ -499,15 +499,16 @@ TEST(Snapshot, BadKeysAreSkippedAndCounted) {
     ufs.Put(bad, "bad");
   }
   ufs.Put("ds/", "");        // marker of the dataset root
-  ufs.Put("ds/dir/", "");    // directory marker
+  ufs.Put("ds/dir/", "");    // directory marker: an (empty) directory
+  ufs.Put("ds/m//", "");     // a marker with an empty component: invalid
   ufs.Put("ds/ok/file", "good");
   ufs.Put("ds/" + std::string(255, 'm'), "longest allowed name");
   ufs.Put("ds/f", "file that is also a directory");
   ufs.Put("ds/f/g", "child");
   auto s = Snapshot::Build(ufs, DsOptions(), dir.File("snap"), 1);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ((*s)->skipped().invalid_names, 7u);
-  EXPECT_EQ((*s)->skipped().dir_markers, 2u);
+  EXPECT_EQ((*s)->skipped().invalid_names, 8u);
+  EXPECT_EQ((*s)->skipped().dir_markers, 1u);  // the root's own
   EXPECT_EQ((*s)->skipped().file_dir_conflicts, 1u);
   EXPECT_EQ((*s)->file_count(), 3u);
   EXPECT_TRUE((*s)->FindPath("ok/file").has_value());
@@ -516,10 +517,38 @@ TEST(Snapshot, BadKeysAreSkippedAndCounted) {
   ASSERT_TRUE(f.has_value());
   EXPECT_TRUE((*s)->Get(*f)->is_dir);
   EXPECT_TRUE((*s)->FindPath("f/g").has_value());
-  EXPECT_FALSE((*s)->FindPath("dir").has_value());
+  auto marked = (*s)->FindPath("dir");
+  ASSERT_TRUE(marked.has_value());
+  EXPECT_TRUE((*s)->Get(*marked)->is_dir);
+  EXPECT_TRUE((*s)->ReadDir(*marked, 0, 10).empty());
   auto loaded = Snapshot::Load(dir.File("snap"));
   ASSERT_TRUE(loaded.ok());
   EXPECT_EQ((*loaded)->skipped().total(), 10u);
+}
+
+// DLIO's layout: train/ holds the samples, valid/ is an empty directory
+// that exists only as a marker object; nested markers make their parents.
+TEST(Snapshot, DirectoryMarkersAppearAsDirectories) {
+  TempDir dir;
+  testing::MemUfs ufs;
+  ufs.Put("ds/train/img_1_of_2.npz", "x");
+  ufs.Put("ds/train/img_2_of_2.npz", "y");
+  ufs.Put("ds/train/", "");
+  ufs.Put("ds/valid/", "");
+  ufs.Put("ds/deep/er/", "");
+  auto s = Snapshot::Build(ufs, DsOptions(), dir.File("snap"), 1);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->file_count(), 2u);
+  std::vector<std::string> root;
+  for (const EntryView& e : (*s)->ReadDir(1, 0, 10)) root.emplace_back(e.name);  // the root is inode 1
+  EXPECT_EQ(root, (std::vector<std::string>{"deep", "train", "valid"}));
+  for (const char* d : {"valid", "deep", "deep/er", "train"}) {
+    auto ino = (*s)->FindPath(d);
+    ASSERT_TRUE(ino.has_value()) << d;
+    EXPECT_TRUE((*s)->Get(*ino)->is_dir) << d;
+  }
+  EXPECT_EQ((*s)->ReadDir(*(*s)->FindPath("train"), 0, 10).size(), 2u);
+  EXPECT_EQ((*s)->skipped().total(), 0u);
 }
 
 TEST(Snapshot, FindPathIgnoresEmptyComponentsAndRootIsInodeOne) {
