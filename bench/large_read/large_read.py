@@ -74,8 +74,7 @@ class Context:
                                            cache_quota=args.cache_quota, origin=args.origin)
         self.b = compare.Bench(bench_args, work, log_dir)
         self.b.bucket, self.b.prefix = "granary-large-read", "large"
-        self.reader = args.reader or os.path.join(self.b.build, "bench", "large_read",
-                                                  "granary_large_read")
+        self.reader = built(args)["reader"]
         self.work, self.log_dir = work, log_dir
         self.local_root = os.path.join(work, "local")
         self.manifest = os.path.join(work, "manifest.json")
@@ -221,17 +220,26 @@ class Context:
         return r
 
 
+def built(args):
+    """The binaries the run needs, by role."""
+    build = os.path.abspath(args.build_dir)
+    return {"granary": os.path.join(build, "src", "cli", "granary"),
+            "reader": args.reader or os.path.join(build, "bench", "large_read",
+                                                  "granary_large_read"),
+            "proxy": os.path.join(build, "bench", "s3_delay_proxy", "s3_delay_proxy")}
+
+
 def per_gib(cpu_s, read_bytes):
     return None if cpu_s is None or not read_bytes else cpu_s / (read_bytes / GIB)
 
 
-def tool_versions(ctx, origin):
+def tool_versions(granary, origin):
     """The origin server's version (compare.tool_versions) and Granary's: its
     version, when its binary was built and the commit the tree was at."""
     v = {k: x for k, x in compare.tool_versions(origin).items() if k in ("s3rver", "moto_server")}
     try:
-        out = subprocess.run([ctx.b.granary, "version"], capture_output=True, text=True, timeout=20)
-        built = datetime.datetime.fromtimestamp(os.path.getmtime(ctx.b.granary),
+        out = subprocess.run([granary, "version"], capture_output=True, text=True, timeout=20)
+        built = datetime.datetime.fromtimestamp(os.path.getmtime(granary),
                                                 datetime.timezone.utc)
         v["granary"] = (f"{out.stdout.strip().removeprefix('granary ')}, binary of "
                         f"{built:%Y-%m-%d %H:%M} UTC")
@@ -253,7 +261,7 @@ def parse_rows(spec):
     return wanted
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--build-dir", default="build", help="CMake build directory")
@@ -291,34 +299,40 @@ def main():
                     help="exit 1 when a row failed, a byte did not verify or a warm or "
                          "remount epoch reached the origin")
     args = ap.parse_args()
-    wanted = parse_rows(args.rows)
-    delays = [d.strip() for d in args.delays.split(",") if d.strip()]
     if args.io == "direct" and args.read_kib % 4:
         ap.error("--direct needs --read-kib a multiple of 4")
+    return args
 
-    work = args.work or tempfile.mkdtemp(prefix="glr.", dir="/var/tmp")
-    os.makedirs(work, exist_ok=True)
+
+def main():
+    args = parse_args()
+    wanted = parse_rows(args.rows)
+    delays = [d.strip() for d in args.delays.split(",") if d.strip()]
+    for p in built(args).values():
+        if not os.access(p, os.X_OK):
+            raise SystemExit(f"large_read: {p} is missing; build it first")
+    origin_cpus, client_cpus = compare.split_cpus(args.origin_cpus)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    config = {k: getattr(args, k) for k in ("shards", "shard_mib", "readers", "big_mib",
+                                            "read_kib", "io", "range_mib", "range_parallel",
+                                            "origin", "seed")}
+    config.update(origin_cpus=sorted(origin_cpus or []), client_cpus=sorted(client_cpus or []),
+                  rows=wanted)
+    results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
+               "tools": tool_versions(built(args)["granary"], args.origin), "config": config,
+               "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "delays": {}}
     log_dir = os.path.join(args.out, "logs")
     shutil.rmtree(log_dir, ignore_errors=True)
     os.makedirs(log_dir)
-    ctx = Context(args, work, log_dir)
-    for p in (ctx.b.granary, ctx.reader, ctx.b.bin("s3_delay_proxy")):
-        if not os.access(p, os.X_OK):
-            raise SystemExit(f"large_read: {p} is missing; build it first")
-    ctx.b.origin_cpus, client_cpus = compare.split_cpus(args.origin_cpus)
-    if client_cpus:
-        os.sched_setaffinity(0, client_cpus)  # every client process inherits it
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    started = datetime.datetime.now(datetime.timezone.utc)
-    results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
-               "tools": tool_versions(ctx, args.origin),
-               "config": {k: getattr(args, k) for k in (
-                   "shards", "shard_mib", "readers", "big_mib", "read_kib", "io", "range_mib",
-                   "range_parallel", "origin", "seed")},
-               "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "delays": {}}
-    results["config"].update(origin_cpus=sorted(ctx.b.origin_cpus or []),
-                             client_cpus=sorted(client_cpus or []), rows=wanted)
+    work = args.work or tempfile.mkdtemp(prefix="glr.", dir="/var/tmp")
+    os.makedirs(work, exist_ok=True)
+    ctx = None
     try:
+        ctx = Context(args, work, log_dir)
+        ctx.b.origin_cpus = origin_cpus
+        if client_cpus:
+            os.sched_setaffinity(0, client_cpus)  # every client process inherits it
         ctx.b.start_origin()
         ctx.generate()
         for delay in delays:
@@ -330,7 +344,8 @@ def main():
         print("large_read: interrupted; stopping everything", file=sys.stderr)
         return 130
     finally:
-        ctx.b.procs.stop_all()
+        if ctx:
+            ctx.b.procs.stop_all()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
         else:

@@ -10,7 +10,7 @@ import shutil
 import time
 import urllib.request
 
-from procs import StepError, free_port
+from procs import StepError, free_port, is_mounted, unmount
 import peers
 
 ALL_ROWS = ["get-stream", "get-ranges", "ext4-cold", "ext4-warm", "granary", "granary-load",
@@ -37,6 +37,25 @@ class Mount(peers.GranaryMount):
         self.metrics_port = free_port()
         super().__init__(ctx.b, f"{name}-{ctx.delay}", cache,
                          ["--metrics-addr", f"127.0.0.1:{self.metrics_port}", *extra])
+
+    def mount(self):
+        """Mounts; the mount is recorded first, so that a signal that ends the
+        run while `granary mount` runs still unmounts it (and a mount that
+        failed is unmounted harmlessly)."""
+        self.mounted, self.launched = True, False
+        self.b.procs.add_mount(self.mnt, self.umount)
+        super().mount()
+        self.launched = True
+
+    def umount(self):
+        """Unmounts. When `granary mount` was cut short, its daemon may still
+        be mounting: waits up to 10 s for the mount to appear first."""
+        if self.mounted and not self.launched:
+            deadline = time.monotonic() + 10
+            while not is_mounted(self.mnt) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        super().umount()
+        unmount(self.mnt)
 
     def metrics(self):
         """The daemon's /metrics text, or None when it does not answer."""

@@ -40,6 +40,16 @@ def epoch_line(r):
             + "".join(f"  {n}" for n in _engine_notes(r)))
 
 
+def data(c):
+    """What the run read, in words."""
+    parts = []
+    if c["shards"]:
+        parts.append(f"{c['shards']} shards x {c['shard_mib']} MiB read by {c['readers']} readers")
+    if c["big_mib"]:
+        parts.append(f"one {c['big_mib']} MiB file by one reader")
+    return ", then ".join(parts)
+
+
 def markdown(results):
     c = results["config"]
     io = {"read": "read(2)", "mmap": "mmap", "direct": "O_DIRECT read(2)"}[c["io"]]
@@ -49,8 +59,7 @@ def markdown(results):
     m = results["machine"]
     lines = ["# Large-object streaming reads", "",
              f"    {results['command']}", "",
-             f"{c['shards']} shards x {c['shard_mib']} MiB read by {c['readers']} readers, then "
-             f"one {c['big_mib']} MiB file by one reader; {c['read_kib']} KiB per {io}; every file "
+             f"{data(c)}; {c['read_kib']} KiB per {io}; every file "
              f"verified (size and XXH3-64). Origin {c['origin']} "
              f"({results['tools'].get(c['origin']) or results['tools'].get('moto_server') or '?'}) "
              f"behind s3_delay_proxy; {where}. {m['cores']} cores, {m['memory_gib']} GiB, "
