@@ -194,7 +194,16 @@ Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority 
 
 Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {
   const uint64_t blocks = BlockCount(key.size);
+  // A large object is warmed up like a sequential reader reads it: the next
+  // readahead_blocks blocks are fetched while this one is (within the
+  // readahead memory), so it loads at the pace of several GETs, not one.
+  const uint64_t ahead = want.snap ? static_cast<uint64_t>(options_.readahead_blocks) : 0;
+  uint64_t started = 1;
   for (uint64_t b = 0; b < blocks; ++b) {
+    for (; started < std::min(blocks, b + 1 + ahead); ++started) {
+      if (store_->ContainsRange(key, started * block_size_, BlockLength(key.size, started))) continue;
+      if (!StartReadahead(want.snap, want.ino, key, started)) break;
+    }
     if (store_->ContainsRange(key, b * block_size_, BlockLength(key.size, b))) continue;
     ASSIGN_OR_RETURN(Got got, GetBlock(key, b, want));
     // A block kept by its owner elsewhere counts as loaded (cluster warm-up).

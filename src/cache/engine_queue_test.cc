@@ -227,6 +227,37 @@ TEST_F(EngineQueueTest, RandomSequentialAndWarmUpReadersFetchEachBlockOnce) {
   engine_.reset();
 }
 
+// A warm-up of a large object keeps several blocks in flight (a slow origin
+// answers them in parallel), each block once, and ends with it all cached.
+TEST_F(EngineQueueTest, AWarmUpOfALargeObjectKeepsSeveralBlocksInFlight) {
+  constexpr uint64_t kBlocks = 24;
+  Put("big", RandomBytes(kBlocks * kBlock, 13));
+  Open(EngineOptions{.readahead_blocks = 4});
+  std::mutex mu;
+  std::map<uint64_t, int> reads;
+  int in_flight = 0, peak = 0;
+  ufs_->SetReadHook([&](std::string_view, uint64_t offset) {
+    {
+      std::lock_guard lock(mu);
+      ++reads[offset];
+      peak = std::max(peak, ++in_flight);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::lock_guard lock(mu);
+    --in_flight;
+    return Status::Ok();
+  });
+  auto warmed = engine_->Fetch(Ino("big"));
+  ASSERT_TRUE(warmed.ok()) << warmed.status().ToString();
+  EXPECT_TRUE(*warmed);
+  EXPECT_TRUE(engine_->IsCached(Ino("big")));
+  engine_.reset();  // every fetch done before the hook's captures go
+  EXPECT_GT(peak, 1);
+  EXPECT_LE(peak, 5);  // the block being loaded and the 4 ahead of it
+  EXPECT_EQ(reads.size(), kBlocks);
+  for (const auto& [offset, n] : reads) EXPECT_EQ(n, 1) << offset;
+}
+
 // Readahead memory bounds the bytes fetched ahead: with room for two blocks,
 // a reader whose origin stalls past block 3 never has more than two blocks
 // of readahead in flight, and its reads succeed once the origin answers.
