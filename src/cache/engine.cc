@@ -402,13 +402,24 @@ void CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
     }
   }
   flight->cv.notify_all();
-  if (done) return;
+  if (done) {
+    // A block read ahead from the local store (a fresh mount over a warm
+    // cache) goes to the mount's page cache like one from the origin: the
+    // reader then finds it there, and the cache file is read once, in
+    // whole blocks, ahead of it.
+    if (from_store && want.priority == Priority::kLow && fetched_hook_ && want.snap &&
+        fetched_hook_(*want.snap, want.ino, start, (*data)->view())) {
+      NotePushed(fk);
+    }
+    return;
+  }
   // A demand read hands these bytes to its reader right away; warm-up and
   // readahead (low priority) fetch them for a reader still to come,
   // unless the hook hands them over now.
   bool served = want.priority == Priority::kHigh;
   if (!served && fetched_hook_ && want.snap) {
     served = fetched_hook_(*want.snap, want.ino, start, (*data)->view());
+    if (served) NotePushed(fk);
   }
   if (want.wait_admission) {
     Admit(flight, key, block, *data, fk, served, kind);
@@ -522,7 +533,12 @@ void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, ui
   if (range.empty()) return;
   const ObjectKey key = KeyOf(*snap, e);
   for (uint64_t b = range.first; b < range.last; ++b) {
-    if (store_->ContainsRange(key, b * block_size_, BlockLength(e.size, b))) continue;
+    // A cached block is read ahead too when the mount takes fetched bytes
+    // into its page cache (the fetched hook): from the store, in one piece.
+    if (store_->ContainsRange(key, b * block_size_, BlockLength(e.size, b)) &&
+        (!fetched_hook_ || WasPushed(FlightKeyOf(key, b)))) {
+      continue;
+    }
     if (!StartReadahead(snap, e.ino, key, b)) {
       // Readahead memory is spent: this stream looks less far ahead, and asks
       // again for the blocks from here on at its next read.
@@ -531,6 +547,17 @@ void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, ui
       break;
     }
   }
+}
+
+void CacheEngine::NotePushed(const FlightKey& fk) {
+  std::lock_guard lock(pushed_mu_);
+  if (pushed_.size() >= kPushedBlocksRemembered) pushed_.clear();  // forgetting costs one re-read
+  pushed_.insert(fk);
+}
+
+bool CacheEngine::WasPushed(const FlightKey& fk) {
+  std::lock_guard lock(pushed_mu_);
+  return pushed_.count(fk) != 0;
 }
 
 bool CacheEngine::StartReadahead(const SnapshotPtr& snap, uint64_t ino, const ObjectKey& key,

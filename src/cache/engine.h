@@ -30,6 +30,10 @@
 // readahead joins a reader's flight and a reader joins a readahead's. A cache
 // disk slower than the origin slows the fetches (they wait for room in the
 // admission queue), it never makes the engine drop a block it fetched.
+// When the mount takes fetched bytes into its page cache (SetFetchedHook),
+// readahead also reads blocks already in the store -- a fresh mount over a
+// warm cache -- in one piece each and pushes them, unless it pushed them
+// before.
 //
 // Snapshot versions: the engine serves the current snapshot (ino-only calls)
 // and, for callers that hold an older version (`granary sync` replaced it
@@ -65,6 +69,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "cache/block_source.h"
 #include "cache/origin_source.h"
@@ -322,6 +327,12 @@ class CacheEngine {
   // Starts a low-priority fetch of `block` that nobody waits for, unless the
   // block is in flight already. false: readahead memory is spent (nothing started).
   bool StartReadahead(const SnapshotPtr& snap, uint64_t ino, const ObjectKey& key, uint64_t block);
+  // Blocks the fetched hook put into the mount's page cache (a load, or
+  // readahead from the origin): readahead does not read them again from the
+  // store. Remembered up to kPushedBlocksRemembered, then forgotten at once.
+  void NotePushed(const FlightKey& fk);
+  bool WasPushed(const FlightKey& fk);
+  static constexpr size_t kPushedBlocksRemembered = 1 << 18;
   // Completes a flight that never ran with `status` and takes it out of the map.
   void AbandonFlight(const std::shared_ptr<Flight>& flight, const FlightKey& fk, Status status);
   // (snapshot version, inode) in one number: inodes are < 2^32.
@@ -353,6 +364,8 @@ class CacheEngine {
   int admission_pending_blocks_ = 0;
 
   ReadaheadWindows readahead_;  // per file (VersionedIno), the sequential streams
+  std::mutex pushed_mu_;  // guards pushed_; a leaf lock
+  std::unordered_set<FlightKey, FlightKeyHash> pushed_;
 
   struct Counters {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},

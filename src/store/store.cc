@@ -321,7 +321,9 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   bool ok = true;
   int fd = ::open(FilePath(tier, e->id).c_str(), kCacheReadFlags);
   ok = fd >= 0;
-  std::string buf;
+  // Aligned and rounded up, not zeroed: a block is read from the disk
+  // straight into it (ReadColdDirect).
+  std::shared_ptr<BlockBuffer> buf;
   const bool one = handover != nullptr && todo.size() == 1;
   bool into_out = false;
   // With drop_read_pages (a mount that keeps its own copy) the blocks are
@@ -330,8 +332,9 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   for (size_t i = 0; ok && i < todo.size(); ++i) {
     uint64_t len = BlockLength(e->key, todo[i].first);
     into_out = one && handover->out.size() >= len;
-    char* dst = into_out ? handover->out.data() : (buf.resize(len), buf.data());
-    const size_t capacity = into_out ? handover->out.size() : len;
+    if (!into_out && (!buf || buf->capacity() < len)) buf = BlockBuffer::Allocate(len);
+    char* dst = into_out ? handover->out.data() : buf->data();
+    const size_t capacity = into_out ? handover->out.size() : buf->capacity();
     uint64_t at = todo[i].first * options.block_size;
     bool paged = true;
     ok = (drop ? ReadColdDirect(fd, dst, len, capacity, at, &paged)
@@ -408,7 +411,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     if (len == 0) break;
     if (handover.filled) {
       if (handover.out.empty()) {
-        std::memcpy(out.data(), handover.bytes.data() + (offset - block_start), len);
+        std::memcpy(out.data(), handover.bytes->data() + (offset - block_start), len);
       }
       e->last_use.store(s.NextTick(), std::memory_order_relaxed);
       s.counters.read_hits.fetch_add(1, std::memory_order_relaxed);

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/block_buffer.h"
 #include "common/shared_slot.h"
 #include "store/index_format.h"
 #include "store/policy.h"
@@ -243,7 +244,7 @@ struct Store::Impl {
   // `filled`: it did one of the two.
   struct Handover {
     std::span<char> out;
-    std::string bytes;
+    std::shared_ptr<BlockBuffer> bytes;  // when not read into `out`
     bool filled = false;
   };
   // Checks the unverified blocks among [first, last] against their checksums;
