@@ -258,6 +258,44 @@ TEST_F(EngineQueueTest, AWarmUpOfALargeObjectKeepsSeveralBlocksInFlight) {
   for (const auto& [offset, n] : reads) EXPECT_EQ(n, 1) << offset;
 }
 
+// A fresh mount over a warm cache: readahead reads the cached blocks ahead
+// of a sequential reader from the store, whole, and hands each to the mount
+// (the fetched hook) once; nothing comes from the origin.
+TEST_F(EngineQueueTest, ReadaheadPushesCachedBlocksAheadOfTheReaderOnce) {
+  constexpr uint64_t kBlocks = 16;
+  Put("big", RandomBytes(kBlocks * kBlock, 17));
+  Open(EngineOptions{.readahead_blocks = 4});
+  const uint64_t ino = Ino("big");
+  auto warmed = engine_->Fetch(ino);
+  ASSERT_TRUE(warmed.ok() && *warmed);
+  // The remount: a new engine over the same store, with a mount that takes
+  // pushed bytes.
+  engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
+                                          EngineOptions{.dataset = "ds", .readahead_blocks = 4});
+  std::mutex mu;
+  std::map<uint64_t, int> pushed;
+  bool bytes_right = true;
+  const std::string& want = objects_["big"];
+  engine_->SetFetchedHook([&](const Snapshot&, uint64_t, uint64_t offset, std::string_view bytes) {
+    std::lock_guard lock(mu);
+    ++pushed[offset];
+    bytes_right &= bytes == std::string_view(want).substr(offset, bytes.size());
+    return true;
+  });
+  std::string buf(kBlock / 8, '\0');
+  for (uint64_t off = 0; off < kBlocks * kBlock; off += buf.size()) {
+    auto n = engine_->Read(ino, off, std::span<char>(buf));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(std::string_view(buf.data(), *n), std::string_view(want).substr(off, *n));
+  }
+  const EngineStats s = engine_->stats();
+  engine_.reset();  // every readahead done before the hook's captures go
+  EXPECT_EQ(s.origin_requests, 0u);
+  EXPECT_TRUE(bytes_right);
+  EXPECT_GE(pushed.size(), kBlocks - 1);  // every block after the first, at least
+  for (const auto& [offset, n] : pushed) EXPECT_EQ(n, 1) << offset;
+}
+
 // Readahead memory bounds the bytes fetched ahead: with room for two blocks,
 // a reader whose origin stalls past block 3 never has more than two blocks
 // of readahead in flight, and its reads succeed once the origin answers.
