@@ -130,13 +130,22 @@ def _field(number, payload):
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
-def encode_example(image, size):
-    """A serialized tf.train.Example: features {image: bytes_list, size: int64_list}."""
-    image_feature = _field(1, _field(1, bytes(image)))  # Feature.bytes_list{value}
-    size_feature = _field(3, _field(1, _varint(size)))  # Feature.int64_list{packed value}
-    entries = (_field(1, _field(1, b"image") + _field(2, image_feature))
-               + _field(1, _field(1, b"size") + _field(2, size_feature)))
+def encode_features(features):
+    """A serialized tf.train.Example of [(name, value)]: bytes values become a
+    one-element BytesList, ints a one-element (packed) Int64List."""
+    entries = b""
+    for name, value in features:
+        if isinstance(value, int):
+            feature = _field(3, _field(1, _varint(value)))  # Feature.int64_list{packed value}
+        else:
+            feature = _field(1, _field(1, bytes(value)))  # Feature.bytes_list{value}
+        entries += _field(1, _field(1, name.encode()) + _field(2, feature))
     return _field(1, entries)  # Example.features{feature map}
+
+
+def encode_example(image, size):
+    """DLIO's tf.train.Example: features {image: bytes_list, size: int64_list}."""
+    return encode_features([("image", image), ("size", size)])
 
 
 def frame(record):
@@ -250,11 +259,9 @@ def decode_example(record):
     return out
 
 
-def validate_tfrecord(path, w, size):
-    """Every frame's two CRCs, every Example's image/size, the record count and file size."""
-    records = 0
-    with open(path, "rb") as f:
-        data = f.read()
+def frames(data, path):
+    """Yields (offset, frame bytes, record) of every frame of a whole TFRecord
+    file's bytes, after checking both its CRCs; FormatError names path and offset."""
     pos = 0
     while pos < len(data):
         if pos + 12 > len(data):
@@ -267,12 +274,21 @@ def validate_tfrecord(path, w, size):
         record = data[pos + 12:pos + 12 + length]
         end = pos + 12 + length
         if end + 4 > len(data) or struct.unpack("<I", data[end:end + 4])[0] != masked_crc(record):
-            raise FormatError(f"{path}: data CRC mismatch in record {records} at {pos}")
+            raise FormatError(f"{path}: data CRC mismatch in the record at {pos}")
+        yield pos, end + 4 - pos, record
+        pos = end + 4
+
+
+def validate_tfrecord(path, w, size):
+    """Every frame's two CRCs, every Example's image/size, the record count and file size."""
+    records = 0
+    with open(path, "rb") as f:
+        data = f.read()
+    for _, _, record in frames(data, path):
         ex = decode_example(record)
         if not isinstance(ex.get("image"), bytes) or ex.get("size") != len(ex["image"]):
             raise FormatError(f"{path}: record {records} is not an Example with image and size")
         records += 1
-        pos = end + 4
     if records != w.samples_per_file or len(data) != size:
         raise FormatError(f"{path}: {records} records, {len(data)} bytes "
                           f"(expected {w.samples_per_file}, {size})")

@@ -21,10 +21,21 @@ DLIO's 2-record shuffle buffer (cosmoflow) reorders records already read and
 changes no I/O, so it is not modelled; nor is the image decode, which DLIO
 replaces by a constant tensor.
 
+DaliLoader (imagenet-tfrecord, DALI's TFRecord reader as the NGC ResNet-50
+recipe drives it): the rank's shards' index files are read when the loader is
+built; read_threads (8) streams each walk their own shards (s, s + 8, ...)
+from start to end, reading one whole record per read at the offset and size
+its index gives; records are taken round-robin from the streams and batched
+as in TFLoader. No JPEG decode (on the GPU in the recipe; part of the
+computation time here).
+
 What is checked on every read: npz -- the zip and .npy structure, the member
 size against the array shape, and with verify the member's CRC-32 (np.load's
 zipfile checks it too); TFRecord -- every frame's length CRC and the record
-count of each file, and with verify every data CRC32C (TensorFlow checks both).
+count of each file, and with verify every data CRC32C (TensorFlow checks both);
+DALI's records -- every index line follows the one before it and the last
+ends at the file's end, every frame's length CRC and length match its entry,
+and with verify its data CRC32C.
 A short read, a size that differs from the generated one, or a bad CRC fails
 the loader: next_batch() raises LoaderError.
 
@@ -38,6 +49,7 @@ import struct
 import threading
 import zlib
 
+import imagenet
 from formats import FormatError, RecordScanner, npy_header, npz_member
 from workloads import DLIO_PREFETCH_SIZE, READ_SIZE
 
@@ -362,3 +374,89 @@ class TFLoader(_Loader):
         if got is None or self.error:
             self._raise_if_failed()
             raise LoaderError("loader stopped")
+
+
+class DaliLoader(TFLoader):
+    """imagenet-tfrecord's DALI TFRecord reader over the rank's shards [(rel, size)].
+
+    Every index file of the rank's shards is read when the loader is built
+    (DALI reads them when its pipeline is built), through the same files.
+    Stream s of read_threads reads shards s, s + streams, ... one after the
+    other, each record by its index entry with one read of the whole frame,
+    checking the frame's length CRC against the entry (and its data CRC with
+    verify); records are taken round-robin from the streams and batched as
+    in TFLoader. record_shard (accelerators, rank): every rank walks every
+    shard but reads only every accelerators-th record (fewer shards than
+    accelerators). Index bytes are not counted in bytes_read()."""
+
+    def __init__(self, files, shard, w, steps, verify, record_shard=None):
+        self.indexes = _read_indexes(files, shard, record_shard)
+        super().__init__(files, shard, w, steps, verify)
+        streams = len(self.avail)
+        self.assigned = [shard[s::streams] for s in range(streams)]
+
+    def _stream(self, s):
+        buf = [bytearray(READ_SIZE)]  # grows to the largest record
+        try:
+            for rel, size in self.assigned[s]:
+                if not self._read_shard(s, rel, size, buf):
+                    return
+        finally:
+            with self.lock:
+                self.finished[s] = True
+                self.ready.notify()
+
+    def _read_shard(self, s, rel, size, buf):
+        """Reads the shard's records in order, handing each to the batcher; False once stopped."""
+        h = self.files.open(rel)
+        try:
+            _expect(self.files, h, rel, size)
+            for offset, length in self.indexes[rel]:
+                if len(buf[0]) < length:
+                    buf[0] = bytearray(length)
+                view = memoryview(buf[0])[:length]
+                got = 0
+                while got < length:
+                    n = self.files.readinto(h, view[got:], offset + got)
+                    if n <= 0:
+                        raise LoaderError(f"{rel}: short read at {offset + got} ({n})")
+                    got += n
+                self.bytes[s] += length
+                imagenet.check_record(view, f"{rel} record at {offset}", self.verify)
+                if not self._hand_over(s, 1):
+                    return False
+            return True
+        except FormatError as e:
+            raise LoaderError(str(e)) from None
+        finally:
+            self.files.close(h)
+
+
+def _read_indexes(files, shard, record_shard):
+    """{rel: [(offset, bytes)] to read}; LoaderError when an index does not
+    cover its shard exactly (its records must end where the file does)."""
+    out, seen = {}, 0
+    for rel, size in shard:
+        name = imagenet.index_rel(rel)
+        h = files.open(name)
+        try:
+            want, text = files.size(h), b""
+            while len(text) < want:
+                piece = bytes(files.pread(h, len(text), want - len(text)))
+                if not piece:
+                    raise LoaderError(f"{name}: short read at {len(text)}")
+                text += piece
+            entries = imagenet.parse_index(text.decode(), name)
+        except (FormatError, UnicodeDecodeError) as e:
+            raise LoaderError(f"{name}: {e}") from None
+        finally:
+            files.close(h)
+        end = entries[-1][0] + entries[-1][1] if entries else 0
+        if end != size:
+            raise LoaderError(f"{name}: its records end at {end}, {rel} has {size} bytes")
+        if record_shard:
+            n, rank = record_shard
+            first, seen = seen, seen + len(entries)
+            entries = [e for i, e in enumerate(entries, first) if i % n == rank]
+        out[rel] = entries
+    return out

@@ -2,10 +2,13 @@
 """MLPerf Storage training workloads (DLIO's unet3d, resnet50, cosmoflow) over each access path.
 
 For every workload: generates DLIO's data set in DLIO's formats and names
-(formats.py), copies it to a local S3-compatible server, and for every access
+(formats.py; imagenet-tfrecord: gen_imagenet's JPEGs packed into --shards
+TFRecord shards with DALI index files, imagenet.py), copies it to a local
+S3-compatible server, and for every access
 path (paths.py: local disk, Granary cold / warm / Python API, s3fs, rclone)
 finds the most simulated accelerators whose accelerator utilization (AU)
-holds the workload's bar (90 % unet3d and resnet50, 70 % cosmoflow): runs at
+holds the workload's bar (90 % unet3d, resnet50, imagenet-tfrecord; 70 %
+cosmoflow): runs at
 1, 2, 4, ... accelerators until one misses it, then bisects (trial.py: one
 process per accelerator, DLIO's loader, computation time and AU formula).
 Reports accelerators, GiB/s per client and per client core, beside the
@@ -13,13 +16,17 @@ published single-client results; writes results.json and results.md to --out.
 
 Data set size: the MLPerf Storage rule (5x the client memory, and 500 steps of
 --max-accelerators) unless --files N, --size-scale F (a fraction of it) or
---small (a few MB: the CI test, which also validates every npz with numpy and
-every TFRecord's CRCs, checks every data CRC on every read, and fails on any
-failed run). Every process it starts it stops, every mount it unmounts.
+--small (a few MB: the CI test, which also validates every npz with numpy,
+every TFRecord's CRCs and every DALI index against its shard, checks every
+data CRC on every read, and fails on any failed run). For imagenet-tfrecord a
+"file" is one JPEG (one record). Every process it starts it stops, every
+mount it unmounts.
 
   bench/mlperf_storage/mlperf_storage.py --small
   bench/mlperf_storage/mlperf_storage.py --files 16 --workloads unet3d --max-accelerators 4
   bench/mlperf_storage/mlperf_storage.py --size-scale 0.05 --paths local,granary-cold,granary-warm
+  bench/mlperf_storage/mlperf_storage.py --workloads imagenet-tfrecord \
+      --files imagenet-tfrecord=30000 --shards 1024
 
 Run with Debian's /usr/bin/python3 (numpy); needs root for FUSE mounts and to
 drop the page cache.
@@ -43,6 +50,7 @@ SMALL_PATHS = ["local", "granary-cold", "granary-warm", "granary-api"]
 
 try:
     import formats
+    import imagenet
 except ImportError as _e:  # numpy missing: not this interpreter (see the shebang)
     print(f"mlperf_storage: SKIP: {_e} (run with /usr/bin/python3 and python3-numpy)")
     sys.exit(SKIP)
@@ -52,7 +60,7 @@ import summary  # noqa: E402
 import trial  # noqa: E402
 from procs import CpuMeter, StepError, write_results  # noqa: E402
 from loaders import prefetch_depth  # noqa: E402
-from workloads import WORKLOADS, small  # noqa: E402
+from workloads import SMALL_SHARDS, WORKLOADS, small  # noqa: E402
 
 
 def log(msg):
@@ -66,22 +74,30 @@ def dataset_size(args, name, memory_bytes):
     """(workload, files, how the size was chosen)."""
     if args.small:
         w, files = small(name)
-        return w, files, f"--small: records of {w.record_length / 1024:.0f} KiB"
+        return w, files, (f"--small: records of {w.record_length / 1024:.0f} KiB"
+                          + _shards(args, w, files))
     w = WORKLOADS[name]
     if name in args.files:
-        return w, args.files[name], "--files"
+        return w, args.files[name], "--files" + _shards(args, w, args.files[name])
     rule = w.rule_files(memory_bytes, args.max_accelerators)
     files = max(int(rule * args.size_scale), -(-2 * w.batch_size // w.samples_per_file))
     how = (f"the rule: 5 x {memory_bytes / 2**30:.0f} GiB memory and 500 steps of "
            f"{args.max_accelerators} accelerators = {rule} files")
-    return w, files, how + (f", x {args.size_scale}" if args.size_scale != 1 else "")
+    return w, files, (how + (f", x {args.size_scale}" if args.size_scale != 1 else "")
+                      + _shards(args, w, files))
+
+
+def _shards(args, w, files):
+    return f"; JPEGs in {min(args.shards, files)} shards" if w.fmt == "dali" else ""
 
 
 def check_space(work, plans, caches):
     """SystemExit when the scratch disk cannot hold every data set twice (local
-    copy and origin) and `caches` caches of the largest at once."""
+    copy and origin), `caches` caches of the largest at once, and the JPEGs of
+    the largest imagenet-tfrecord set while they are packed."""
     sizes = [w.file_bytes * files for w, files, _ in plans.values()]
-    need = 2 * sum(sizes) + caches * max(sizes)
+    staged = [w.file_bytes * files for w, files, _ in plans.values() if w.fmt == "dali"]
+    need = 2 * sum(sizes) + caches * max(sizes) + max(staged, default=0)
     free = shutil.disk_usage(work).free
     if need > free:
         raise SystemExit(f"mlperf_storage: the data sets need ~{need / 2**30:.0f} GiB in {work} "
@@ -89,29 +105,64 @@ def check_space(work, plans, caches):
                          f"{free / 2**30:.0f} GiB are free; use --size-scale or --files")
 
 
-def generate(b, name, w, files, pool, validate):
-    """Generates and validates (numpy / CRCs) one workload's tree under
-    <work>/data/<name>; returns (local root, manifest)."""
+def generate(args, b, name, w, files, pool):
+    """Generates and validates (numpy / CRCs / indexes) one workload's tree
+    under <work>/data/<name>; returns (workload, (local root, manifest, records
+    per shard or None)). imagenet-tfrecord's workload comes back with the
+    generated JPEGs' mean size as its record length."""
     root = os.path.join(b.work, "data", name)
     shutil.rmtree(root, ignore_errors=True)
     t0 = time.monotonic()
-    manifest = formats.generate(root, w, files, pool)
+    records = None
+    if w.fmt == "dali":
+        manifest, records, mean = imagenet.generate(
+            root, os.path.join(b.work, "jpeg-staging"), gen_imagenet_bin(args.build_dir), files,
+            args.shards, seed=1, median_bytes=w.record_length if args.small else None)
+        w = w.scaled(mean, 0)
+    else:
+        manifest = formats.generate(root, w, files, pool)
     total = sum(manifest.values())
-    log(f"{name}: generated {files} files, {total / 2**30:.3f} GiB in "
-        f"{time.monotonic() - t0:.1f} s")
-    if validate:
+    log(f"{name}: generated {files} {'JPEGs' if records else 'files'}"
+        + (f" in {len(manifest)} shards" if records else "")
+        + f", {total / 2**30:.3f} GiB in {time.monotonic() - t0:.1f} s")
+    data = (root, manifest, records)
+    if args.small or args.validate:
         t0 = time.monotonic()
-        formats.validate_tree(root, w, manifest)
-        log(f"{name}: every file valid ({'numpy.load' if w.fmt == 'npz' else 'TFRecord CRCs'}, "
-            f"{time.monotonic() - t0:.1f} s)")
-    return root, manifest
+        validate_tree(root, w, data)
+        log(f"{name}: every file valid ({VALIDATION[w.fmt]}, {time.monotonic() - t0:.1f} s)")
+    return w, data
+
+
+VALIDATION = {"npz": "numpy.load", "tfrecord": "TFRecord CRCs",
+              "dali": "TFRecord CRCs, JPEG markers, labels, index files"}
+
+
+def validate_tree(root, w, data):
+    """Validates every training file of data (generate()'s) found under root;
+    returns the number checked. FormatError otherwise."""
+    _, manifest, records = data
+    if w.fmt == "dali":
+        return imagenet.validate_tree(root, manifest, records)
+    return formats.validate_tree(root, w, manifest)
+
+
+def gen_imagenet_bin(build_dir):
+    path = os.path.join(os.path.abspath(build_dir), "bench", "gen_imagenet", "gen_imagenet")
+    if not os.access(path, os.X_OK):
+        raise SystemExit(f"mlperf_storage: {path} is missing (imagenet-tfrecord's JPEGs); "
+                         "build it first")
+    return path
 
 
 # ---------------------------------------------------------------------------
 # Runs and the search.
 
 def measured_run(spec, path, origin, n):
-    """One run of n accelerators over path; the run's figures with CPU added."""
+    """One run of n accelerators over path; the run's figures with CPU added
+    (a run the data set is too small for sets up no path: no mount)."""
+    short = trial.too_few_steps(spec, n)
+    if short["skipped"]:
+        return short
     src = path.run_source()
     spec.source = src.source
     cpu = CpuMeter(src.pids, origin.pids)
@@ -199,8 +250,9 @@ def make_path(name, b, origin, mounts, warm, local_root):
 
 def run_workload(args, b, origin, reaper, name, plan, data, api_ok):
     w, files, how = plan
-    root, manifest = data
+    root, manifest, records = data
     spec = trial.TrialSpec(workload=w, manifest=sorted(manifest.items()), source=None,
+                           records=records,
                            compute_s=w.compute_s[args.accelerator] * args.compute_scale,
                            verify=args.verify,
                            exclude_start_steps=args.exclude_start_steps or prefetch_depth(w))
@@ -225,7 +277,7 @@ def run_workload(args, b, origin, reaper, name, plan, data, api_ok):
             finally:
                 path.close()
             if pname == "granary-warm" and warm.m and args.small:
-                validate_mount(w, warm.m.mnt, manifest, out["paths"][pname])
+                validate_mount(w, warm.m.mnt, data, out["paths"][pname])
     finally:
         warm.close()
         if not args.keep:
@@ -233,10 +285,10 @@ def run_workload(args, b, origin, reaper, name, plan, data, api_ok):
     return out
 
 
-def validate_mount(w, mnt, manifest, row):
+def validate_mount(w, mnt, data, row):
     """--small: every file read back through the warm mount, validated whole."""
     try:
-        n = formats.validate_tree(mnt, w, manifest)
+        n = validate_tree(mnt, w, data)
         log(f"  granary-warm: {n} files valid read back through the mount")
     except (formats.FormatError, OSError, ValueError) as e:
         row["error"] = f"read back through the mount: {e}"
@@ -266,14 +318,17 @@ def problems(results):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
-    ap.add_argument("--workloads", default="unet3d,resnet50,cosmoflow")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--paths", help="subset of " + ",".join(paths.ALL_PATHS) + " (default: all; "
                     "with --small: local,granary-cold,granary-warm,granary-api)")
     ap.add_argument("--accelerator", choices=["h100", "a100"], default="h100")
     ap.add_argument("--max-accelerators", type=int, default=64)
     ap.add_argument("--files", default="",
                     help="training files: N for every workload, or NAME=N,... (e.g. "
-                         "unet3d=28,resnet50=16)")
+                         "unet3d=28,resnet50=16; imagenet-tfrecord counts JPEGs)")
+    ap.add_argument("--shards", type=int, default=None,
+                    help=f"imagenet-tfrecord's TFRecord shards (default "
+                         f"{imagenet.DEFAULT_SHARDS}; {SMALL_SHARDS} with --small)")
     ap.add_argument("--size-scale", type=float, default=1.0,
                     help="fraction of the rule's data set size")
     ap.add_argument("--memory-gib", type=float, default=0,
@@ -307,6 +362,10 @@ def parse_args():
         if x not in paths.ALL_PATHS:
             ap.error(f"--paths: unknown {x}")
     args.files = parse_files(ap, args.files)
+    if args.shards is None:
+        args.shards = SMALL_SHARDS if args.small else imagenet.DEFAULT_SHARDS
+    if args.shards < 1:
+        ap.error("--shards: at least 1")
     if args.compute_scale is None:
         args.compute_scale = 0.25 if args.small else 1.0
     if args.small:
@@ -392,8 +451,10 @@ def run_all(args, b, origin_kind, plans, results):
         origin = paths.Origin(b, origin_kind)
         origin.start()
         pool = formats.RandomPool()
-        data = {n: generate(b, n, plans[n][0], plans[n][1], pool, args.small or args.validate)
-                for n in args.workloads}
+        data = {}
+        for n in args.workloads:
+            w, data[n] = generate(args, b, n, plans[n][0], plans[n][1], pool)
+            plans[n] = (w,) + plans[n][1:]
         t0 = time.monotonic()
         if origin.upload(os.path.join(b.work, "data")):
             log(f"uploaded to s3://{paths.BUCKET}/ in {time.monotonic() - t0:.1f} s")

@@ -5,7 +5,8 @@ Each accelerator is a process (forked from the driver) with its own loader
 PyTorch loader gets a contiguous slice of the sample indices, shuffled with
 seed 123 + epoch when the workload shuffles samples; tf.data gets every N-th
 file of the (seeded, shuffled when the workload says so) file list, or every
-file and every N-th record when there are fewer files than accelerators.
+file and every N-th record when there are fewer files than accelerators;
+DALI's reader (imagenet-tfrecord) gets every N-th shard the same way.
 
 A step: wait for the next batch, sleep the workload's computation time for
 this accelerator type (DLIO's compute is a sleep too), then a barrier across
@@ -37,7 +38,7 @@ import time
 
 import numpy as np
 
-from loaders import ApiFiles, PosixFiles, TFLoader, TorchLoader
+from loaders import ApiFiles, DaliLoader, PosixFiles, TFLoader, TorchLoader
 from workloads import DLIO_SEED, steps_per_epoch
 
 
@@ -51,6 +52,7 @@ class TrialSpec:
     exclude_start_steps: int = 1  # DLIO's metric.exclude_start_steps
     epoch: int = 1
     step_timeout_s: float = 600.0
+    records: dict = None  # {relative path: records} of the "dali" workload's shards
 
 
 def plan(spec, n):
@@ -72,12 +74,27 @@ def plan(spec, n):
             work.append([files[i // w.samples_per_file] for i in idx])
         steps = min([steps] + [len(s) // w.batch_size for s in work])
         return work, steps, False
+    if w.fmt == "dali":
+        return _plan_shards(spec, n)
     order = list(files)
     if w.shuffle_files:
         np.random.RandomState(DLIO_SEED + spec.epoch).shuffle(order)
     if len(order) >= n:
         return [order[rank::n] for rank in range(n)], steps, False
     return [order] * n, steps, True
+
+
+def _plan_shards(spec, n):
+    """plan() for DALI's reader: rank r gets shards r, r + n, ...; every shard,
+    reading every n-th record, when there are fewer shards than ranks."""
+    w, shards = spec.workload, spec.manifest
+    total = sum(spec.records.values())
+    steps = math.floor(total / w.batch_size / n)
+    if len(shards) >= n:
+        work = [shards[rank::n] for rank in range(n)]
+        least = min(sum(spec.records[rel] for rel, _ in s) for s in work)
+        return work, min(steps, least // w.batch_size), False
+    return [list(shards)] * n, min(steps, total // n // w.batch_size), True
 
 
 def _rank_main(rank, n, spec, work, steps, record_shard, barrier, conn):
@@ -89,8 +106,8 @@ def _rank_main(rank, n, spec, work, steps, record_shard, barrier, conn):
         if w.fmt == "npz":
             loader = TorchLoader(files, work, w, steps, spec.verify)
         else:
-            loader = TFLoader(files, work, w, steps, spec.verify,
-                              (n, rank) if record_shard else None)
+            kind = DaliLoader if w.fmt == "dali" else TFLoader
+            loader = kind(files, work, w, steps, spec.verify, (n, rank) if record_shard else None)
         before = resource.getrusage(resource.RUSAGE_SELF)
         barrier.wait(spec.step_timeout_s)
         t0 = time.monotonic()
@@ -126,15 +143,24 @@ def _rank_main(rank, n, spec, work, steps, record_shard, barrier, conn):
         conn.close()
 
 
+def too_few_steps(spec, n, steps=None):
+    """run()'s answer for n accelerators, "skipped" set when the data set has
+    too few steps for them; nothing is read (the driver asks before it sets up a path)."""
+    steps = plan(spec, n)[1] if steps is None else steps
+    out = {"accelerators": n, "steps": steps, "error": None, "skipped": None}
+    if steps < spec.exclude_start_steps + 2:
+        out["skipped"] = (f"{steps} steps per accelerator, AU needs "
+                          f"{spec.exclude_start_steps + 2}: data set too small")
+    return out
+
+
 def run(spec, n):
     """Runs spec with n accelerators; returns the run's figures, or one with
     "error" set (a failed read, wrong bytes, a timeout) or "skipped" (the data
     set has fewer than 2 steps for n accelerators)."""
     work, steps, record_shard = plan(spec, n)
-    out = {"accelerators": n, "steps": steps, "error": None, "skipped": None}
-    if steps < spec.exclude_start_steps + 2:
-        out["skipped"] = (f"{steps} steps per accelerator, AU needs "
-                          f"{spec.exclude_start_steps + 2}: data set too small")
+    out = too_few_steps(spec, n, steps)
+    if out["skipped"]:
         return out
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(n)

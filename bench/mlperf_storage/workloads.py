@@ -1,4 +1,5 @@
-"""The three MLPerf Storage training workloads, as DLIO's workload configs define them.
+"""The three MLPerf Storage training workloads, as DLIO's workload configs define them,
+and imagenet-tfrecord, resnet50's step over NGC's ImageNet TFRecords read by DALI.
 
 Every number here is the one in DLIO's configs (dlio_benchmark/configs/workload/
 <name>_h100.yaml and _a100.yaml, the same files mlcommons/storage ships under
@@ -33,7 +34,9 @@ MIN_STEPS_PER_EPOCH = 500
 @dataclasses.dataclass(frozen=True)
 class Workload:
     name: str
-    fmt: str  # "npz" (PyTorch DataLoader over np.load) or "tfrecord" (tf.data)
+    # "npz" (PyTorch DataLoader over np.load), "tfrecord" (tf.data), or "dali"
+    # (imagenet.py's TFRecord shards with index files, DALI's reader)
+    fmt: str
     record_length: float  # bytes of one sample (mean)
     record_length_stdev: float  # its standard deviation (DLIO spreads both image sides)
     num_files_train: int  # files in DLIO's config (the full-scale data set)
@@ -95,6 +98,18 @@ WORKLOADS = {
         num_files_train=524288, samples_per_file=1, batch_size=1, read_threads=4,
         compute_s={"h100": 0.00350, "a100": 0.00551}, au_bar=0.70,
         shuffle_files=True, shuffle_samples=True),
+    # Not DLIO's: the ImageNet-like JPEGs (gen_imagenet, mean ~112.5 KB, the
+    # record length until the generated set's own mean replaces it) as NGC's
+    # TFRecord shards with DALI index files, read by DALI's reader with 8
+    # streams. A "file" is one JPEG (one record); the shards are --shards.
+    # Batch, computation time and bar are resnet50's (DLIO's ResNet-50 step:
+    # 0.224 s per 400 images on an H100, 0.56 ms per image). DALI's shuffle
+    # buffer reorders records already read, so the read order is the file order.
+    "imagenet-tfrecord": Workload(
+        name="imagenet-tfrecord", fmt="dali", record_length=112500, record_length_stdev=0,
+        num_files_train=1281167, samples_per_file=1, batch_size=400, read_threads=8,
+        compute_s={"h100": 0.224, "a100": 0.435}, au_bar=0.90,
+        shuffle_files=False, shuffle_samples=False),
 }
 
 # --small: the same loaders, batch sizes, threads and computation times over a
@@ -104,7 +119,13 @@ SMALL = {
     "unet3d": (84, 256 * KIB, 64 * KIB),
     "resnet50": (4, 2 * KIB, 0),
     "cosmoflow": (32, 64 * KIB, 2 * KIB),
+    # JPEGs of ~4 KiB, the smallest gen_imagenet writes; 10 steps at 1
+    # accelerator, too few at 2 (the CI test's time allows one more workload
+    # at one accelerator count per path).
+    "imagenet-tfrecord": (4000, 4 * KIB, 0),
 }
+# Shards of imagenet-tfrecord with --small: 8 streams of 2 shards.
+SMALL_SHARDS = 16
 
 
 def small(name):
