@@ -60,7 +60,7 @@ import summary  # noqa: E402
 import trial  # noqa: E402
 from procs import CpuMeter, StepError, write_results  # noqa: E402
 from loaders import prefetch_depth  # noqa: E402
-from workloads import SMALL_SHARDS, WORKLOADS, small  # noqa: E402
+from workloads import DLIO_WORKLOADS, SMALL_SHARDS, WORKLOADS, small  # noqa: E402
 
 
 def log(msg):
@@ -318,7 +318,8 @@ def problems(results):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
-    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--workloads", help="subset of " + ",".join(WORKLOADS) + " (default: "
+                    + ",".join(DLIO_WORKLOADS) + "; with --small: all)")
     ap.add_argument("--paths", help="subset of " + ",".join(paths.ALL_PATHS) + " (default: all; "
                     "with --small: local,granary-cold,granary-warm,granary-api)")
     ap.add_argument("--accelerator", choices=["h100", "a100"], default="h100")
@@ -352,7 +353,9 @@ def parse_args():
     ap.add_argument("--out", default="mlperf-storage-results")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = ap.parse_args()
-    args.workloads = [x for x in args.workloads.split(",") if x]
+    default_workloads = list(WORKLOADS) if args.small else DLIO_WORKLOADS
+    args.workloads = ([x for x in args.workloads.split(",") if x] if args.workloads
+                      else default_workloads)
     default_paths = SMALL_PATHS if args.small else paths.ALL_PATHS
     args.paths = [x for x in args.paths.split(",") if x] if args.paths else default_paths
     for x in args.workloads:

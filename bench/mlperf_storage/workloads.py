@@ -112,6 +112,10 @@ WORKLOADS = {
         shuffle_files=False, shuffle_samples=False),
 }
 
+# The workloads a run has by default: DLIO's (imagenet-tfrecord when asked
+# for, and with --small).
+DLIO_WORKLOADS = ["unet3d", "resnet50", "cosmoflow"]
+
 # --small: the same loaders, batch sizes, threads and computation times over a
 # few MB, so that every path runs every workload for at least two steps per
 # accelerator at 1 and 2 accelerators within seconds.
