@@ -26,11 +26,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "moto_bucket.h"
 #include "daemon/daemon.h"
 #include "fuse/fuse_server.h"
-#include "testing/moto_server.h"
 #include "testing/random_bytes.h"
-#include "ufs/s3_ufs.h"
 
 namespace granary {
 namespace {
@@ -91,20 +90,10 @@ class LargeObjectMountTest : public ::testing::Test {
     if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) {
       GTEST_SKIP() << "needs root and /dev/fuse";
     }
-    ::setenv("AWS_ACCESS_KEY_ID", "testing", 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", "testing", 1);
-    ::setenv("AWS_REGION", "us-east-1", 1);
-    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
-    ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
-    auto moto = testing::MotoServer::Start();
-    ASSERT_TRUE(moto.ok()) << moto.status().ToString();
-    moto_ = std::move(*moto);
-    auto uri = ParseUri("s3://bucket");
-    ASSERT_TRUE(uri.ok());
-    auto ufs = NewS3Ufs(*uri, UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
-    ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
-    auto* s3 = dynamic_cast<S3Ufs*>(ufs->get());
-    ASSERT_TRUE(s3->CreateBucket().ok());
+    auto bucket = testing::StartMotoBucket("bucket");
+    ASSERT_TRUE(bucket.ok()) << bucket.status().ToString();
+    moto_ = std::move(bucket->server);
+    S3Ufs* s3 = bucket->s3;
     for (int i = 0; i < kShards; ++i) {
       const std::string rel = "train/shard-" + std::to_string(i) + ".tar";
       // Odd shards end inside a block: the last block is short.

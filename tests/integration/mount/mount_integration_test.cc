@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "moto_bucket.h"
 #include "daemon/daemon.h"
 #include "fuse/dir_fs.h"
 #include "fuse/fuse_server.h"
@@ -430,20 +431,10 @@ class S3MountTest : public MountTest {
   void SetUp() override {
     MountTest::SetUp();
     if (IsSkipped()) return;
-    ::setenv("AWS_ACCESS_KEY_ID", "testing", 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", "testing", 1);
-    ::setenv("AWS_REGION", "us-east-1", 1);
-    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
-    ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
-    auto moto = testing::MotoServer::Start();
-    ASSERT_TRUE(moto.ok()) << moto.status().ToString();
-    moto_ = std::move(*moto);
-    auto uri = ParseUri("s3://bucket");
-    ASSERT_TRUE(uri.ok());
-    auto ufs = NewS3Ufs(*uri, UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
-    ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
-    auto* s3 = dynamic_cast<S3Ufs*>(ufs->get());
-    ASSERT_TRUE(s3->CreateBucket().ok());
+    auto bucket = testing::StartMotoBucket("bucket");
+    ASSERT_TRUE(bucket.ok()) << bucket.status().ToString();
+    moto_ = std::move(bucket->server);
+    S3Ufs* s3 = bucket->s3;
     s3_tree_ = MakeTree(400, 2, 2);
     for (const auto& [rel, data] : s3_tree_) ASSERT_TRUE(s3->PutObject("ds/" + rel, data).ok()) << rel;
   }
@@ -579,20 +570,10 @@ class StalledOriginTest : public MountTest {
   void SetUp() override {
     MountTest::SetUp();
     if (IsSkipped()) return;
-    ::setenv("AWS_ACCESS_KEY_ID", "testing", 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", "testing", 1);
-    ::setenv("AWS_REGION", "us-east-1", 1);
-    ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
-    ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
-    auto moto = testing::MotoServer::Start();
-    ASSERT_TRUE(moto.ok()) << moto.status().ToString();
-    moto_ = std::move(*moto);
-    auto uri = ParseUri("s3://bucket");
-    ASSERT_TRUE(uri.ok());
-    auto ufs = NewS3Ufs(*uri, UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
-    ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
-    auto* s3 = dynamic_cast<S3Ufs*>(ufs->get());
-    ASSERT_TRUE(s3->CreateBucket().ok());
+    auto bucket = testing::StartMotoBucket("bucket");
+    ASSERT_TRUE(bucket.ok()) << bucket.status().ToString();
+    moto_ = std::move(bucket->server);
+    S3Ufs* s3 = bucket->s3;
     for (int i = 0; i < 2; ++i) {
       ASSERT_TRUE(s3->PutObject("stall/hot/h" + std::to_string(i), std::string(5000 + i, 'h')).ok());
     }
