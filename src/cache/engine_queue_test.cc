@@ -69,6 +69,14 @@ class EngineQueueTest : public ::testing::Test {
     engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), options);
   }
 
+  // Reads buf.size() bytes of `path` at `off` through the engine; true when
+  // the read succeeds and returns exactly the object's bytes there.
+  bool ReadsRight(const std::string& path, uint64_t off, std::string& buf) {
+    auto n = engine_->Read(Ino(path), off, std::span<char>(buf));
+    return n.ok() &&
+           std::string_view(buf.data(), *n) == std::string_view(objects_.at(path)).substr(off, *n);
+  }
+
   uint64_t Ino(const std::string& path) {
     auto ino = snapshot_->FindPath(path);
     EXPECT_TRUE(ino.has_value()) << path;
@@ -171,9 +179,7 @@ TEST_F(EngineQueueTest, ASequentialReaderFetchesEachBlockOnceAndLeavesTheObjectC
   const uint64_t ino = Ino("big");
   std::string buf(16 << 10, '\0');
   for (uint64_t off = 0; off < kBlocks * kBlock; off += buf.size()) {
-    auto n = engine_->Read(ino, off, std::span<char>(buf));
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    ASSERT_EQ(std::string_view(buf.data(), *n), std::string_view(objects_["big"]).substr(off, *n));
+    ASSERT_TRUE(ReadsRight("big", off, buf)) << off;
   }
   Eventually([&] { return engine_->IsCached(ino); });
   EXPECT_EQ(reads.Max(), 1);
@@ -198,10 +204,7 @@ TEST_F(EngineQueueTest, RandomSequentialAndWarmUpReadersFetchEachBlockOnce) {
   std::thread sequential([&] {
     std::string buf(32 << 10, '\0');
     for (uint64_t off = 0; off < want.size(); off += buf.size()) {
-      auto n = engine_->Read(ino, off, std::span<char>(buf));
-      if (!n.ok() || std::string_view(buf.data(), *n) != std::string_view(want).substr(off, *n)) {
-        wrong.fetch_add(1);
-      }
+      if (!ReadsRight("big", off, buf)) wrong.fetch_add(1);
     }
   });
   std::thread random([&] {
@@ -209,10 +212,7 @@ TEST_F(EngineQueueTest, RandomSequentialAndWarmUpReadersFetchEachBlockOnce) {
     std::string buf(8 << 10, '\0');
     for (int i = 0; i < 400; ++i) {
       const uint64_t off = rng() % (want.size() - buf.size());
-      auto n = engine_->Read(ino, off, std::span<char>(buf));
-      if (!n.ok() || std::string_view(buf.data(), *n) != std::string_view(want).substr(off, *n)) {
-        wrong.fetch_add(1);
-      }
+      if (!ReadsRight("big", off, buf)) wrong.fetch_add(1);
     }
   });
   auto warmed = engine_->Fetch(ino);
@@ -284,9 +284,7 @@ TEST_F(EngineQueueTest, ReadaheadPushesCachedBlocksAheadOfTheReaderOnce) {
   });
   std::string buf(kBlock / 8, '\0');
   for (uint64_t off = 0; off < kBlocks * kBlock; off += buf.size()) {
-    auto n = engine_->Read(ino, off, std::span<char>(buf));
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    ASSERT_EQ(std::string_view(buf.data(), *n), std::string_view(want).substr(off, *n));
+    ASSERT_TRUE(ReadsRight("big", off, buf)) << off;
   }
   const EngineStats s = engine_->stats();
   engine_.reset();  // every readahead done before the hook's captures go
