@@ -123,10 +123,10 @@ SMALL = {
     "unet3d": (84, 256 * KIB, 64 * KIB),
     "resnet50": (4, 2 * KIB, 0),
     "cosmoflow": (32, 64 * KIB, 2 * KIB),
-    # JPEGs of ~4 KiB, the smallest gen_imagenet writes; 10 steps at 1
-    # accelerator, too few at 2 (the CI test's time allows one more workload
-    # at one accelerator count per path).
-    "imagenet-tfrecord": (4000, 4 * KIB, 0),
+    # JPEGs of ~4 KiB, the smallest gen_imagenet writes; the 6 steps a run
+    # needs at 1 accelerator, too few at 2 (the CI test's time allows one more
+    # workload at one accelerator count per path).
+    "imagenet-tfrecord": (2400, 4 * KIB, 0),
 }
 # Shards of imagenet-tfrecord with --small: 8 streams of 2 shards.
 SMALL_SHARDS = 16
