@@ -617,6 +617,29 @@ TEST(StoreTest, DropReadPagesLeavesNoCopyInThePageCache) {
   std::filesystem::remove_all(tmpl);
 }
 
+// `k`'s complete cache file holds exactly `data`, and was written around the
+// page cache (`direct`: at most the sub-4 KiB tail resident) or through it
+// (every page resident, for files of at least a page); the store reads it back.
+void ExpectCachedAround(Store& store, const ObjectKey& k, const std::string& data, bool direct) {
+  auto fd = store.OpenCompleteFile(k);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  struct stat st {};
+  ASSERT_EQ(::fstat(*fd, &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), data.size());
+  const size_t pages = (data.size() + 4095) / 4096;
+  const size_t resident = ResidentPages(*fd, data.size());
+  if (direct) {
+    EXPECT_LE(resident, 1u) << "only the sub-4 KiB tail goes through the page cache";
+  } else if (data.size() >= 4096) {
+    EXPECT_EQ(resident, pages);  // written just now through the page cache
+  }
+  std::string back(data.size(), '\0');
+  EXPECT_EQ(::pread(*fd, back.data(), back.size(), 0), static_cast<ssize_t>(data.size()));
+  ::close(*fd);
+  EXPECT_TRUE(back == data) << "bytes differ";
+  EXPECT_EQ(ReadAll(store, k), data);
+}
+
 TEST(StoreTest, ServedAdmissionsBypassThePageCacheInDropReadPagesMode) {
   // On a disk file system (tmpfs has no page cache to bypass).
   std::string tmpl = DiskTempDir("direct");
@@ -648,23 +671,7 @@ TEST(StoreTest, ServedAdmissionsBypassThePageCacheInDropReadPagesMode) {
       std::string data = MakeData(sizes[i], 20 + i);
       ObjectKey k = Key(static_cast<int>(i), data.size());
       ASSERT_TRUE((*store)->AdmitBlock(k, 0, data, c.served).value());
-      auto fd = (*store)->OpenCompleteFile(k);
-      ASSERT_TRUE(fd.ok()) << fd.status().ToString();
-      struct stat st {};
-      ASSERT_EQ(::fstat(*fd, &st), 0);
-      EXPECT_EQ(static_cast<size_t>(st.st_size), data.size());
-      size_t pages = (data.size() + 4095) / 4096;
-      size_t resident = ResidentPages(*fd, data.size());
-      if (c.direct) {
-        EXPECT_LE(resident, 1u) << "only the sub-4 KiB tail goes through the page cache";
-      } else if (data.size() >= 4096) {
-        EXPECT_EQ(resident, pages);  // written just now through the page cache
-      }
-      std::string back(data.size(), '\0');
-      EXPECT_EQ(::pread(*fd, back.data(), back.size(), 0), static_cast<ssize_t>(data.size()));
-      ::close(*fd);
-      EXPECT_TRUE(back == data) << "bytes differ";
-      EXPECT_EQ(ReadAll(**store, k), data);
+      ExpectCachedAround(**store, k, data, c.direct);
     }
   }
   std::filesystem::remove_all(tmpl);
@@ -697,20 +704,7 @@ TEST(StoreTest, ServedBlocksOfALargeObjectBypassThePageCacheInDropReadPagesMode)
       std::string_view bytes = b % 2 == 0 ? aligned->view() : std::string_view(plain);
       ASSERT_TRUE((*store)->AdmitBlock(k, b, bytes, served).value()) << b;
     }
-    auto fd = (*store)->OpenCompleteFile(k);
-    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
-    const size_t pages = (data.size() + 4095) / 4096;
-    const size_t resident = ResidentPages(*fd, data.size());
-    if (served) {
-      EXPECT_LE(resident, 1u) << "only the sub-4 KiB tail goes through the page cache";
-    } else {
-      EXPECT_EQ(resident, pages);
-    }
-    std::string back(data.size(), '\0');
-    EXPECT_EQ(::pread(*fd, back.data(), back.size(), 0), static_cast<ssize_t>(data.size()));
-    ::close(*fd);
-    EXPECT_TRUE(back == data) << "bytes differ";
-    EXPECT_EQ(ReadAll(**store, k), data);
+    ExpectCachedAround(**store, k, data, served);
   }
   std::filesystem::remove_all(tmpl);
 }
