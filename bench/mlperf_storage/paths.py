@@ -242,6 +242,8 @@ class GranaryWarm:
         return self.m
 
     def load_note(self):
+        if self.load_s is None:  # no run needed the warm mount (every one was skipped)
+            return "`granary load` (not run)"
         return (f"`granary load` {self.data_bytes / 2**30 / self.load_s:.2f} GiB/s "
                 f"({self.load_s:.1f} s)")
 
