@@ -23,8 +23,9 @@ PACKAGES=(
   fuse3 nginx-light python3 python3-prometheus-client procps psmisc iproute2 curl
   # the comparison's peers and chart, and the ResNet-50 smoke test (CPU torch)
   s3fs rclone gnuplot-nox python3-torch python3-torchvision
-  # the Python module (python/, scripts/install-python.sh) and its tests
-  pybind11-dev python3-dev python3-pytest python3-pil python3-numpy
+  # the Python module (python/, scripts/install-python.sh) and its tests;
+  # crcmod: fast CRC32C for bench/mlperf_storage's TFRecords
+  pybind11-dev python3-dev python3-pytest python3-pil python3-numpy python3-crcmod
   # the cluster tests' coordination store (tests/integration/cluster)
   etcd-server
 )
