@@ -48,8 +48,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "compare"))
-from procs import (Procs, StepError, drop_page_cache, free_port, http_get, is_mounted,  # noqa: E402
-                   settle, write_results)
+from procs import (Procs, StepError, check_status, drop_page_cache, free_port,  # noqa: E402
+                   http_get, is_mounted, settle, write_results)
 
 BUCKET = "granary-cluster"
 PREFIX = "imagenet"
@@ -826,9 +826,7 @@ def main():
         if single and clus and clus["origin_gets_per_object"] > single["origin_gets_per_object"] + 0.01:
             problems.append(f"cluster origin GETs/object {clus['origin_gets_per_object']:.2f} > "
                             f"single node {single['origin_gets_per_object']:.2f}")
-        for p in problems:
-            print(f"cluster_bench --check: {p}", file=sys.stderr)
-        return 1 if problems else 0
+        return check_status("cluster_bench", problems)
     return 0
 
 

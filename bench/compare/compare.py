@@ -35,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import CpuMeter, Procs, StepError, free_port, http_get, per_image_ms, settle  # noqa: E402
+from procs import CpuMeter, Procs, StepError, check_status, free_port, http_get, per_image_ms, settle  # noqa: E402
 import peers  # noqa: E402
 import report  # noqa: E402
 
@@ -437,10 +437,7 @@ def main():
     print(f"compare: wrote {args.out}/results.md, results.json"
           + (", chart.png" if chart else " (no chart: gnuplot missing)"))
     if args.check:
-        problems = report.problems(results)
-        for p in problems:
-            print(f"compare --check: {p}", file=sys.stderr)
-        return 1 if problems else 0
+        return check_status("compare", report.problems(results))
     return 0
 
 

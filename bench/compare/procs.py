@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -119,6 +120,14 @@ def write_results(out, results, md):
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(md)
     print("\n" + md)
+
+
+def check_status(who, problems):
+    """--check: prints each problem on stderr as '<who> --check: <problem>' and
+    returns the exit status (1 with any problem, else 0)."""
+    for p in problems:
+        print(f"{who} --check: {p}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def daemon_pid(run_dir, who):

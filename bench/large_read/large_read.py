@@ -53,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "compare"))
 import compare  # noqa: E402  (the origin: Bench.start_origin / start_proxy)
-from procs import (CpuMeter, StepError, drop_page_cache, http_get, settle,  # noqa: E402
+from procs import (CpuMeter, StepError, check_status, drop_page_cache, http_get, settle,  # noqa: E402
                    write_results)
 import rows as rows_mod  # noqa: E402
 import table  # noqa: E402
@@ -354,10 +354,7 @@ def main():
                                 - started).total_seconds())
     write_results(args.out, results, table.markdown(results))
     if args.check:
-        problems = table.problems(results)
-        for p in problems:
-            print(f"large_read --check: {p}", file=sys.stderr)
-        return 1 if problems else 0
+        return check_status("large_read", table.problems(results))
     return 0
 
 
