@@ -48,8 +48,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "compare"))
-from procs import (Procs, StepError, check_status, drop_page_cache, free_port,  # noqa: E402
+from procs import (Procs, StepError, check_status, drop_page_cache,  # noqa: E402
                    http_get, is_mounted, settle, write_results)
+from netns import (Hosts, cluster_flags, has_cluster_flags, metric_sum,  # noqa: E402
+                   metrics_text, write_secret)
 
 BUCKET = "granary-cluster"
 PREFIX = "imagenet"
@@ -58,107 +60,6 @@ S3RVER_DIR = os.path.join(HERE, "..", "compare", "s3rver")
 
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def run(argv, check=True):
-    out = subprocess.run(argv, capture_output=True, text=True)
-    if check and out.returncode != 0:
-        raise StepError(f"{' '.join(argv)}: exit {out.returncode}: {out.stderr.strip()[-300:]}")
-    return out
-
-
-# ---------------------------------------------------------------------------
-# Hosts: namespaces on a bridge, or loopback addresses when that is impossible.
-
-class Hosts:
-    ORIGIN = -1
-
-    def __init__(self, nodes, rate):
-        self.nodes = nodes
-        self.rate = rate
-        self.tag = f"c{os.getpid()}"
-        self.subnet = None
-        self.namespaces = []
-        self.links = []
-        self.fallback = None
-        try:
-            if os.geteuid() != 0:
-                raise StepError("not root")
-            for tool in ("ip", "nsenter", "tc"):
-                if shutil.which(tool) is None:
-                    raise StepError(f"{tool} is missing")
-            self._build()
-        except StepError as e:
-            self.close()
-            self.fallback = str(e)
-            self.subnet = None
-            log(f"NO network namespaces ({e}): every host on loopback 127.0.0.x, links not shaped")
-
-    def _free_subnet(self):
-        text = run(["ip", "-4", "route", "show", "table", "all"]).stdout + \
-            run(["ip", "-4", "-o", "addr", "show"]).stdout
-        taken = set()
-        for w in text.split():
-            a = w.split("/")[0].split(".")
-            if len(a) == 4 and a[0] == "10" and all(x.isdigit() for x in a):
-                taken.add((int(a[1]), int(a[2])))
-            elif w.startswith("10.0.0.0/8"):
-                raise StepError("10.0.0.0/8 is routed here")
-        seed = os.getpid()
-        for i in range(1000):
-            x, y = 100 + (seed * 7 + i * 13) % 150, (seed + i * 31) % 256
-            if (x, y) not in taken:
-                return f"10.{x}.{y}."
-        raise StepError("no free 10.X.Y.0/24")
-
-    def _build(self):
-        self.subnet = self._free_subnet()
-        br = self.tag + "br"
-        run(["ip", "link", "add", br, "type", "bridge"])
-        self.links.append(br)
-        run(["ip", "addr", "add", self.subnet + "254/24", "dev", br])
-        run(["ip", "link", "set", br, "up"])
-        for h in range(self.ORIGIN, self.nodes):
-            idx = "o" if h == self.ORIGIN else str(h)
-            ns, outer, inner = self.ns(h), f"{self.tag}h{idx}", f"{self.tag}c{idx}"
-            run(["ip", "netns", "add", ns])
-            self.namespaces.append(ns)
-            run(["ip", "link", "add", outer, "type", "veth", "peer", "name", inner])
-            self.links.append(outer)
-            run(["ip", "link", "set", inner, "netns", ns])
-            run(["ip", "link", "set", outer, "master", br, "up"])
-            run(["ip", "-n", ns, "link", "set", "lo", "up"])
-            run(["ip", "-n", ns, "addr", "add", self.ip(h) + "/24", "dev", inner])
-            run(["ip", "-n", ns, "link", "set", inner, "up"])
-            if h != self.ORIGIN and self.rate:
-                tbf = ["root", "tbf", "rate", self.rate, "burst", "256kb", "latency", "50ms"]
-                run(["tc", "qdisc", "add", "dev", outer, *tbf])
-                run(["tc", "-n", ns, "qdisc", "add", "dev", inner, *tbf])
-        log(f"namespaces {self.tag}o (origin {self.ip(self.ORIGIN)}) + {self.nodes} hosts from "
-            f"{self.ip(0)}, node links {self.rate or 'unshaped'} (tbf)")
-
-    def ns(self, h):
-        return f"{self.tag}{'o' if h == self.ORIGIN else 'n' + str(h)}"
-
-    def ip(self, h):
-        last = 1 if h == self.ORIGIN else h + 2
-        return f"{self.subnet or '127.0.0.'}{last}"
-
-    def port(self, preferred):
-        return free_port() if self.fallback else preferred
-
-    def wrap(self, h, argv):
-        if self.fallback:
-            return list(argv)
-        return ["nsenter", f"--net=/run/netns/{self.ns(h)}", "--", *argv]
-
-    def close(self):
-        for ns in self.namespaces:
-            run(["ip", "netns", "del", ns], check=False)
-        for link in reversed(self.links):
-            if run(["ip", "link", "show", link], check=False).returncode == 0:
-                run(["ip", "link", "del", link], check=False)
-        self.namespaces, self.links = [], []
 
 
 # ---------------------------------------------------------------------------
@@ -240,11 +141,6 @@ class Bench:
         log(f"data set: {n} JPEGs, {self.total_bytes / 1e6:.0f} MB, {time.monotonic() - t0:.0f} s")
 
     # -- nodes ----------------------------------------------------------------
-    def cluster_args(self, i, secret):
-        peers = ",".join(f"{self.hosts.ip(j)}:{self.cport[j]}" for j in range(self.args.nodes))
-        return ["--cluster-listen", f"{self.hosts.ip(i)}:{self.cport[i]}", "--cluster-peers", peers,
-                "--cluster-name", f"bench{os.getpid()}", "--cluster-secret-file", secret]
-
     def start_node(self, i, cache, cluster=False, client_only=False):
         mnt = os.path.join(self.work, f"mnt{i}")
         os.makedirs(mnt, exist_ok=True)
@@ -254,7 +150,8 @@ class Bench:
                 "--cache-dir", f"{cache}:{self.args.cache_quota}", "--run-dir", run_dir,
                 "--foreground", "--metrics-addr", f"{self.hosts.ip(i)}:{self.mport[i]}"]
         if cluster:
-            argv += self.cluster_args(i, self.secret)
+            argv += cluster_flags(self.hosts, self.cport, i, f"bench{os.getpid()}",
+                                  self.secret, members=self.args.nodes)
         if client_only:
             argv.append("--cluster-client-only")
             if self.args.client_fuse_threads:
@@ -279,19 +176,10 @@ class Bench:
             self.stop_node(i)
 
     def metrics_text(self, i):
-        try:
-            return http_get(f"http://{self.hosts.ip(i)}:{self.mport[i]}/metrics").decode()
-        except OSError:
-            return None
+        return metrics_text(f"http://{self.hosts.ip(i)}:{self.mport[i]}/metrics")
 
     def metric(self, i, name, text=None):
-        text = text if text is not None else self.metrics_text(i)
-        if text is None:
-            return None
-        vals = [float(ln.split()[-1]) for ln in text.splitlines()
-                if ln.startswith(name) and not ln.startswith("#") and
-                (ln[len(name):len(name) + 1] in (" ", "{"))]
-        return sum(vals) if vals else None
+        return metric_sum(text if text is not None else self.metrics_text(i), name)
 
     def wait_members(self, which, want, timeout=60):
         deadline = time.monotonic() + timeout
@@ -459,11 +347,6 @@ def _answers(url):
         return True
     except OSError as e:
         return getattr(e, "code", None) is not None
-
-
-def has_cluster_flags(granary):
-    out = subprocess.run([granary, "mount", "--help"], capture_output=True, text=True)
-    return "--cluster-listen" in out.stdout + out.stderr
 
 
 def row(name, **kw):
@@ -768,12 +651,11 @@ def main():
         # Nodes 0..N-1 own the data; host N is the client-only member of the remote-hit epochs.
         b.client = args.nodes
         b.remote_threads = [int(x) for x in args.remote_threads.split(",") if x.strip()]
-        b.hosts = Hosts(args.nodes + 1, args.link_rate)
+        b.hosts = Hosts(args.nodes + 1, args.link_rate, log=log)
         b.cport = [b.hosts.port(7000) for _ in range(args.nodes + 1)]
         b.mport = [b.hosts.port(9100) for _ in range(args.nodes + 1)]
         b.secret = os.path.join(work, "cluster.secret")
-        with open(os.open(b.secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            f.write(f"bench-{os.getpid()}-{time.time()}\n")
+        write_secret(b.secret, f"bench-{os.getpid()}-{time.time()}")
         b.start_origin()
         b.generate()
         results["config"] = {"files": args.files, "nodes": args.nodes, "delay_ms": args.delay_ms,
