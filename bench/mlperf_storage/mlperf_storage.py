@@ -5,7 +5,9 @@ For every workload: generates DLIO's data set in DLIO's formats and names
 (formats.py; imagenet-tfrecord: gen_imagenet's JPEGs packed into --shards
 TFRecord shards with DALI index files, imagenet.py), copies it to a local
 S3-compatible server, and for every access
-path (paths.py: local disk, Granary cold / warm / Python API, s3fs, rclone)
+path (paths.py: local disk, Granary cold / warm / Python API, s3fs, rclone;
+cluster_paths.py: a 3-node Granary cluster in network namespaces, warm and
+cold, read through node 0's mount)
 finds the most simulated accelerators whose accelerator utilization (AU)
 holds the workload's bar (90 % unet3d, resnet50, imagenet-tfrecord; 70 %
 cosmoflow): runs at
@@ -27,6 +29,8 @@ mount it unmounts.
   bench/mlperf_storage/mlperf_storage.py --size-scale 0.05 --paths local,granary-cold,granary-warm
   bench/mlperf_storage/mlperf_storage.py --workloads imagenet-tfrecord \
       --files imagenet-tfrecord=30000 --shards 1024
+  bench/mlperf_storage/mlperf_storage.py --small --workloads unet3d \
+      --paths granary-cluster,granary-cluster-cold     # the cluster paths' smoke test
 
 Run with Debian's /usr/bin/python3 (numpy); needs root for FUSE mounts and to
 drop the page cache.
@@ -54,6 +58,7 @@ try:
 except ImportError as _e:  # numpy missing: not this interpreter (see the shebang)
     print(f"mlperf_storage: SKIP: {_e} (run with /usr/bin/python3 and python3-numpy)")
     sys.exit(SKIP)
+import cluster_paths  # noqa: E402
 import compare  # noqa: E402
 import paths  # noqa: E402
 import summary  # noqa: E402
@@ -163,14 +168,18 @@ def measured_run(spec, path, origin, n):
     short = trial.too_few_steps(spec, n)
     if short["skipped"]:
         return short
-    src = path.run_source()
-    spec.source = src.source
-    cpu = CpuMeter(src.pids, origin.pids)
     try:
+        src = path.run_source()
+        spec.source = src.source
+        cpu = CpuMeter(src.pids, origin.pids + src.origin_pids)
+        client = CpuMeter(src.client_pids, []) if src.client_pids else None
         r = trial.run(spec, n)
         cache_cpu, origin_cpu = cpu.stop()
+        client_cpu = client.stop()[0] if client else None
         if src.after and not r["error"]:
             r["warning"] = src.after()
+        if src.figures and not r["error"] and not r["skipped"]:
+            r.update(src.figures(r))
     finally:
         path.end_run()
     if r["error"] or r["skipped"]:
@@ -178,6 +187,9 @@ def measured_run(spec, path, origin, n):
     cores = r["reader_cpu_s"] + (cache_cpu or 0)
     r.update({"cache_cpu_s": cache_cpu, "origin_cpu_s": origin_cpu,
               "gib_per_core": r["bytes"] / 2**30 / cores if cores else None})
+    if client_cpu is not None:  # the client node's own daemon, without the other nodes'
+        r["client_cpu_s"] = client_cpu
+        r["gib_per_client_node_core"] = r["bytes"] / 2**30 / (r["reader_cpu_s"] + client_cpu)
     return r
 
 
@@ -238,7 +250,11 @@ def _fmt(v, spec):
     return "–" if v is None else format(v, spec)
 
 
-def make_path(name, b, origin, mounts, warm, local_root):
+def make_path(name, args, b, mounts, warm, local_root, data_bytes):
+    if name.startswith("granary-cluster"):
+        cluster = cluster_paths.GranaryCluster(b, mounts.workload, args.cluster_link_rate)
+        return cluster_paths.GranaryClusterPath(cluster, data_bytes,
+                                                cold=name == "granary-cluster-cold")
     if name == "local":
         return paths.LocalPath(local_root)
     if name == "granary-cold":
@@ -268,7 +284,7 @@ def run_workload(args, b, origin, reaper, name, plan, data, api_ok):
                                        "skipped": True, "trials": []}
                 continue
             log(f"--- {name} over {pname}")
-            path = make_path(pname, b, origin, mounts, warm, root)
+            path = make_path(pname, args, b, mounts, warm, root, out["bytes"])
             try:
                 out["paths"][pname] = run_path(args, path, spec, origin, w)
             except StepError as e:
@@ -340,6 +356,9 @@ def parse_args():
                          "--small, to keep the CI test short)")
     ap.add_argument("--origin", choices=["s3rver", "moto", "file"], default=None,
                     help="S3 server for the data (default: s3rver if installed, else moto)")
+    ap.add_argument("--cluster-link-rate", default="",
+                    help="tbf rate of every node link of the granary-cluster paths, e.g. 10gbit "
+                         "(default: unshaped veth)")
     ap.add_argument("--origin-cpus", default="auto",
                     help="CPUs of the origin (auto: the first quarter), the clients get the rest")
     ap.add_argument("--exclude-start-steps", type=int, default=0,
@@ -450,7 +469,8 @@ def run_all(args, b, origin_kind, plans, results):
     reaper = paths.DaemonReaper()
     try:
         check_space(b.work, plans, 1 + ("granary-warm" in args.paths
-                                        or "granary-api" in args.paths))
+                                        or "granary-api" in args.paths)
+                    + 2 * ("granary-cluster" in args.paths))
         origin = paths.Origin(b, origin_kind)
         origin.start()
         pool = formats.RandomPool()

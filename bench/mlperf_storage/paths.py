@@ -9,6 +9,9 @@ pids of the processes that serve it (their CPU counts as the client's):
   granary-api   the same warm mount read through Granary's Python module
   s3fs, rclone  a fresh FUSE mount (rclone: with an empty --vfs-cache-mode full
                 cache) for every run
+  granary-cluster, granary-cluster-cold
+                a 3-node Granary cluster in network namespaces, read through
+                node 0's mount (cluster_paths.py)
 
 The page cache is dropped before every run when root may (procs.drop_page_cache),
 so a run reads from the path, not from memory. The S3-compatible origin
@@ -32,7 +35,8 @@ from procs import DirMounts, StepError, drop_page_cache, is_mounted, settle
 import peers
 
 BUCKET = "mlperf"
-ALL_PATHS = ["local", "granary-cold", "granary-warm", "granary-api", "s3fs", "rclone"]
+ALL_PATHS = ["local", "granary-cold", "granary-warm", "granary-api", "granary-cluster",
+             "granary-cluster-cold", "s3fs", "rclone"]
 
 
 class Origin:
@@ -181,10 +185,17 @@ def _exits(pid, seconds):
 
 class Source:
     """What one run reads: (kind, ...) for trial.TrialSpec.source, the serving pids,
-    and a check to make after the run (None when there is nothing to check)."""
+    and a check to make after the run (None when there is nothing to check).
 
-    def __init__(self, source, pids, after=None):
+    client_pids: the serving processes on the client node, when the path also
+    has some elsewhere (a cluster's other nodes); origin_pids: the path's own
+    processes in front of the origin (counted as the origin's CPU);
+    figures(run): more figures of the run, measured before the path stops."""
+
+    def __init__(self, source, pids, after=None, client_pids=None, origin_pids=(),
+                 figures=None):
         self.source, self.pids, self.after = source, pids, after
+        self.client_pids, self.origin_pids, self.figures = client_pids, list(origin_pids), figures
 
 
 class LocalPath:
@@ -352,6 +363,8 @@ def _lists(mnt):
 
 def unavailable(path, origin_kind, granary_api_ok):
     """Why `path` cannot run here, or None."""
+    if path.startswith("granary-cluster") and origin_kind == "file":
+        return f"{path} needs an S3 origin (not --origin file)"
     if path in ("s3fs", "rclone"):
         if origin_kind == "file":
             return f"{path} needs an S3 origin (not --origin file)"

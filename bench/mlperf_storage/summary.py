@@ -24,7 +24,8 @@ def results_table(results):
                              f"{p['error']} |")
                 continue
             shown = p.get("shown") or {}
-            note = "; ".join(x for x in (p.get("note"), p.get("limit"), p.get("error")) if x)
+            note = "; ".join(x for x in (p.get("note"), _run_figures(shown), p.get("limit"),
+                                         p.get("error")) if x)
             lines.append(
                 f"| {wname} ({bar[wname]}) | {pname} | {p['accelerators']} "
                 f"| {_pct(shown.get('au'))} "
@@ -32,6 +33,18 @@ def results_table(results):
                 f"| {_num(shown.get('gib_per_core'), '.3f')} "
                 f"| {_num(shown.get('samples_per_s'), ',.0f')} | {note} |")
     return "\n".join(lines)
+
+
+def _run_figures(run):
+    """The figures only some paths have (a cluster's), for the note; "" when none."""
+    out = []
+    if run.get("peer_share") is not None:
+        out.append(f"{run['peer_bytes'] / 2**30:.2f} GiB from peers "
+                   f"({100 * run['peer_share']:.0f} % of the bytes read)")
+    if run.get("gib_per_client_node_core") is not None:
+        out.append(f"GiB/s per client core with node 0's daemon alone "
+                   f"{run['gib_per_client_node_core']:.3f}")
+    return "; ".join(out)
 
 
 def published_table(accelerator):
@@ -65,7 +78,8 @@ def markdown(results):
     body = ["", "Accelerators: the most whose AU held the bar (doubling, then bisecting, "
             f"up to {c['max_accelerators']}); the figures are those of that run (of the "
             "1-accelerator run when none held it). GiB/s per client core: bytes read per "
-            "CPU-second of the readers and the path's own processes (FUSE daemon).", "",
+            "CPU-second of the readers and the path's own processes (FUSE daemon; for "
+            "the granary-cluster paths, all three nodes' daemons).", "",
             results_table(results), "",
             "Published single-client MLPerf Storage results, for context (accelerators at "
             "the AU bar):", "", published_table("h100"), ""]
