@@ -39,7 +39,7 @@ sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from netns import (MEMBERS_METRIC, REMOTE_BYTES_METRIC, Hosts, cluster_flags,  # noqa: E402
                    metric_sum, metrics_text, write_secret)
 from procs import StepError, drop_page_cache, http_get, is_mounted, settle  # noqa: E402
-from paths import BUCKET, Source  # noqa: E402
+from paths import BUCKET, Source, with_children  # noqa: E402
 
 NODES = 3
 CLIENT = 0  # the node whose mount the accelerators read
@@ -262,8 +262,10 @@ class GranaryClusterPath:
             n = c.origin_requests() - origin0
             return None if n == 0 else f"{n} origin requests in a warm cluster run"
 
-        return Source(("posix", c.mnt(CLIENT)), [c.pid(i) for i in range(NODES)],
-                      None if self.cold else no_origin_reads, client_pids=[c.pid(CLIENT)],
+        return Source(("posix", c.mnt(CLIENT)),
+                      [p for i in range(NODES) for p in with_children(c.pid(i))],
+                      None if self.cold else no_origin_reads,
+                      client_pids=with_children(c.pid(CLIENT)),
                       origin_pids=[c.proxy.pid], figures=figures)
 
     def end_run(self):
