@@ -226,13 +226,14 @@ Result<ServedBlock> CacheEngine::ServePeer(const ObjectKey& key, uint64_t block)
   }
   const uint64_t offset = block * block_size_;
   const uint64_t length = BlockLength(key.size, block);
-  if (key.size <= block_size_) {
-    if (auto fd = store_->OpenCompleteFile(key); fd.ok()) {
-      c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
-      c_.served_hits.fetch_add(1, std::memory_order_relaxed);
-      c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
-      return ServedBlock{.fd = *fd, .file_offset = 0, .length = length};
-    }
+  // A cached block goes out of its cache file with the checksum the store
+  // recorded: the daemon never touches its bytes.
+  if (auto f = store_->OpenBlockFile(key, block); f.ok()) {
+    c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
+    c_.served_hits.fetch_add(1, std::memory_order_relaxed);
+    c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
+    return ServedBlock{
+        .fd = f->fd, .file_offset = f->offset, .length = f->length, .checksum = f->checksum};
   }
   auto got = GetBlock(key, block, Want{.priority = Priority::kHigh, .for_peer = true});
   if (!got.ok()) {

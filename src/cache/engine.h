@@ -165,6 +165,7 @@ struct ServedBlock {
   int fd = -1;               // owned by the receiver, who closes it
   uint64_t file_offset = 0;  // region of fd holding the block
   uint64_t length = 0;
+  uint64_t checksum = 0;     // with fd: XXH3-64 of the region (the store's record)
 };
 
 class CacheEngine {

@@ -237,11 +237,11 @@ Result<BlockData> ClusterNode::ReadFromOwner(const BlockRef& ref, Priority prior
     }
     if (!health_.Usable(m->node_id)) continue;
     auto got = ClientFor(*m)->GetBlock(req);
-    if (got.ok() && got->size() == ref.length) {
+    if (got.ok() && (*got)->size() == ref.length) {
       health_.RecordSuccess(m->node_id);
-      return BlockData(BlockBuffer::Adopt(std::move(*got)));
+      return std::move(*got);
     }
-    last = got.ok() ? Corruption("peer " + m->address + " sent " + std::to_string(got->size()) +
+    last = got.ok() ? Corruption("peer " + m->address + " sent " + std::to_string((*got)->size()) +
                                  " bytes, expected " + std::to_string(ref.length))
                     : got.status();
     // A peer that answered (an error of its own, e.g. its origin failed) is
@@ -278,7 +278,8 @@ Result<net::BlockPayload> ClusterNode::GetBlock(const net::BlockRequest& r) {
   const ObjectKey key{.dataset = r.dataset, .key = r.key, .etag = r.etag, .size = r.size};
   ASSIGN_OR_RETURN(ServedBlock b, dataset_->engine().ServePeer(key, r.block));
   if (b.fd >= 0) {
-    return net::BlockPayload{.fd = b.fd, .file_offset = b.file_offset, .length = b.length};
+    return net::BlockPayload{
+        .fd = b.fd, .file_offset = b.file_offset, .length = b.length, .checksum = b.checksum};
   }
   return net::BlockPayload{.bytes = b.bytes, .length = b.length};
 }

@@ -35,6 +35,11 @@ std::string Hex(uint64_t v) {
   return out;
 }
 
+Status BadVersion(uint8_t version) {
+  return Corruption("unsupported peer protocol version " + std::to_string(version) +
+                    " (this node speaks version " + std::to_string(kProtocolVersion) + ")");
+}
+
 }  // namespace
 
 std::string OpName(Op op) {
@@ -99,44 +104,67 @@ Status FrameDecoder::Fail(Status s) {
   return error_;
 }
 
+Result<FrameHeader> DecodeFrameHeader(const char* h, uint32_t max_payload) {
+  if (wire::GetU32(h) != kFrameMagic) {
+    return Corruption("bad frame magic " + Hex(wire::GetU32(h)) + " (expected \"GRNY\")");
+  }
+  if (static_cast<uint8_t>(h[kOffVersion]) != kProtocolVersion) {
+    return BadVersion(static_cast<uint8_t>(h[kOffVersion]));
+  }
+  if (wire::GetU32(h + kOffHeaderSum) != HeaderChecksum(h)) {
+    return Corruption("frame header checksum mismatch");
+  }
+  const uint32_t length = wire::GetU32(h + kOffLength);
+  if (length > max_payload) {
+    return Corruption("frame payload length " + std::to_string(length) + " over the limit of " +
+                      std::to_string(max_payload) + " bytes");
+  }
+  const uint8_t op = static_cast<uint8_t>(h[kOffOp]);
+  if (!IsKnownOp(op)) return Corruption("unknown frame op " + std::to_string(op));
+  const uint16_t flags = wire::GetU16(h + kOffFlags);
+  if (flags != 0) return Corruption("reserved frame flags set: " + Hex(flags));
+  return FrameHeader{.op = static_cast<Op>(op),
+                     .flags = flags,
+                     .request_id = wire::GetU64(h + kOffRequestId),
+                     .length = length,
+                     .payload_checksum = wire::GetU64(h + kOffPayloadSum)};
+}
+
+std::string FrameDecoder::TakeBuffered() {
+  std::string rest = buf_.substr(pos_);
+  buf_.clear();
+  pos_ = 0;
+  return rest;
+}
+
 Result<std::optional<Frame>> FrameDecoder::Next() {
   if (!error_.ok()) return error_;
   const size_t avail = buf_.size() - pos_;
   const char* h = buf_.data() + pos_;
+  // Magic and version are checked as soon as they arrive: a peer speaking
+  // something else is told so without waiting for a whole header.
   if (avail >= 4 && wire::GetU32(h) != kFrameMagic) {
     return Fail(Corruption("bad frame magic " + Hex(wire::GetU32(h)) + " (expected \"GRNY\")"));
   }
   if (avail > kOffVersion && static_cast<uint8_t>(h[kOffVersion]) != kProtocolVersion) {
-    return Fail(Corruption("unsupported peer protocol version " +
-                           std::to_string(static_cast<uint8_t>(h[kOffVersion])) +
-                           " (this node speaks version " + std::to_string(kProtocolVersion) + ")"));
+    return Fail(BadVersion(static_cast<uint8_t>(h[kOffVersion])));
   }
   if (avail < kFrameHeaderSize) return std::optional<Frame>();
-  if (wire::GetU32(h + kOffHeaderSum) != HeaderChecksum(h)) {
-    return Fail(Corruption("frame header checksum mismatch"));
-  }
-  const uint32_t length = wire::GetU32(h + kOffLength);
-  if (length > max_payload_) {
-    return Fail(Corruption("frame payload length " + std::to_string(length) + " over the limit of " +
-                           std::to_string(max_payload_) + " bytes"));
-  }
-  const uint8_t op = static_cast<uint8_t>(h[kOffOp]);
-  if (!IsKnownOp(op)) return Fail(Corruption("unknown frame op " + std::to_string(op)));
-  const uint16_t flags = wire::GetU16(h + kOffFlags);
-  if (flags != 0) return Fail(Corruption("reserved frame flags set: " + Hex(flags)));
-  if (avail < kFrameHeaderSize + length) return std::optional<Frame>();
+  Result<FrameHeader> header = DecodeFrameHeader(h, max_payload_);
+  if (!header.ok()) return Fail(header.status());
+  if (avail < kFrameHeaderSize + header->length) return std::optional<Frame>();
 
-  std::string_view payload(h + kFrameHeaderSize, length);
-  if (PayloadChecksum(payload) != wire::GetU64(h + kOffPayloadSum)) {
+  std::string_view payload(h + kFrameHeaderSize, header->length);
+  if (PayloadChecksum(payload) != header->payload_checksum) {
     checksum_failed_ = true;
-    return Fail(Corruption("frame payload checksum mismatch (" + OpName(static_cast<Op>(op)) +
-                           ", " + std::to_string(length) + " bytes)"));
+    return Fail(Corruption("frame payload checksum mismatch (" + OpName(header->op) + ", " +
+                           std::to_string(header->length) + " bytes)"));
   }
-  Frame f{.op = static_cast<Op>(op),
-          .flags = flags,
-          .request_id = wire::GetU64(h + kOffRequestId),
+  Frame f{.op = header->op,
+          .flags = header->flags,
+          .request_id = header->request_id,
           .payload = std::string(payload)};
-  pos_ += kFrameHeaderSize + length;
+  pos_ += kFrameHeaderSize + header->length;
   if (pos_ == buf_.size()) {
     buf_.clear();
     pos_ = 0;

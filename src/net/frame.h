@@ -63,6 +63,22 @@ struct Frame {
   std::string payload;       // the body, already checksum-verified
 };
 
+// A frame header, decoded and checked: everything but the payload checksum,
+// which needs the payload.
+struct FrameHeader {
+  Op op = Op::kPing;
+  uint16_t flags = 0;
+  uint64_t request_id = 0;
+  uint32_t length = 0;            // payload bytes that follow the header
+  uint64_t payload_checksum = 0;  // XXH3-64 the payload must have
+};
+
+// Decodes the kFrameHeaderSize bytes at `header` and checks them: magic,
+// version, header checksum, length <= max_payload, a known op, reserved
+// flags. Corruption names the check that failed. What FrameDecoder checks,
+// for a reader that receives payloads straight into their own buffers.
+Result<FrameHeader> DecodeFrameHeader(const char* header, uint32_t max_payload = kMaxPayload);
+
 // XXH3-64 of a payload (the header's payload checksum).
 uint64_t PayloadChecksum(std::string_view payload);
 
@@ -92,6 +108,9 @@ class FrameDecoder {
   bool mid_frame() const { return buffered() > 0; }
   // Whether the last error came from a payload checksum mismatch.
   bool payload_checksum_failed() const { return checksum_failed_; }
+  // Removes and returns the bytes fed but not yet returned in a frame (for
+  // a reader that goes on without the decoder, e.g. after the handshake).
+  std::string TakeBuffered();
 
  private:
   Status Fail(Status s);

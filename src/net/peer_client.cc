@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,9 @@ struct PeerClient::Counters {
 
 struct PeerClient::Outcome {
   Result<Frame> frame;
+  // A kBlock reply's payload, received straight into its block buffer
+  // (frame.payload stays empty).
+  BlockData block;
   PeerErrorKind kind = PeerErrorKind::kProtocol;  // meaningful when !frame.ok()
 };
 
@@ -71,8 +75,14 @@ class PeerClient::Connection {
 
  private:
   void ReadLoop();
+  // Makes [pos_, end_) of buf_ hold at least `need` (<= buf_.size()) bytes;
+  // false if the connection ended first (it is then broken).
+  bool Fill(size_t need);
+  // Receives the next frame's payload (header `h`) into `dst`: what buf_
+  // holds of it, then the rest straight from the socket.
+  bool ReceivePayload(const FrameHeader& h, char* dst);
   // Hands a reply to its caller; false if the connection must end.
-  bool Deliver(Frame f);
+  bool Deliver(Frame f, BlockData block);
   // Marks the connection broken and fails every outstanding request.
   void Break(const Status& s, PeerErrorKind kind);
 
@@ -82,8 +92,11 @@ class PeerClient::Connection {
   };
 
   const int fd_;
-  FrameDecoder decoder_;  // used only by the reader thread
+  FrameDecoder decoder_;  // the handshake's; its leftover bytes seed buf_
   Counters* counters_;
+  // Received bytes not yet consumed: [pos_, end_) of buf_ (reader thread only).
+  std::vector<char> buf_;
+  size_t pos_ = 0, end_ = 0;
   std::mutex write_mu_;  // serializes whole frames on fd_; taken before mu_ when both are held
   std::mutex mu_;        // guards pending_, next_id_, broken_; a leaf lock
   std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
@@ -116,31 +129,87 @@ PeerClient::Outcome PeerClient::Connection::Call(Op op, std::string_view payload
   return std::move(*p->outcome);
 }
 
+// Replies are received without the decoder's copies: each header is checked
+// from the receive buffer, and a block's payload lands in its own aligned
+// buffer -- the part already received copied once, the rest read straight
+// into it -- and is checksummed there, once.
 void PeerClient::Connection::ReadLoop() {
-  std::vector<char> buf(256 << 10);
+  buf_.resize(256 << 10);
+  std::string left = decoder_.TakeBuffered();
+  if (left.size() > buf_.size()) buf_.resize(left.size());
+  std::memcpy(buf_.data(), left.data(), left.size());
+  end_ = left.size();
   for (;;) {
-    for (;;) {
-      auto f = decoder_.Next();
-      if (!f.ok()) {
-        Break(f.status(), decoder_.payload_checksum_failed() ? PeerErrorKind::kChecksum
-                                                             : PeerErrorKind::kProtocol);
-        return;
-      }
-      if (!*f) break;
-      counters_->bytes.fetch_add(kFrameHeaderSize + (*f)->payload.size());
-      if (!Deliver(std::move(**f))) return;
-    }
-    auto n = RecvSome(fd_, buf.data(), buf.size(), Deadline::max());
-    if (!n.ok() || *n == 0) {
-      Break(Unavailable("connection lost: " + (n.ok() ? "closed by the peer" : n.status().message())),
-            PeerErrorKind::kConnectionLost);
+    if (!Fill(kFrameHeaderSize)) return;
+    Result<FrameHeader> h = DecodeFrameHeader(buf_.data() + pos_);
+    if (!h.ok()) {
+      Break(h.status(), PeerErrorKind::kProtocol);
       return;
     }
-    decoder_.Feed(std::string_view(buf.data(), *n));
+    pos_ += kFrameHeaderSize;
+    Frame f{.op = h->op, .flags = h->flags, .request_id = h->request_id, .payload = {}};
+    BlockData block;
+    const char* payload = nullptr;
+    if (h->op == Op::kBlock) {
+      std::shared_ptr<BlockBuffer> b = BlockBuffer::Allocate(h->length);
+      if (!ReceivePayload(*h, b->data())) return;
+      payload = b->data();
+      block = std::move(b);
+    } else {
+      f.payload.resize(h->length);
+      if (!ReceivePayload(*h, f.payload.data())) return;
+      payload = f.payload.data();
+    }
+    if (PayloadChecksum(std::string_view(payload, h->length)) != h->payload_checksum) {
+      Break(Corruption("frame payload checksum mismatch (" + OpName(h->op) + ", " +
+                       std::to_string(h->length) + " bytes)"),
+            PeerErrorKind::kChecksum);
+      return;
+    }
+    counters_->bytes.fetch_add(kFrameHeaderSize + h->length);
+    if (!Deliver(std::move(f), std::move(block))) return;
   }
 }
 
-bool PeerClient::Connection::Deliver(Frame f) {
+bool PeerClient::Connection::Fill(size_t need) {
+  if (end_ - pos_ >= need) return true;
+  if (pos_ > 0) {
+    std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
+    pos_ = 0;
+  }
+  while (end_ < need) {
+    auto n = RecvSome(fd_, buf_.data() + end_, buf_.size() - end_, Deadline::max());
+    if (!n.ok() || *n == 0) {
+      Break(Unavailable("connection lost: " +
+                        (n.ok() ? std::string("closed by the peer") : n.status().message())),
+            PeerErrorKind::kConnectionLost);
+      return false;
+    }
+    end_ += *n;
+  }
+  return true;
+}
+
+bool PeerClient::Connection::ReceivePayload(const FrameHeader& h, char* dst) {
+  const size_t buffered = std::min<size_t>(end_ - pos_, h.length);
+  if (buffered > 0) std::memcpy(dst, buf_.data() + pos_, buffered);
+  pos_ += buffered;
+  if (pos_ == end_) pos_ = end_ = 0;
+  for (size_t got = buffered; got < h.length;) {
+    auto n = RecvSome(fd_, dst + got, h.length - got, Deadline::max());
+    if (!n.ok() || *n == 0) {
+      Break(Unavailable("connection lost: " +
+                        (n.ok() ? std::string("closed by the peer") : n.status().message())),
+            PeerErrorKind::kConnectionLost);
+      return false;
+    }
+    got += *n;
+  }
+  return true;
+}
+
+bool PeerClient::Connection::Deliver(Frame f, BlockData block) {
   if (f.request_id == 0) {  // the server is dropping this connection, or broke the protocol
     if (f.op != Op::kError) {
       Break(Corruption("unexpected " + OpName(f.op) + " frame with request id 0"),
@@ -156,7 +225,8 @@ bool PeerClient::Connection::Deliver(Frame f) {
   std::lock_guard lock(mu_);
   auto it = pending_.find(f.request_id);
   if (it == pending_.end()) return true;  // its caller timed out and left
-  it->second->outcome = Outcome{.frame = std::move(f), .kind = PeerErrorKind::kProtocol};
+  it->second->outcome =
+      Outcome{.frame = std::move(f), .block = std::move(block), .kind = PeerErrorKind::kProtocol};
   it->second->cv.notify_one();
   pending_.erase(it);
   return true;
@@ -168,7 +238,7 @@ void PeerClient::Connection::Break(const Status& s, PeerErrorKind kind) {
     if (!broken_.ok()) return;
     broken_ = s;
     for (auto& [id, p] : pending_) {
-      p->outcome = Outcome{.frame = s, .kind = kind};
+      p->outcome = Outcome{.frame = s, .block = nullptr, .kind = kind};
       p->cv.notify_one();
     }
     pending_.clear();
@@ -289,7 +359,8 @@ PeerClient::Outcome PeerClient::CallOnce(Op op, const std::string& payload, Dead
   return o;
 }
 
-Result<std::string> PeerClient::Call(Op op, const std::string& payload, Op expected) {
+Result<std::string> PeerClient::Call(Op op, const std::string& payload, Op expected,
+                                     BlockData* block) {
   const Deadline start = Now();
   const Deadline deadline = start + opts_.request_timeout;
   counters_->requests.fetch_add(1);
@@ -316,17 +387,19 @@ Result<std::string> PeerClient::Call(Op op, const std::string& payload, Op expec
     CountError(PeerErrorKind::kProtocol);
     return Corruption("peer " + address_ + ": answered " + OpName(op) + " with " + OpName(f.op));
   }
+  if (block != nullptr) *block = std::move(o.block);
   return std::move(f.payload);
 }
 
-Result<std::string> PeerClient::GetBlock(const BlockRequest& r) {
-  ASSIGN_OR_RETURN(std::string bytes, Call(Op::kGetBlock, EncodeBlockRequest(r), Op::kBlock));
-  if (r.length != 0 && bytes.size() != r.length) {
+Result<BlockData> PeerClient::GetBlock(const BlockRequest& r) {
+  BlockData block;
+  RETURN_IF_ERROR(Call(Op::kGetBlock, EncodeBlockRequest(r), Op::kBlock, &block).status());
+  if (r.length != 0 && block->size() != r.length) {
     CountError(PeerErrorKind::kProtocol);
-    return Corruption("peer " + address_ + ": returned " + std::to_string(bytes.size()) +
+    return Corruption("peer " + address_ + ": returned " + std::to_string(block->size()) +
                       " bytes for a block of " + std::to_string(r.length));
   }
-  return bytes;
+  return block;
 }
 
 Result<bool> PeerClient::Warm(const BlockRequest& r) {

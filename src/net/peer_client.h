@@ -85,9 +85,10 @@ class PeerClient {
   PeerClient(const PeerClient&) = delete;
   PeerClient& operator=(const PeerClient&) = delete;
 
-  // The block's bytes (r's range), checksum-verified; when r.length > 0 the
-  // reply must hold exactly r.length bytes (else Corruption).
-  Result<std::string> GetBlock(const BlockRequest& r);
+  // The block's bytes (r's range), checksum-verified, in an aligned buffer
+  // they were received into; when r.length > 0 the reply must hold exactly
+  // r.length bytes (else Corruption).
+  Result<BlockData> GetBlock(const BlockRequest& r);
   // Asks the peer to cache the whole object; true = cached there.
   Result<bool> Warm(const BlockRequest& r);
   // The peer's status JSON.
@@ -104,7 +105,9 @@ class PeerClient {
  private:
   struct Outcome;  // a reply frame's payload, or an error and its kind
   struct Slot;     // one pooled connection and the lock that guards opening it
-  Result<std::string> Call(Op op, const std::string& payload, Op expected);
+  // The reply's payload; a kBlock reply's goes to *block instead (when set).
+  Result<std::string> Call(Op op, const std::string& payload, Op expected,
+                           BlockData* block = nullptr);
   Outcome CallOnce(Op op, const std::string& payload, Deadline deadline, bool* reused);
   Result<std::shared_ptr<Connection>> Acquire(Deadline deadline, bool* reused);
   Result<std::shared_ptr<Connection>> OpenConnection(Deadline deadline);

@@ -400,7 +400,12 @@ Status PeerServer::State::SendFileBlock(ServerConn& conn, uint64_t id, const Blo
     return Internal("block file holds " + std::to_string(st.st_size) + " bytes, fewer than " +
                     std::to_string(p.file_offset + p.length));
   }
-  ASSIGN_OR_RETURN(uint64_t sum, ChecksumFileRange(p.fd, p.file_offset, p.length));
+  uint64_t sum = 0;
+  if (p.checksum) {
+    sum = *p.checksum;
+  } else {
+    ASSIGN_OR_RETURN(sum, ChecksumFileRange(p.fd, p.file_offset, p.length));
+  }
   std::string header =
       EncodeFrameHeader(Op::kBlock, 0, id, static_cast<uint32_t>(p.length), sum);
   std::lock_guard lock(conn.write_mu);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/block_buffer.h"
@@ -30,14 +31,18 @@ struct BlockRequest {
 };
 
 // What a PeerService returns for a block: either `bytes`, or a region of an
-// open file (`fd`, `file_offset`, `length`), sent with sendfile after the
-// server mmaps the region read-only to checksum it. The server takes
+// open file (`fd`, `file_offset`, `length`), sent with sendfile. The frame
+// header carries the region's `checksum` when the service knows it (a cache
+// file's block, checksummed when it was admitted): then no byte of it passes
+// through the server, and the receiver's check covers the disk too. Without
+// it the server mmaps the region read-only to checksum it. The server takes
 // ownership of `fd` and closes it, on success and on failure alike.
 struct BlockPayload {
   std::shared_ptr<const BlockBuffer> bytes;  // used when non-null
   int fd = -1;                               // used when bytes is null
   uint64_t file_offset = 0;                  // start of the region in fd
   uint64_t length = 0;                       // bytes in the region
+  std::optional<uint64_t> checksum;          // XXH3-64 of the region, if known
 };
 
 class PeerService {

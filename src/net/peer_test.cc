@@ -6,10 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <latch>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "net/handshake.h"
 #include "net/peer_client.h"
@@ -47,6 +49,14 @@ class FakeService : public PeerService {
     if (r.key.starts_with("gate/")) gate->arrive_and_wait();
     if (r.key.starts_with("file/")) {
       return BlockPayload{.fd = ::dup(memfd_), .file_offset = r.offset, .length = r.length};
+    }
+    if (r.key.starts_with("sum/") || r.key.starts_with("badsum/")) {
+      // A cache file's block sent with the checksum recorded when it was
+      // admitted; "badsum/": the file changed since (a bad disk).
+      std::string bytes = Content("file", kFileSize).substr(r.offset, r.length);
+      uint64_t sum = PayloadChecksum(bytes) ^ (r.key.starts_with("badsum/") ? 1 : 0);
+      return BlockPayload{
+          .fd = ::dup(memfd_), .file_offset = r.offset, .length = r.length, .checksum = sum};
     }
     auto bytes = BlockBuffer::Adopt(Content(r.key, r.size).substr(r.offset, r.length));
     return BlockPayload{.bytes = bytes};
@@ -117,12 +127,55 @@ TEST_F(PeerTest, GetBlockFromBytes) {
   PeerClient client(server->address(), ClientOpts());
   auto got = client.GetBlock(Req("a/b"));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(*got, Content("a/b", 100000).substr(1000, 50000));
+  EXPECT_EQ((*got)->view(), Content("a/b", 100000).substr(1000, 50000));
   EXPECT_EQ(client.stats().requests, 1u);
   EXPECT_EQ(client.stats().connects, 1u);
   EXPECT_GE(client.stats().bytes_received, 50000u + kFrameHeaderSize);
   EXPECT_EQ(server->stats().requests_by_op[static_cast<size_t>(Op::kGetBlock)], 1u);
   EXPECT_GE(server->stats().bytes_sent, 50000u);
+}
+
+// Replies are received in pieces of a 256 KiB buffer and straight into
+// their block buffers: payloads of every size around those boundaries, from
+// bytes and from files, pipelined on shared connections, arrive exact.
+TEST_F(PeerTest, RepliesOfEverySizeArriveExactAcrossTheReceiveBuffer) {
+  auto server = StartServer();
+  PeerClient client(server->address(), ClientOpts());
+  const std::vector<uint64_t> lengths = {0, 1, 31, 32, 33, 4095, 4096, (256 << 10) - 33,
+                                         256 << 10, (256 << 10) + 1, 1 << 20, (3 << 20) - 7};
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const uint64_t len = lengths[i];
+      const uint64_t off = (FakeService::kFileSize - len) / 2;
+      for (const char* key : {"file/x", "sum/x", "bytes/x"}) {
+        const uint64_t size = key[0] == 'b' ? len + off : FakeService::kFileSize;
+        auto got = client.GetBlock(Req(key, size, off, len));
+        const std::string want = key[0] == 'b' ? Content(key, size).substr(off, len)
+                                               : Content("file", size).substr(off, len);
+        if (!got.ok() || (*got)->view() != want) ++wrong;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// A block sent from a file without the server reading it is still checked
+// end to end: when the file no longer matches the recorded checksum, the
+// caller gets Corruption, never the bytes, and the next call works.
+TEST_F(PeerTest, AChecksumFailureOnTheSendfilePathIsRefused) {
+  auto server = StartServer();
+  PeerClient client(server->address(), ClientOpts());
+  auto bad = client.GetBlock(Req("badsum/x", FakeService::kFileSize, 4096, 1 << 20));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kCorruption) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("checksum"), std::string::npos) << bad.status().ToString();
+  EXPECT_EQ(client.stats().errors[static_cast<size_t>(PeerErrorKind::kChecksum)], 1u);
+  auto good = client.GetBlock(Req("sum/x", FakeService::kFileSize, 4096, 1 << 20));
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ((*good)->view(), Content("file", FakeService::kFileSize).substr(4096, 1 << 20));
 }
 
 TEST_F(PeerTest, GetBlockFromFileRegion) {
@@ -131,11 +184,11 @@ TEST_F(PeerTest, GetBlockFromFileRegion) {
   for (uint64_t offset : {0ull, 4097ull, 1ull << 20}) {
     auto got = client.GetBlock(Req("file/x", FakeService::kFileSize, offset, 1 << 20));
     ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_EQ(*got, Content("file", FakeService::kFileSize).substr(offset, 1 << 20));
+    EXPECT_EQ((*got)->view(), Content("file", FakeService::kFileSize).substr(offset, 1 << 20));
   }
   auto empty = client.GetBlock(Req("file/x", FakeService::kFileSize, 5, 0));
   ASSERT_TRUE(empty.ok()) << empty.status().ToString();
-  EXPECT_EQ(*empty, "");
+  EXPECT_EQ((*empty)->view(), "");
 }
 
 TEST_F(PeerTest, WarmStatusAndPing) {
@@ -166,7 +219,7 @@ TEST_F(PeerTest, ThirtyTwoCallersPipelineOnTwoConnections) {
       auto got = client.GetBlock(Req(key, 20000 + i, i, 10000 + i));
       if (!got.ok()) {
         results[i] = got.status();
-      } else if (*got != Content(key, 20000 + i).substr(i, 10000 + i)) {
+      } else if ((*got)->view() != Content(key, 20000 + i).substr(i, 10000 + i)) {
         results[i] = Corruption("wrong bytes for " + key);
       }
     });

@@ -528,6 +528,54 @@ Result<int> Store::OpenCompleteFile(const ObjectKey& key) {
   return NotFound("store: " + key.dataset + "/" + key.key + " not completely cached");
 }
 
+Result<Store::BlockFile> Store::OpenBlockFile(const ObjectKey& key, uint64_t block) {
+  Impl& s = *impl_;
+  const ObjectId id = IdOf(key);
+  Shard& shard = s.ShardOf(id);
+  auto missing = [&] {
+    return NotFound("store: " + key.dataset + "/" + key.key + " block " + std::to_string(block) +
+                    " not cached");
+  };
+  // Twice, as in OpenCompleteFile: the file may move or be admitted again
+  // between the check and the open.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::shared_ptr<Entry> e;
+    uint32_t tier = 0;
+    uint64_t generation = 0;
+    bool verified = false;
+    {
+      std::lock_guard lock(shard.mu);
+      e = s.FindLocked(shard, id, key);
+      if (!e || block >= e->blocks || !Entry::Bit(e->present, block)) return missing();
+      tier = e->tier;
+      generation = e->generation;
+      verified = Entry::Bit(e->verified, block);
+    }
+    if (!verified && !s.VerifyBlocks(e, block, block)) return missing();
+    int fd = ::open(s.FilePath(tier, id).c_str(), kCacheReadFlags);
+    if (fd < 0) continue;
+    uint64_t checksum = 0;
+    {
+      std::lock_guard lock(shard.mu);
+      const bool current = s.CurrentLocked(shard, e, generation) && Entry::Bit(e->present, block);
+      if (current) checksum = e->checksums[block];
+      if (!current) {
+        ::close(fd);
+        continue;
+      }
+    }
+    e->last_use.store(s.NextTick(), std::memory_order_relaxed);
+    s.counters.read_hits.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t length = s.BlockLength(key, block);
+    s.counters.hit_bytes.fetch_add(length, std::memory_order_relaxed);
+    return BlockFile{.fd = fd,
+                     .offset = block * s.options.block_size,
+                     .length = length,
+                     .checksum = checksum};
+  }
+  return missing();
+}
+
 Result<std::string> Store::CompleteFilePath(const ObjectKey& key) {
   std::shared_ptr<Entry> e;
   uint64_t generation = 0;

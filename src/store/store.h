@@ -283,6 +283,19 @@ class Store {
   // or NotFound. The caller owns the fd and must close it. The fd stays valid
   // (and its bytes correct) even if the object is evicted or demoted later.
   Result<int> OpenCompleteFile(const ObjectKey& key);
+  // One present block of a cached object as it lies in its cache file, for
+  // sending it without reading it (a peer's request: sendfile). The block
+  // is verified first when it has not been since Open(), like a Read.
+  struct BlockFile {
+    int fd = -1;               // O_RDONLY; the caller owns and closes it
+    uint64_t offset = 0;       // where the block starts in the file
+    uint64_t length = 0;       // the block's bytes
+    uint64_t checksum = 0;     // XXH3-64 of those bytes, recorded at admission
+  };
+  // NotFound when the block is not present (or failed its verification).
+  // Like OpenCompleteFile's fd, the fd keeps its bytes if the object is
+  // evicted or demoted later.
+  Result<BlockFile> OpenBlockFile(const ObjectKey& key, uint64_t block);
   // The same check without opening anything: the path of the complete,
   // verified cache file (for a FUSE passthrough OPEN, which needs a file only
   // when it has no backing file for the inode yet), or NotFound. Paths are

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstdint>
 #include <cerrno>
@@ -269,6 +270,60 @@ TEST(StoreTest, CorruptFilesAreDroppedAfterRestart) {
   // The engine refetches and admits again.
   ASSERT_TRUE((*store)->AdmitObject(ks, small).value());
   EXPECT_EQ(ReadAll(**store, ks), small);
+}
+
+// What a peer is sent from: the block where it lies in its cache file, with
+// the checksum recorded at admission (the frame's payload checksum); a
+// block corrupted on disk since is refused once the store is reopened.
+TEST(StoreTest, OpenBlockFileGivesTheBlocksRegionAndItsRecordedChecksum) {
+  TempDir dir;
+  StoreOptions opt = OneTier(dir.path(), 64 << 20);
+  std::string small = MakeData(110'000, 9);
+  std::string large = MakeData((2 << 20) + 4321, 10);
+  ObjectKey ks = Key(1, small.size()), kl = Key(2, large.size());
+  auto read_region = [](const Store::BlockFile& f) {
+    std::string bytes(f.length, '\0');
+    EXPECT_EQ(::pread(f.fd, bytes.data(), bytes.size(), static_cast<off_t>(f.offset)),
+              static_cast<ssize_t>(bytes.size()));
+    ::close(f.fd);
+    return bytes;
+  };
+  std::string large_path;
+  {
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ((*store)->OpenBlockFile(ks, 0).status().code(), Code::kNotFound);
+    ASSERT_TRUE((*store)->AdmitObject(ks, small).value());
+    ASSERT_TRUE((*store)->AdmitBlock(kl, 2, std::string_view(large).substr(2 << 20)).value());
+    EXPECT_EQ((*store)->OpenBlockFile(kl, 1).status().code(), Code::kNotFound);  // not admitted
+    EXPECT_EQ((*store)->OpenBlockFile(kl, 3).status().code(), Code::kNotFound);  // past the end
+    auto fs = (*store)->OpenBlockFile(ks, 0);
+    ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+    EXPECT_EQ(fs->offset, 0u);
+    EXPECT_EQ(fs->checksum, XXH3_64bits(small.data(), small.size()));
+    EXPECT_EQ(read_region(*fs), small);
+    auto fl = (*store)->OpenBlockFile(kl, 2);
+    ASSERT_TRUE(fl.ok()) << fl.status().ToString();
+    EXPECT_EQ(fl->offset, 2u << 20);
+    EXPECT_EQ(fl->length, 4321u);
+    EXPECT_EQ(fl->checksum, XXH3_64bits(large.data() + (2 << 20), 4321));
+    EXPECT_EQ(read_region(*fl), large.substr(2 << 20));
+    large_path = (*store)->Describe(kl)->path;
+  }
+  int fd = ::open(large_path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char c = 0;
+  ASSERT_EQ(::pread(fd, &c, 1, (2 << 20) + 100), 1);
+  c ^= 0x5a;
+  ASSERT_EQ(::pwrite(fd, &c, 1, (2 << 20) + 100), 1);
+  ::close(fd);
+  auto store = Store::Open(opt);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->OpenBlockFile(kl, 2).status().code(), Code::kNotFound);
+  EXPECT_EQ((*store)->stats().checksum_failures, 1u);
+  auto fs = (*store)->OpenBlockFile(ks, 0);  // verified on its first use, then sent
+  ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+  EXPECT_EQ(read_region(*fs), small);
 }
 
 // A crash after a checkpoint, with a record torn in the middle: recovery
