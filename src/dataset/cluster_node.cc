@@ -93,17 +93,22 @@ Status ClusterNode::StartAll() {
   if (!options_.secret_file.empty()) {
     ASSIGN_OR_RETURN(secret_, net::ReadSecretFile(options_.secret_file));
   }
-  ASSIGN_OR_RETURN(server_, net::PeerServer::Start(
-                                net::PeerServerOptions{.listen = options_.listen,
-                                                       .secret = secret_,
-                                                       .dataset = dataset_->id(),
-                                                       .node_id = self_id_,
-                                                       // A request that misses waits on the
-                                                       // origin: as many as the origin slots.
-                                                       .worker_threads = std::max(
-                                                           16, dataset_->options()
-                                                                   .engine.origin_concurrency)},
-                                this));
+  // A client-only member owns nothing, so no peer ever asks it for a block:
+  // it opens no port (a pod need not expose one). Its listen/advertise
+  // address only names it.
+  if (!options_.client_only) {
+    ASSIGN_OR_RETURN(server_, net::PeerServer::Start(
+                                  net::PeerServerOptions{.listen = options_.listen,
+                                                         .secret = secret_,
+                                                         .dataset = dataset_->id(),
+                                                         .node_id = self_id_,
+                                                         // A request that misses waits on the
+                                                         // origin: as many as the origin slots.
+                                                         .worker_threads = std::max(
+                                                             16, dataset_->options()
+                                                                     .engine.origin_concurrency)},
+                                  this));
+  }
   const Member self{.node_id = self_id_,
                     .address = self_id_,
                     .capacity = options_.client_only ? 0 : StoreCapacity(dataset_->store()),
@@ -119,6 +124,15 @@ Status ClusterNode::StartAll() {
     // Static peers: equal weights (every node's capacity is its own business;
     // the list says nothing of it).
     ASSIGN_OR_RETURN(std::vector<Member> peers, cluster::ParsePeerList(options_.peers, 1));
+    if (options_.client_only) {
+      for (const Member& m : peers) {
+        if (m.node_id == self_id_) {
+          return InvalidArgument("--cluster-client-only: this node (" + self_id_ +
+                                 ") is listed in --cluster-peers, which makes it an owner; list "
+                                 "only the members that cache data");
+        }
+      }
+    }
     Member me = self;
     me.capacity = options_.client_only ? 0 : 1;
     membership_ = std::make_unique<cluster::StaticMembership>(std::move(peers), me);
@@ -126,9 +140,11 @@ Status ClusterNode::StartAll() {
   membership_->OnChange([this](std::shared_ptr<const Placement> next) { OnMembership(next); });
   RETURN_IF_ERROR(membership_->Start());
   placement_.store(membership_->placement());
-  GLOG_INFO("cluster: node {} serving peers on {} ({}; {} members, {} replica{})", self_id_,
-            server_->address(), membership_->Describe(), placement()->members().size(),
-            options_.replicas, options_.replicas == 1 ? "" : "s");
+  GLOG_INFO("cluster: node {} {} ({}; {} members, {} replica{})", self_id_,
+            server_ ? "serving peers on " + server_->address()
+                    : std::string("client-only: owns nothing, no peer port"),
+            membership_->Describe(), placement()->members().size(), options_.replicas,
+            options_.replicas == 1 ? "" : "s");
   return Status::Ok();
 }
 

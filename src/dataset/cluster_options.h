@@ -35,7 +35,9 @@ struct ClusterOptions {
   std::chrono::milliseconds peer_timeout{5000};
   // Connecting to a peer that has not answered by then counts as a failure.
   std::chrono::milliseconds connect_timeout{1000};
-  // A member that owns nothing (capacity 0): it reads through the others.
+  // A member that owns nothing (capacity 0): it reads through the others,
+  // opens no peer port (`listen`/`advertise` only name it) and must not be
+  // in a static `peers` list.
   bool client_only = false;
   // etcd lease TTL: a member that stops renewing is gone after this.
   std::chrono::milliseconds etcd_ttl{3000};

@@ -377,6 +377,36 @@ TEST_F(DatasetTest, TwoNodesFetchEachBlockOnce) {
   ReadAll(**n3);
   EXPECT_EQ((*n3)->engine().stats().read_errors, 0u);
   EXPECT_GT((*n3)->engine().stats().peer_blocks, 0u);
+
+  // A client-only member reads through the owners and opens no port.
+  auto refused = [](const std::string& address) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(address.find(':') + 1))));
+    const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return !connected;
+  };
+  const std::string a4 = "127.0.0.1:" + std::to_string(free_port());
+  DatasetOptions o4 = options("n4", a4);
+  o4.cluster.client_only = true;
+  auto n4 = Dataset::Open(o4, origin_);
+  ASSERT_TRUE(n4.ok()) << n4.status().ToString();
+  EXPECT_TRUE(refused(a4)) << "a client-only member listens on " << a4;
+  ReadAll(**n4);
+  EXPECT_EQ((*n4)->engine().stats().read_errors, 0u);
+  EXPECT_GT((*n4)->engine().stats().peer_blocks, 0u);
+  // ... and is refused when a static list names it (it would become an owner).
+  DatasetOptions o5 = options("n5", a4);
+  o5.cluster.client_only = true;
+  o5.cluster.peers = a1 + "," + a4;
+  auto n5 = Dataset::Open(o5, origin_);
+  ASSERT_FALSE(n5.ok());
+  EXPECT_EQ(n5.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(n5.status().message().find("--cluster-client-only"), std::string::npos)
+      << n5.status().ToString();
 }
 
 // A cache directory on a small tmpfs of its own (issue 23: a disk the cache
