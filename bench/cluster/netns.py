@@ -28,6 +28,7 @@ from procs import StepError, free_port, http_get  # noqa: E402
 
 MEMBERS_METRIC = "granary_cluster_members"
 REMOTE_BYTES_METRIC = "granary_cluster_remote_bytes_total"
+FALLBACKS_METRIC = "granary_cluster_fallbacks_total"
 
 
 def run(argv, check=True):

@@ -36,8 +36,8 @@ import sys
 import time
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
-from netns import (MEMBERS_METRIC, REMOTE_BYTES_METRIC, Hosts, cluster_flags,  # noqa: E402
-                   metric_sum, metrics_text, write_secret)
+from netns import (FALLBACKS_METRIC, MEMBERS_METRIC, REMOTE_BYTES_METRIC, Hosts,  # noqa: E402
+                   cluster_flags, metric_sum, metrics_text, write_secret)
 from procs import StepError, drop_page_cache, http_get, is_mounted, settle  # noqa: E402
 from paths import BUCKET, Source, with_children  # noqa: E402
 
@@ -199,6 +199,7 @@ class GranaryClusterPath:
         self.warmed = False
         self.load_s = self.client_share = None
         self.owners_short = 0  # bytes the owners still lacked after the loads
+        self.loads = 0  # `granary load`s it took
 
     @property
     def note(self):
@@ -212,8 +213,9 @@ class GranaryClusterPath:
             return head + "; `granary load` (not run)"
         short = (f", the owners short of {self.owners_short / 2**30:.2f} GiB"
                  if self.owners_short else "")
-        return (f"{head}; after `granary load` {self.data_bytes / 2**30 / self.load_s:.2f} GiB/s "
-                f"({self.load_s:.1f} s), node 0 holding {100 * self.client_share:.0f} % of the "
+        loads = "" if self.loads < 2 else f" ({self.loads} loads: the first left blocks off their owners)"
+        return (f"{head}; after `granary load`{loads} "
+                f"{self.data_bytes / 2**30 / self.load_s:.2f} GiB/s ({self.load_s:.1f} s), node 0 holding {100 * self.client_share:.0f} % of the "
                 f"bytes{short}; page cache dropped before every run")
 
     def _warm(self):
@@ -230,7 +232,9 @@ class GranaryClusterPath:
             # the block with the loader, not its owner; the next load fills the gaps.
             log(f"  {self.name}: after `granary load` on node {loader} the owners hold "
                 f"{sum(owned)} of {self.data_bytes} bytes")
-        self.owners_short = max(0, self.data_bytes - sum(owned))
+        self.owners_short = 0 if sum(owned) >= 0.999 * self.data_bytes else \
+            self.data_bytes - sum(owned)
+        self.loads = LOADERS.index(loader) + 1
         used = _used_bytes(c.status(CLIENT))
         self.client_share = owned[CLIENT] / self.data_bytes
         # Node 0 again, over the same cache, with no room for near copies.
@@ -253,10 +257,12 @@ class GranaryClusterPath:
             self._warm()
         drop_page_cache()
         remote0, origin0 = c.metric(CLIENT, REMOTE_BYTES_METRIC) or 0, c.origin_requests()
+        fallbacks0 = c.metric(CLIENT, FALLBACKS_METRIC) or 0
 
         def figures(r):
             peer = (c.metric(CLIENT, REMOTE_BYTES_METRIC) or 0) - remote0
-            return {"peer_bytes": peer, "peer_share": peer / r["bytes"] if r["bytes"] else None}
+            return {"peer_bytes": peer, "peer_share": peer / r["bytes"] if r["bytes"] else None,
+                    "peer_fallbacks": (c.metric(CLIENT, FALLBACKS_METRIC) or 0) - fallbacks0}
 
         def no_origin_reads():
             n = c.origin_requests() - origin0

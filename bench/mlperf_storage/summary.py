@@ -41,6 +41,9 @@ def _run_figures(run):
     if run.get("peer_share") is not None:
         out.append(f"{run['peer_bytes'] / 2**30:.2f} GiB from peers "
                    f"({100 * run['peer_share']:.0f} % of the bytes read)")
+    if run.get("peer_fallbacks"):
+        out.append(f"{run['peer_fallbacks']:.0f} blocks from the origin instead of a peer "
+                   "(peer timed out or failed)")
     if run.get("gib_per_client_node_core") is not None:
         out.append(f"GiB/s per client core with node 0's daemon alone "
                    f"{run['gib_per_client_node_core']:.3f}")
