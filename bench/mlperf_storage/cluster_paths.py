@@ -213,10 +213,12 @@ class GranaryClusterPath:
             return head + "; `granary load` (not run)"
         short = (f", the owners short of {self.owners_short / 2**30:.2f} GiB"
                  if self.owners_short else "")
-        loads = "" if self.loads < 2 else f" ({self.loads} loads: the first left blocks off their owners)"
+        loads = "" if self.loads < 2 else \
+            f" ({self.loads} loads: the first left blocks off their owners)"
         return (f"{head}; after `granary load`{loads} "
-                f"{self.data_bytes / 2**30 / self.load_s:.2f} GiB/s ({self.load_s:.1f} s), node 0 holding {100 * self.client_share:.0f} % of the "
-                f"bytes{short}; page cache dropped before every run")
+                f"{self.data_bytes / 2**30 / self.load_s:.2f} GiB/s ({self.load_s:.1f} s), "
+                f"node 0 holding {100 * self.client_share:.0f} % of the bytes{short}; "
+                "page cache dropped before every run")
 
     def _warm(self):
         c = self.c
