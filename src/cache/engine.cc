@@ -120,6 +120,38 @@ CacheEngine::FlightKey CacheEngine::FlightKeyOf(const ObjectKey& key, uint64_t b
   return FlightKey{.hi = id.hi, .lo = id.lo, .block = block};
 }
 
+std::optional<Result<size_t>> CacheEngine::ReadLocal(const SnapshotPtr& snap, uint64_t ino,
+                                                     uint64_t offset, std::span<char> out) {
+  CallGuard guard(this);
+  auto entry = snap->Get(ino);
+  if (!entry) return NotFound("inode " + std::to_string(ino) + ": no such file");
+  if (entry->is_dir) return InvalidArgument(snap->Path(ino) + ": is a directory");
+  if (offset >= entry->size || out.empty()) {
+    c_.reads.fetch_add(1, std::memory_order_relaxed);
+    return size_t{0};
+  }
+  const ObjectKey key = KeyOf(*snap, *entry);
+  auto hit = ReadHit(snap, *entry, key, offset, out, /*count_miss=*/false);
+  if (!hit) return std::nullopt;
+  c_.reads.fetch_add(1, std::memory_order_relaxed);
+  return *hit;
+}
+
+std::optional<size_t> CacheEngine::ReadHit(const SnapshotPtr& snap, const EntryView& entry,
+                                           const ObjectKey& key, uint64_t offset,
+                                           std::span<char> out, bool count_miss) {
+  const size_t len = std::min<uint64_t>(out.size(), entry.size - offset);
+  // The whole of `out`, not its first len bytes: the store may read a cold
+  // range straight into it with O_DIRECT, rounded up past len (Store::Read).
+  auto hit = store_->Read(key, offset, out, count_miss);
+  if (!hit.ok() || *hit != len) return std::nullopt;
+  c_.hit_reads.fetch_add(1, std::memory_order_relaxed);
+  c_.hit_bytes.fetch_add(len, std::memory_order_relaxed);
+  // A reader of blocks fetched ahead keeps its stream going.
+  MaybeReadahead(snap, entry, offset, offset + len);
+  return len;
+}
+
 Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset,
                                  std::span<char> out, Priority priority, CancelToken* cancel) {
   CallGuard guard(this);
@@ -130,17 +162,7 @@ Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t
   if (offset >= entry->size || out.empty()) return size_t{0};
   const size_t len = std::min<uint64_t>(out.size(), entry->size - offset);
   const ObjectKey key = KeyOf(*snap, *entry);
-
-  // The whole of `out`, not its first len bytes: the store may read a cold
-  // range straight into it with O_DIRECT, rounded up past len (Store::Read).
-  auto hit = store_->Read(key, offset, out);
-  if (hit.ok() && *hit == len) {
-    c_.hit_reads.fetch_add(1, std::memory_order_relaxed);
-    c_.hit_bytes.fetch_add(len, std::memory_order_relaxed);
-    // A reader of blocks fetched ahead keeps its stream going.
-    MaybeReadahead(snap, *entry, offset, offset + len);
-    return len;
-  }
+  if (auto hit = ReadHit(snap, *entry, key, offset, out, /*count_miss=*/true)) return *hit;
   c_.miss_reads.fetch_add(1, std::memory_order_relaxed);
   const Want want{.priority = priority, .snap = snap, .ino = ino, .cancel = cancel};
   size_t done = 0;
@@ -254,14 +276,6 @@ Result<bool> CacheEngine::WarmForPeer(const ObjectKey& key) {
   }
   if (key.size == 0 || store_->Contains(key)) return true;
   return FetchKey(key, Want{.priority = Priority::kLow, .wait_admission = true, .for_peer = true});
-}
-
-bool CacheEngine::IsLocal(const Snapshot& snap, uint64_t ino, uint64_t offset,
-                          size_t size) const {
-  auto entry = snap.Get(ino);
-  if (!entry || entry->is_dir || offset >= entry->size || size == 0) return true;
-  const uint64_t len = std::min<uint64_t>(size, entry->size - offset);
-  return store_->ContainsRange(KeyOf(snap, *entry), offset, len);
 }
 
 bool CacheEngine::IsCached(const Snapshot& snap, uint64_t ino) const {

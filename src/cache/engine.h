@@ -65,6 +65,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -202,10 +203,13 @@ class CacheEngine {
   Result<size_t> Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset, std::span<char> out,
                       Priority priority = Priority::kHigh, CancelToken* cancel = nullptr);
 
-  // True if Read(snap, ino, offset, a buffer of `size`) needs no fetch: the
-  // range is in the local store, or past the end of the file (a directory
-  // or an unknown inode too: Read answers at once). Does not read.
-  bool IsLocal(const Snapshot& snap, uint64_t ino, uint64_t offset, size_t size) const;
+  // Read, when it needs no fetch: the range is in the local store, or past
+  // the end of the file (a directory or an unknown inode too: the answer is
+  // at once). nullopt when a block must be fetched; nothing is counted then,
+  // so the Read that follows counts the miss once. One lookup of the object
+  // in the store, for a FUSE thread that answers hits itself.
+  std::optional<Result<size_t>> ReadLocal(const SnapshotPtr& snap, uint64_t ino, uint64_t offset,
+                                          std::span<char> out);
 
   // Ends every read's wait for a block and every fetch's wait for an origin
   // permit (Cancelled), now and later; does not wait for anything.
@@ -325,6 +329,12 @@ class CacheEngine {
   // Tells the readahead windows of a read of [offset, end) of `e` and starts
   // the fetches its stream asks for.
   void MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, uint64_t offset, uint64_t end);
+  // The hit path of Read and ReadLocal: the bytes from the store (counted,
+  // readahead kept going), or nullopt when a block is missing (the store
+  // counts that miss only with count_miss).
+  std::optional<size_t> ReadHit(const SnapshotPtr& snap, const EntryView& entry,
+                                const ObjectKey& key, uint64_t offset, std::span<char> out,
+                                bool count_miss);
   // Starts a low-priority fetch of `block` that nobody waits for, unless the
   // block is in flight already. false: readahead memory is spent (nothing started).
   bool StartReadahead(const SnapshotPtr& snap, uint64_t ino, const ObjectKey& key, uint64_t block);

@@ -142,9 +142,16 @@ Result<size_t> EngineFs::Read(uint64_t node, uint64_t fh, uint64_t offset, std::
 std::optional<Result<size_t>> EngineFs::TryRead(uint64_t node, uint64_t fh, uint64_t offset,
                                                 std::span<char> out) {
   if (auto o = ReadOverlay(node, offset, out)) return *o;
-  Result<Resolved> r = Resolve(node);  // once per READ: the read below reuses it
-  if (r.ok() && !engine_->IsLocal(*r->snap, r->ino, offset, out.size())) return std::nullopt;
-  return ReadResolved(r, offset, out, nullptr);
+  Result<Resolved> r = Resolve(node);
+  if (!r.ok()) return ReadResolved(r, offset, out, nullptr);
+  // One lookup of the object in the store: the hit is the read.
+  std::optional<Result<size_t>> n = engine_->ReadLocal(r->snap, r->ino, offset, out);
+  if (n && !n->ok()) {
+    read_errors_.fetch_add(1, std::memory_order_relaxed);
+    GLOG_WARN("read of '{}' at {} failed: {}", r->snap->Path(r->ino), offset,
+              n->status().ToString());
+  }
+  return n;
 }
 
 Result<size_t> EngineFs::ReadCancellable(uint64_t node, uint64_t fh, uint64_t offset,

@@ -73,7 +73,7 @@ class EngineFs : public FuseFilesystem {
   Result<OpenResult> Open(uint64_t ino, int flags) override;
   Result<int> OpenBackingFile(uint64_t ino, const std::string& backing_path) override;
   Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out) override;
-  // Serves only what the local store holds (CacheEngine::IsLocal).
+  // Serves only what the local store holds (CacheEngine::ReadLocal).
   std::optional<Result<size_t>> TryRead(uint64_t ino, uint64_t fh, uint64_t offset,
                                         std::span<char> out) override;
   Result<size_t> ReadCancellable(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out,

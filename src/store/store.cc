@@ -367,11 +367,14 @@ Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 uint64_t Store::block_size() const { return impl_->options.block_size; }
 
-Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char> out) {
+Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char> out,
+                           bool count_miss) {
   Impl& s = *impl_;
   auto miss = [&]() -> Status {
-    s.counters.read_misses.fetch_add(1, std::memory_order_relaxed);
-    s.counters.miss_bytes.fetch_add(out.size(), std::memory_order_relaxed);
+    if (count_miss) {
+      s.counters.read_misses.fetch_add(1, std::memory_order_relaxed);
+      s.counters.miss_bytes.fetch_add(out.size(), std::memory_order_relaxed);
+    }
     return NotFound("store: " + key.dataset + "/" + key.key + " not cached");
   };
   uint64_t len = offset >= key.size ? 0 : std::min<uint64_t>(out.size(), key.size - offset);

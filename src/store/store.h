@@ -232,8 +232,10 @@ class Store {
   // needed block is not cached, or failed verification (first serve after a
   // restart) and was dropped. Updates last use and counters. Never evicts.
   // Bytes of `out` past the returned count may be overwritten (a direct read
-  // of the disk lands there rounded up to its alignment).
-  Result<size_t> Read(const ObjectKey& key, uint64_t offset, std::span<char> out);
+  // of the disk lands there rounded up to its alignment). count_miss false:
+  // a miss is not counted (the caller's next Read will count it).
+  Result<size_t> Read(const ObjectKey& key, uint64_t offset, std::span<char> out,
+                      bool count_miss = true);
 
   // True if the complete object is present.
   bool Contains(const ObjectKey& key) const;
