@@ -317,14 +317,29 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
     // and 0.48 -> 0.42 ms of daemon CPU per file of `granary load`).
     RunFetch(flight, key, block, want, fk, deadline);
   } else if (leader) {
-    // The fetch runs on a fetch thread so that every reader, this one
-    // included, can stop waiting (deadline, interrupt) while it goes on.
     Want fetch_want = want;
     fetch_want.cancel = nullptr;  // the reader's, not the fetch's
-    bool started = fetchers_->TrySubmit([this, flight, key, block, fetch_want, fk, deadline] {
-      RunFetch(flight, key, block, fetch_want, fk, deadline);
-    });
-    if (!started) AbandonFlight(flight, fk, Cancelled("cache engine shutting down: " + key.key));
+    bool published = false;
+    if (cluster_ && !want.for_peer && want.priority == Priority::kHigh &&
+        !cluster_->Owns(key, block)) {
+      // A block another node owns is asked of it on this thread: its bytes
+      // reach this reader as they arrive, without a hop through a fetch
+      // thread. The request is bounded by the peer timeout (an interrupt
+      // waits for it); only the origin read, when no owner answers, goes to
+      // a fetch thread.
+      Want peer = fetch_want;
+      peer.peer_only = true;
+      published = RunFetch(flight, key, block, peer, fk, deadline, &fetch_want.origin_kind);
+      fetch_want.skip_peer = true;
+    }
+    // The fetch runs on a fetch thread so that every reader, this one
+    // included, can stop waiting (deadline, interrupt) while it goes on.
+    if (!published &&
+        !fetchers_->TrySubmit([this, flight, key, block, fetch_want, fk, deadline] {
+          RunFetch(flight, key, block, fetch_want, fk, deadline);
+        })) {
+      AbandonFlight(flight, fk, Cancelled("cache engine shutting down: " + key.key));
+    }
   } else {
     c_.flight_joins.fetch_add(1, std::memory_order_relaxed);
   }
@@ -388,15 +403,20 @@ Result<CacheEngine::Got> CacheEngine::AwaitFlight(const std::shared_ptr<Flight>&
   return got;
 }
 
-void CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
+bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
                            uint64_t block, const Want& want, const FlightKey& fk,
-                           std::chrono::steady_clock::time_point deadline) {
+                           std::chrono::steady_clock::time_point deadline,
+                           AdmitKind* origin_kind) {
   const uint64_t start = block * block_size_;
   const BlockRef ref{.key = key, .block = block, .offset = start,
                      .length = BlockLength(key.size, block)};
   AdmitKind kind = AdmitKind::kOwned;
   bool from_store = false;
   Result<BlockData> data = FetchFromSources(ref, want, &kind, &from_store, deadline);
+  if (want.peer_only && !data.ok() && data.status().code() == Code::kNotFound) {
+    if (origin_kind != nullptr) *origin_kind = kind;
+    return false;  // no owner answered: the origin's turn, on a fetch thread
+  }
   const bool done = !data.ok() || from_store;
   if (done) {
     // Leave the single-flight map before the result is published: a read
@@ -426,7 +446,7 @@ void CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
         fetched_hook_(*want.snap, want.ino, start, (*data)->view())) {
       NotePushed(fk);
     }
-    return;
+    return true;
   }
   // A demand read hands these bytes to its reader right away; warm-up and
   // readahead (low priority) fetch them for a reader still to come,
@@ -441,6 +461,7 @@ void CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
   } else {
     QueueAdmission(flight, key, block, *data, fk, served, kind);
   }
+  return true;
 }
 
 Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want& want,
@@ -458,7 +479,8 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
     }
   }
   // The owner peer; a block this node does not own is kept only as a near copy.
-  if (cluster_ && !want.for_peer && !cluster_->Owns(ref.key, ref.block)) {
+  if (want.peer_only || (cluster_ && !want.for_peer && !want.skip_peer &&
+                         !cluster_->Owns(ref.key, ref.block))) {
     bool next_in_line = false;
     auto r = cluster_->ReadFromOwner(ref, want.priority, &next_in_line);
     *kind = next_in_line ? AdmitKind::kOwned : AdmitKind::kNear;
@@ -472,7 +494,9 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
       GLOG_DEBUG("cache: {} block {} from the cluster: {}; reading the origin", ref.key.key,
                  ref.block, r.status().ToString());
     }
+    if (want.peer_only) return NotFound("no owner of " + ref.key.key + " answered");
   }
+  if (want.skip_peer) *kind = want.origin_kind;
   return origin_->ReadBlockUntil(ref, want.priority, deadline, &shutdown_);
 }
 
@@ -522,6 +546,15 @@ void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const Ob
              ((cap == 0 || pending + bytes <= cap) &&
               (cap_blocks == 0 || admission_pending_blocks_ < cap_blocks));
     };
+    if (!room() && kind == AdmitKind::kNear) {
+      // A near copy is optional (its owner keeps the block): under
+      // back-pressure it is not kept, and its reader -- who may be the FUSE
+      // thread that received it -- does not wait.
+      lock.unlock();
+      c_.not_admitted.fetch_add(1, std::memory_order_relaxed);
+      FinishAdmission(flight, fk, false);
+      return;
+    }
     if (!room()) {
       c_.admission_waits.fetch_add(1, std::memory_order_relaxed);
       admission_cv_.wait(lock, room);

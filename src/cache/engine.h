@@ -136,7 +136,8 @@ struct EngineStats {
   uint64_t origin_errors = 0;    // block GETs that failed (after retries)
   uint64_t flight_joins = 0;     // times a reader waited on another's fetch
   uint64_t admitted = 0;         // blocks the store accepted
-  uint64_t not_admitted = 0;     // blocks the store refused (policy / space)
+  uint64_t not_admitted = 0;     // blocks not kept: the store refused them (policy / space), or
+                                 // near copies left out while the admission queue was full
   uint64_t admit_errors = 0;     // admissions that failed with an error
   uint64_t admission_waits = 0;  // fetches that waited for room in the admission queue
   uint64_t admission_pending_bytes = 0;  // gauge: fetched bytes waiting for admission now
@@ -292,6 +293,12 @@ class CacheEngine {
     CancelToken* cancel = nullptr;    // the reader's; may be null
     bool run_here = false;            // lead a flight on this thread: a warm-up
                                       // over an origin that BoundsRequestTime()
+    // The two halves of a reader's fetch of a block another node owns (see
+    // GetBlock): the owners only, on the reader's thread; then, when none
+    // answered, the origin only, admitted as `origin_kind`.
+    bool peer_only = false;
+    bool skip_peer = false;
+    AdmitKind origin_kind = AdmitKind::kNear;
   };
   struct Got {
     BlockData data;
@@ -303,10 +310,13 @@ class CacheEngine {
   // The bytes of one block: joins or leads a flight.
   Result<Got> GetBlock(const ObjectKey& key, uint64_t block, const Want& want);
   // The fetch of a flight, on a fetch thread (or a warm-up's): asks the sources, publishes
-  // the result to the flight's readers, admits the bytes.
-  void RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
+  // the result to the flight's readers, admits the bytes. With want.peer_only
+  // and no owner answering, publishes nothing, sets *origin_kind (how the
+  // origin's bytes are to be kept) and returns false.
+  bool RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
                 const Want& want, const FlightKey& fk,
-                std::chrono::steady_clock::time_point deadline);
+                std::chrono::steady_clock::time_point deadline,
+                AdmitKind* origin_kind = nullptr);
   // Waits for `flight`'s bytes until `deadline` or want.cancel.
   Result<Got> AwaitFlight(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
                           uint64_t block, const Want& want,

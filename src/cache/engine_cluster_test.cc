@@ -2,13 +2,16 @@
 // another node owns comes from the cluster and is kept as a near copy; a
 // cluster that cannot supply it sends the read to the origin; a peer's
 // request never goes back to the cluster; warm-up of another node's object
-// asks that node instead of fetching here.
+// asks that node instead of fetching here; a reader asks the owner on its
+// own thread.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "cache/engine.h"
 #include "dataset/dataset.h"
@@ -26,12 +29,18 @@ class FakeCluster : public ClusterSource {
   std::map<std::string, std::string> peer_bytes;  // key -> whole object
   std::atomic<bool> down{false};
   std::atomic<int> reads{0}, warms{0};
+  std::mutex mu;
+  std::thread::id reader_thread;  // of the last ReadFromOwner
 
   std::string_view name() const override { return "fake-peer"; }
   bool Owns(const ObjectKey& key, uint64_t) const override { return owned.count(key.key) > 0; }
   bool IsPrimary(const ObjectKey& key, uint64_t block) const override { return Owns(key, block); }
   Result<BlockData> ReadFromOwner(const BlockRef& ref, Priority, bool* next_in_line) override {
     ++reads;
+    {
+      std::lock_guard lock(mu);
+      reader_thread = std::this_thread::get_id();
+    }
     *next_in_line = down;  // the owner is down and this node comes next
     if (down) return Unavailable("peer down");
     auto it = peer_bytes.find(ref.key.key);
@@ -99,6 +108,11 @@ TEST_F(EngineClusterTest, OwnedFromOriginOthersFromTheirOwnerKeptAsNearCopies) {
   EXPECT_EQ(s.origin_requests, 1u);
   EXPECT_EQ(s.peer_blocks, 1u);
   EXPECT_EQ(cluster_->reads.load(), 1) << "an owned block never asks the cluster";
+  {
+    std::lock_guard lock(cluster_->mu);
+    EXPECT_EQ(cluster_->reader_thread, std::this_thread::get_id())
+        << "a reader asks the owner itself: its bytes come without a hop through a fetch thread";
+  }
   ds_->store().Checkpoint().IgnoreError();
   // Admission runs off the read path; the near copy lands eventually.
   for (int i = 0; i < 200 && !ds_->store().Contains(Key("f2")); ++i) {
