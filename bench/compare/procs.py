@@ -87,6 +87,28 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of proc(5)
 
 
+def with_children(pid):
+    """pid and every process under it now (a mount daemon may do its work in a
+    child of the process it started as, so its CPU is the sum over all of
+    them). Processes that exit meanwhile are left out."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
 class CpuMeter:
     """CPU seconds (user + system, all threads) two sets of processes spend from
     construction to stop(): the cache's and the origin's (server and proxy).

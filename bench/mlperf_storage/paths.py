@@ -31,7 +31,8 @@ import signal
 import subprocess
 import time
 
-from procs import DirMounts, StepError, drop_page_cache, is_mounted, settle
+from procs import (DirMounts, StepError, drop_page_cache, is_mounted, settle,
+                   with_children)
 import peers
 
 BUCKET = "mlperf"
@@ -196,28 +197,6 @@ class Source:
                  figures=None):
         self.source, self.pids, self.after = source, pids, after
         self.client_pids, self.origin_pids, self.figures = client_pids, list(origin_pids), figures
-
-
-def with_children(pid):
-    """pid and every process under it: the processes that serve a mount, whose
-    CPU counts as the path's (a daemon may do its work in a child of the
-    process it started as)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += children.get(p, [])
-    return out
 
 
 class LocalPath:
