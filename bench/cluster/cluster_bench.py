@@ -22,6 +22,14 @@ Rows:
                          peer protocol (remote-hit MB/s against the link rate,
                          with the CPU of the reader node and of the owners and
                          the peer request latency)
+  plain sendfile HTTP    the remote-hit epochs' baseline (right after the cluster
+                         row): bench/cluster/plain_http serves the data set's local
+                         copy from each owner's namespace with sendfile(2); a plain
+                         keep-alive GET client in the client-only member's namespace
+                         reads every file once per --remote-threads value, after
+                         dropping the page cache (as the remote-hit epochs do) and
+                         again with it warm; MB/s, img/s and CPU per image of the
+                         client and the servers beside Granary's
   cluster, node killed   a fresh cluster's cold epoch on every node, node 0
                          killed (SIGKILL) a third of the way through: failed
                          reads and img/s of the survivors
@@ -45,11 +53,12 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "compare"))
 from procs import (Procs, StepError, check_status, drop_page_cache,  # noqa: E402
-                   http_get, is_mounted, settle, write_results)
+                   http_get, is_mounted, settle, with_children, write_results)
 from netns import (Hosts, cluster_flags, has_cluster_flags, metric_sum,  # noqa: E402
                    metrics_text, write_secret)
 
@@ -286,24 +295,34 @@ def latency_summary(before, after):
 
 
 def proc_cpu_s(pid):
-    """User + system CPU seconds of one process so far (None when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds so far of pid and of every process under it
+    (`granary mount --foreground` may leave the serving to a child: a mount
+    holder runs the daemon as its child), children it has reaped included
+    (cutime + cstime); None when pid is gone."""
+    total = None
+    for p in with_children(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            if p == pid:
+                return None
+            continue  # a child that exited meanwhile: its parent's cutime has it
+        ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        total = (total or 0) + ticks / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 class Sampler:
     """Every 50 ms, while it runs: the FUSE requests the kernel has outstanding on
     a mount (/sys/fs/fuse/connections/DEV/waiting: sent to the daemon or queued,
-    not yet answered) and the daemon's thread count; averages and maxima."""
+    not yet answered) and the threads of the daemon (the processes under pid
+    when the sampler starts: a mount holder and its daemon); averages and maxima."""
 
     def __init__(self, mnt, pid):
         dev = os.stat(mnt).st_dev
         self.waiting = f"/sys/fs/fuse/connections/{os.minor(dev)}/waiting"
-        self.tasks = f"/proc/{pid}/task"
+        self.tasks = [f"/proc/{p}/task" for p in with_children(pid)]
         self.samples = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -313,7 +332,7 @@ class Sampler:
             try:
                 with open(self.waiting) as f:
                     w = int(f.read())
-                self.samples.append((w, len(os.listdir(self.tasks))))
+                self.samples.append((w, sum(len(os.listdir(t)) for t in self.tasks)))
             except (OSError, ValueError):
                 pass
 
@@ -453,6 +472,11 @@ def remote_epoch(b, threads):
                                   if cpu0[i] is not None and cpu1[i] is not None},
            "machine_busy": (mach1[0] - mach0[0]) / max(1, mach1[1] - mach0[1]),
            "cpus": os.cpu_count(), **sampler.summary()}
+    # CPU milliseconds per image read, the unit of the plain-server comparison.
+    files = max(1, ep["files"])
+    out["client_daemon_ms_per_image"] = 1e3 * (client_cpu1 - client_cpu0) / files
+    out["reader_ms_per_image"] = 1e3 * reader_cpu / files
+    out["owner_ms_per_image"] = 1e3 * sum(out["owner_daemon_cores"].values()) * wall / files
     # Peer requests in flight on average (Little's law: request rate x mean latency).
     lat = out["latency"]
     out["peer_in_flight"] = (lat["requests"] / secs * lat["mean_ms"] / 1e3
@@ -469,6 +493,107 @@ def remote_epoch(b, threads):
         f"{out['daemon_threads']}")
     b.stop_node(c)
     return out
+
+
+def plain_owner(path, nodes):
+    """The owner a plain epoch asks for a file: a stable hash of its path over
+    the nodes (CRC-32; Granary's own placement is HRW over block keys and
+    member ids, which this does not reproduce: the same spread, not the same
+    files per node)."""
+    return zlib.crc32(path.encode()) % nodes
+
+
+def plain(b):
+    """The baseline of the remote-hit epochs: a plain sendfile HTTP server in
+    each owner's namespace, serving the data set's local copy, read by a plain
+    keep-alive GET client in the client-only member's namespace (same capped
+    link), once per --remote-threads value. Each value runs two epochs: one
+    after dropping the page cache, as every remote-hit epoch does (the owners
+    read their files from disk), then one with the files still in the page
+    cache (the server's best case)."""
+    n, c = b.args.nodes, b.client
+    r = row(f"plain sendfile HTTP ({n} servers)", nodes=n)
+    tool = os.path.join(b.build, "bench", "cluster", "plain_http")
+    if not os.access(tool, os.X_OK):
+        raise StepError(f"{tool} is missing; build the plain_http target")
+    listing = os.path.join(b.work, "plain-list.txt")
+    with open(b.list_file) as f, open(listing, "w") as out:
+        for ln in f:
+            if ln.strip():
+                path = ln.split()[0]
+                size = os.path.getsize(os.path.join(b.local_root, path))
+                out.write(f"{path} {size} {plain_owner(path, n)}\n")
+    servers, bases = [], []
+    try:
+        for i in range(n):
+            url = f"http://{b.hosts.ip(i)}:{b.hosts.port(8080)}"
+            argv = [tool, "serve", "--root", b.local_root, "--listen", url[len("http://"):]]
+            b.seq += 1
+            p = b.procs.start(f"plain{i}-{b.seq}", b.hosts.wrap(i, argv))
+            servers.append(p)
+            b.procs.wait_until(p, lambda u=url: _answers(u + "/"), f"plain server {i}")
+            bases += ["--base", url]
+        r["plain"] = []
+        for threads in b.remote_threads:
+            for cache in ("dropped", "warm"):
+                r["plain"].append(plain_epoch(b, tool, servers, bases, listing, threads, cache))
+    finally:
+        for p in servers:
+            b.procs.stop(p)
+    r["failed_reads"] = sum(x["errors"] for x in r["plain"])
+    best = max((x for x in r["plain"] if x["page_cache"] == "dropped"), key=lambda x: x["mb_s"])
+    r["remote_mb_s"] = best["mb_s"]
+    r["note"] = (f"plain_http serve on every owner, plain_http get on the client-only member's "
+                 f"host; best page-cache-dropped epoch ({best['threads']} threads): "
+                 f"{best['img_s']:.0f} img/s")
+    return r
+
+
+def plain_epoch(b, tool, servers, bases, listing, threads, cache):
+    """One plain GET epoch over every file; `cache` "dropped" drops the page
+    cache first, "warm" leaves it as the previous epoch left it."""
+    c = b.client
+    if cache == "dropped":
+        drop_page_cache()
+    settle()
+    b.seq += 1
+    argv = [tool, "get", *bases, "--list", listing, "--threads", str(threads),
+            "--seed", str(1000 + b.seq)]
+    cpu0 = [proc_cpu_s(p.pid) for p in servers]
+    mach0 = machine_cpu()
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run(b.hosts.wrap(c, argv), capture_output=True, text=True,
+                             timeout=b.args.epoch_timeout)
+    except subprocess.TimeoutExpired:
+        raise StepError(f"plain get ({threads} threads) ran past {b.args.epoch_timeout} s") from None
+    wall = time.monotonic() - t0
+    mach1 = machine_cpu()
+    cpu1 = [proc_cpu_s(p.pid) for p in servers]
+    with open(os.path.join(b.log_dir, f"plain-get-{threads}t-{cache}.log"), "w") as f:
+        f.write(out.stdout + out.stderr)
+    try:
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise StepError(f"plain get exited {out.returncode}: {out.stderr.strip()[-300:]}") from None
+    if None in cpu0 or None in cpu1:
+        raise StepError("a plain server exited during the epoch")
+    files = max(1, res["files"])
+    server_cpu = [y - x for x, y in zip(cpu0, cpu1)]
+    x = {"threads": threads, "page_cache": cache, "files": res["files"], "errors": res["errors"],
+         "first_error": res["first_error"], "bytes": res["bytes"], "seconds": res["seconds"],
+         "img_s": res["img_s"], "mb_s": res["mb_s"],
+         "client_ms_per_image": 1e3 * res["cpu_s"] / files,
+         "server_ms_per_image": 1e3 * sum(server_cpu) / files,
+         "server_cpu_s": server_cpu, "client_cpu_s": res["cpu_s"],
+         "machine_busy": (mach1[0] - mach0[0]) / max(1, mach1[1] - mach0[1]), "wall": wall}
+    log(f"  plain {threads:3} threads, page cache {cache:7}: {x['mb_s']:.1f} MB/s, "
+        f"{x['img_s']:.0f} img/s, errors {x['errors']}, CPU per image: client "
+        f"{x['client_ms_per_image']:.3f} ms, servers {x['server_ms_per_image']:.3f} ms, machine "
+        f"{100 * x['machine_busy']:.0f}% busy")
+    if res["errors"]:
+        log(f"  plain: first error: {res['first_error']}")
+    return x
 
 
 def killed(b, kill_after):
@@ -532,6 +657,10 @@ def markdown(results):
     for r in results["rows"]:
         if r.get("remote"):
             lines += ["", remote_table(r["remote"], a)]
+    clus = next((r for r in results["rows"] if r.get("remote")), None)
+    for r in results["rows"]:
+        if r.get("plain"):
+            lines += ["", plain_table(r["plain"], clus["remote"] if clus else [], a)]
     return "\n".join(lines) + "\n"
 
 
@@ -558,6 +687,14 @@ def targets(results):
         x = clus["remote_mb_s"] / a["link_mb_s"]
         add("remote-hit reads >= 0.8 x link rate",
             f"{clus['remote_mb_s']:.1f} MB/s of {a['link_mb_s']:.0f} MB/s = {x:.2f}x", x >= 0.8)
+    plain_row = find("plain sendfile")
+    if clus and clus.get("remote") and plain_row:
+        g = max(clus["remote"], key=lambda x: x["reader_mb_s"])
+        p = max((x for x in plain_row["plain"] if x["page_cache"] == "dropped"),
+                key=lambda x: x["mb_s"])
+        x = g["reader_mb_s"] / p["mb_s"]
+        add("remote-hit reads >= 0.6 x a plain sendfile HTTP server (same link, best of each)",
+            f"{g['reader_mb_s']:.1f} / {p['mb_s']:.1f} MB/s = {x:.2f}x", x >= 0.6)
     if single and clus and single["cold"] and clus["cold"]:
         x = clus["cold"]["per_node_img_s"] / single["cold"]["per_node_img_s"]
         add("per-node cold epoch >= 0.8 x single node",
@@ -600,6 +737,43 @@ def remote_table(remote, a):
     return "\n".join(lines)
 
 
+def plain_table(plain_epochs, remote, a):
+    """The plain server's epochs beside the remote-hit epoch with as many readers."""
+    lines = [f"Plain sendfile HTTP baseline: `plain_http serve` in each of the {a['nodes']} "
+             f"owners' namespaces (each file asked of one server, by a CRC-32 of its path), "
+             f"`plain_http get` in the client-only member's namespace over its "
+             f"{a['link_rate'] or 'unshaped'} link, every file once. Page cache \"dropped\": "
+             f"dropped before the epoch, as before every remote-hit epoch (so the Granary column "
+             f"is its like); \"warm\": the files still in the page cache from the epoch before. "
+             f"CPU in ms per image: plain client = the get process (getrusage), Granary client "
+             f"= member daemon + reader; servers = the {a['nodes']} plain servers together, "
+             f"Granary owners = the {a['nodes']} owner daemons together.", "",
+             "| readers | page cache | plain MB/s | plain img/s | Granary MB/s | Granary img/s "
+             "| Granary / plain | client CPU ms/img: plain / Granary (daemon + reader) "
+             "| server CPU ms/img: plain / Granary owners | machine busy: plain / Granary "
+             "| plain errors |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    by_threads = {x["threads"]: x for x in remote}
+    for p in plain_epochs:
+        g = by_threads.get(p["threads"])
+        if g:
+            ratio = f"{g['reader_mb_s'] / p['mb_s']:.2f}x" if p["mb_s"] else "-"
+            gran = f"{g['reader_mb_s']:.1f} | {g['img_s']:.0f} | {ratio}"
+            client = (f"{p['client_ms_per_image']:.3f} / "
+                      f"{g['client_daemon_ms_per_image'] + g['reader_ms_per_image']:.3f} "
+                      f"({g['client_daemon_ms_per_image']:.3f} + {g['reader_ms_per_image']:.3f})")
+            server = f"{p['server_ms_per_image']:.3f} / {g['owner_ms_per_image']:.3f}"
+            busy = f"{100 * p['machine_busy']:.0f}% / {100 * g['machine_busy']:.0f}%"
+        else:
+            gran = "- | - | -"
+            client = f"{p['client_ms_per_image']:.3f} / -"
+            server = f"{p['server_ms_per_image']:.3f} / -"
+            busy = f"{100 * p['machine_busy']:.0f}% / -"
+        lines.append(f"| {p['threads']} | {p['page_cache']} | {p['mb_s']:.1f} | {p['img_s']:.0f} | "
+                     f"{gran} | {client} | {server} | {busy} | {p['errors']} |")
+    return "\n".join(lines)
+
+
 def link_mb_s(rate):
     if not rate:
         return None
@@ -628,7 +802,10 @@ def main():
                          "in flight")
     ap.add_argument("--origin", choices=["s3rver", "moto"], default="s3rver")
     ap.add_argument("--cache-quota", default="50G")
-    ap.add_argument("--rows", default="single,independent,cluster,killed")
+    ap.add_argument("--rows", default="single,independent,cluster,plain,killed",
+                    help="rows to run, of single, independent, cluster, plain (the plain "
+                         "sendfile HTTP baseline of the remote-hit epochs; right after cluster "
+                         "when both run) and killed")
     ap.add_argument("--epoch-timeout", type=int, default=1800)
     ap.add_argument("--out", default="cluster-results")
     ap.add_argument("--work", help="scratch directory (default: a new one under /var/tmp)")
@@ -637,6 +814,9 @@ def main():
                          "GETs per object exceed the single node's")
     args = ap.parse_args()
     wanted = [x.strip() for x in args.rows.split(",") if x.strip()]
+    if "cluster" in wanted and "plain" in wanted:  # the baseline right after the remote-hit epochs
+        wanted.remove("plain")
+        wanted.insert(wanted.index("cluster") + 1, "plain")
     os.makedirs(args.out, exist_ok=True)
     work = args.work or tempfile.mkdtemp(prefix="granary-cluster.", dir="/var/tmp")
     b = Bench(args, work)
@@ -679,6 +859,8 @@ def main():
                 r = guarded(b, name, lambda: cluster(b))
                 results["rows"].append(r)
                 cluster_cold = r.get("cold")
+            elif name == "plain":
+                results["rows"].append(guarded(b, name, lambda: plain(b)))
             elif name == "killed":
                 secs = cluster_cold["seconds"] / 3 if cluster_cold else 2.0
                 results["rows"].append(guarded(b, name, lambda: killed(b, secs)))
