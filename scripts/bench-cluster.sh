@@ -18,7 +18,7 @@ scripts/install-deps.sh
 scripts/install-s3rver.sh
 cmake -S . -B "${BUILD_DIR}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "${BUILD_DIR}" -j"$(nproc)" --target granary_cli granary_reader s3_delay_proxy \
-  gen_imagenet placement_sim >/dev/null
+  gen_imagenet placement_sim plain_http >/dev/null
 rc=0
 python3 bench/cluster/cluster_bench.py --build-dir "${BUILD_DIR}" "$@" || rc=$?
 # Placement balance of 100 nodes (HRW over 1.28 M ImageNet-like objects): no daemons, a few seconds.

@@ -40,7 +40,7 @@ scripts/install-deps.sh
 step "Building granary and the bench tools in ${BUILD_DIR}/"
 cmake -S . -B "${BUILD_DIR}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "${BUILD_DIR}" -j"$(nproc)" --target granary_cli granary_reader s3_delay_proxy \
-  gen_imagenet ufs_get >/dev/null
+  gen_imagenet ufs_get plain_http >/dev/null
 GRANARY="$(pwd)/${BUILD_DIR}/src/cli/granary"
 READER="$(pwd)/${BUILD_DIR}/bench/reader/granary_reader"
 PROXY_BIN="$(pwd)/${BUILD_DIR}/bench/s3_delay_proxy/s3_delay_proxy"
