@@ -6,6 +6,12 @@
 // flags do not say otherwise. Without --foreground the command returns once
 // the mount is ready (exit 0) or prints "granary: mount <mp>: <reason>" and
 // exits 1; bad flag values exit 2.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
 #include <optional>
 
 #include "cli/cluster_flags.h"
@@ -13,6 +19,7 @@
 #include "common/origin_defaults.h"
 #include "common/units.h"
 #include "daemon/daemon.h"
+#include "daemon/holder_channel.h"
 
 namespace granary::cli {
 namespace {
@@ -33,6 +40,9 @@ struct MountFlags {
   std::string log_file;
   std::string run_dir = "/run/granary";
   bool foreground = false;
+  bool no_restart = false;
+  std::string upgrade;  // --upgrade MOUNTPOINT
+  std::string binary;   // --binary PATH (with --upgrade)
   // Cold reads block a transport thread for one origin round trip, so the
   // threads bound the cold epoch's concurrency (2 threads x 10 ms = 200 files/s):
   // 16 by default, like a loader's 16 readers.
@@ -139,6 +149,7 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   o.run_dir = f.run_dir;
   o.log_file = f.log_file;
   o.foreground = f.foreground;
+  o.hold_mount = !f.no_restart;
   o.metrics_addr = f.metrics_addr;
   o.load_on_start = f.load;
   o.load_threads = f.load_threads;
@@ -147,7 +158,53 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   return o;
 }
 
+// `granary mount --upgrade MOUNTPOINT [--binary PATH]`: the mount's holder
+// starts PATH (default: the program at the path this one runs from, i.e. a
+// newer file installed there) on the same FUSE connection.
+int RunUpgrade(const MountFlags& flags) {
+  const std::string what = "mount --upgrade " + flags.upgrade;
+  if (!flags.source.empty() || !flags.mountpoint.empty()) {
+    return ReportError(what, InvalidArgument("--upgrade takes the mount point only"));
+  }
+  std::string binary = flags.binary;
+  if (binary.empty()) {
+    std::error_code ec;
+    binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    const std::string kDeleted = " (deleted)";
+    if (binary.ends_with(kDeleted)) binary.resize(binary.size() - kDeleted.size());
+  } else if (char* real = ::realpath(binary.c_str(), nullptr); real != nullptr) {
+    binary = real;
+    std::free(real);
+  } else {
+    return ReportError(what, InvalidArgument("--binary " + flags.binary + " does not exist"));
+  }
+  struct stat st {};
+  if (::stat(binary.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(binary.c_str(), X_OK) != 0) {
+    return ReportError(what, InvalidArgument("--binary " + binary + " is not an executable file"));
+  }
+  const std::string mp = CanonicalMountpoint(flags.upgrade);
+  if (!IsMountpoint(mp)) return ReportError(what, NotFound(mp + " is not mounted"));
+  Result<nlohmann::json> reply =
+      AskMountHolder(flags.run_dir, mp, {{"op", "upgrade"}, {"binary", binary}},
+                     std::chrono::seconds(300));
+  if (!reply.ok()) return ReportError(what, reply.status());
+  if (!reply->value("ok", false)) {
+    return ReportError(what, IoError(reply->value("error", std::string("the upgrade failed"))));
+  }
+  std::cout << "upgraded " << mp << ": pid " << reply->value("daemon_pid", 0) << " runs "
+            << reply->value("binary", std::string()) << " (" << reply->value("takeover_ms", 0)
+            << " ms from the handover request to serving)" << std::endl;
+  return kExitOk;
+}
+
 int RunMount(const MountFlags& flags, const GlobalFlags& globals) {
+  if (!flags.upgrade.empty()) return RunUpgrade(flags);
+  if (!flags.binary.empty()) {
+    return ReportError("mount", InvalidArgument("--binary goes with --upgrade MOUNTPOINT"));
+  }
+  if (flags.source.empty() || flags.mountpoint.empty()) {
+    return ReportError("mount", InvalidArgument("SOURCE and MOUNTPOINT are required"));
+  }
   Result<DaemonOptions> options = BuildOptions(flags, globals);
   if (!options.ok()) return ReportError("mount " + flags.mountpoint, options.status());
   Status s = LaunchDaemon(std::move(*options));
@@ -201,8 +258,8 @@ int RunWorker(MountFlags flags, const GlobalFlags& globals) {
 void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   auto f = std::make_shared<MountFlags>();
   CLI::App* cmd = app.add_subcommand("mount", "Mount a dataset read-only through the cache");
-  cmd->add_option("SOURCE", f->source, "s3://bucket/prefix, file:///path or a path")->required();
-  cmd->add_option("MOUNTPOINT", f->mountpoint, "Existing empty directory")->required();
+  cmd->add_option("SOURCE", f->source, "s3://bucket/prefix, file:///path or a path (required)");
+  cmd->add_option("MOUNTPOINT", f->mountpoint, "Existing empty directory (required)");
   AddDatasetFlags(cmd, f.get());
   cmd->add_option("--read-mode", f->read_mode,
                   "auto, passthrough or cached (auto: cached when the dataset fits in the "
@@ -214,6 +271,16 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--fuse-transport", f->transport, "auto, dev or uring")->capture_default_str();
   cmd->add_option("--passthrough", f->passthrough, "auto, on or off")->capture_default_str();
   cmd->add_flag("--foreground", f->foreground, "Stay in the foreground, log to stderr");
+  cmd->add_flag("--no-restart", f->no_restart,
+                "No mount holder: the mount dies with its daemon (no restart after a crash, "
+                "no --upgrade); implied by --fuse-transport uring");
+  cmd->add_option("--upgrade", f->upgrade,
+                  "Hand the mount at MOUNTPOINT to a new daemon binary without unmounting "
+                  "(no SOURCE; see --binary)")
+      ->option_text("MOUNTPOINT");
+  cmd->add_option("--binary", f->binary,
+                  "--upgrade: the granary binary to run (default: the file at this program's path)")
+      ->option_text("PATH");
   cmd->add_option("--log-file", f->log_file,
                   "Log of the background daemon (default RUN_DIR/mount-<id>.log)")
       ->option_text("FILE");

@@ -22,6 +22,9 @@
 #include "common/uri.h"
 #include "daemon/control_service.h"
 #include "daemon/engine_fs.h"
+#include "daemon/holder_channel.h"
+#include "daemon/mount_holder.h"
+#include "fuse/fuse_connection_state.h"
 #include "dataset/cluster_stats_json.h"
 #include "fuse/fuse_stats_json.h"
 #include "store/store_stats_json.h"
@@ -38,8 +41,13 @@ sigset_t HandledSignals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
   return set;
 }
+
+// How long a daemon handing its connection over waits for the requests it
+// is serving; what is left is resent to its successor.
+constexpr std::chrono::seconds kHandoverDrain{3};
 
 // The mount point exists, is a directory, is not a mount yet, and is empty.
 Status CheckMountpoint(const std::string& mp, bool allow_non_empty) {
@@ -150,12 +158,22 @@ Status Daemon::Open() {
     ASSIGN_OR_RETURN(Uri uri, ParseUri(o.dataset.source));
     o.dataset.source = uri.ToString();
   }
+  if (o.holder && !is_worker()) {
+    ASSIGN_OR_RETURN(std::optional<HeldConnection> held, o.holder->Hello());
+    if (held) {
+      held_ = std::make_unique<HeldConnection>(std::move(*held));
+      // The kernel has been told this read mode (cached: no OPEN at all).
+      o.read_mode_auto = false;
+      o.fuse.read_mode = held_->state.read_mode;
+    }
+  }
   if (!is_worker()) {
     o.mountpoint = CanonicalMountpoint(o.mountpoint);
-    RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.fuse.allow_non_empty));
+    if (!held_) RETURN_IF_ERROR(CheckMountpoint(o.mountpoint, o.fuse.allow_non_empty));
   }
   run_name_ = is_worker() ? WorkerRunName(DatasetId(o.dataset.source)) : o.mountpoint;
-  if (auto pid = ReadPidFile(o.run_dir, run_name_); pid.ok() && PidFileProcessAlive(*pid)) {
+  if (auto pid = ReadPidFile(o.run_dir, run_name_);
+      !o.holder && pid.ok() && PidFileProcessAlive(*pid)) {
     return InvalidArgument((is_worker() ? "dataset " + o.dataset.source + " already has a worker"
                                         : "mount point " + o.mountpoint) +
                            " served by granary (pid " + std::to_string(pid->pid) + ")");
@@ -174,9 +192,11 @@ Status Daemon::Open() {
   ASSIGN_OR_RETURN(dataset_, Dataset::Open(std::move(dataset_opts)));
   if (!is_worker()) RETURN_IF_ERROR(StartMount());
 
-  std::string pid_text = std::to_string(::getpid()) + "\n" + run_name_ + "\n" + source() + "\n" +
-                         std::to_string(ProcessStartTicks(::getpid())) + "\n";
-  RETURN_IF_ERROR(WriteFileAtomically(pid_path(), pid_text));
+  if (!o.holder) {
+    std::string pid_text = std::to_string(::getpid()) + "\n" + run_name_ + "\n" + source() +
+                           "\n" + std::to_string(ProcessStartTicks(::getpid())) + "\n";
+    RETURN_IF_ERROR(WriteFileAtomically(pid_path(), pid_text));
+  }
   std::function<FuseStats()> fuse_stats;
   if (!is_worker()) fuse_stats = [this] { return fuse_->stats(); };
   ASSIGN_OR_RETURN(
@@ -262,12 +282,32 @@ Status Daemon::StartMount() {
   // where this transport does not read them yet: writable mounts use /dev/fuse.
   if (o.writable) fuse_opts.transport = FuseTransport::kDev;
   fuse_opts.fsname = "granary";
+  if (o.holder) {
+    // io_uring rings belong to the process that registered them.
+    if (fuse_opts.transport == FuseTransport::kUring) {
+      return InvalidArgument("--fuse-transport uring: a mount that outlives its daemon uses "
+                             "/dev/fuse; mount with --no-restart to use io_uring");
+    }
+    fuse_opts.transport = FuseTransport::kDev;
+    fuse_opts.backing_journal = RunFilePath(o.run_dir, o.mountpoint, "backing");
+  }
   fuse_ = std::make_unique<FuseServer>(fs_.get(), fuse_opts);
-  return fuse_->Start();
+  if (held_) {
+    std::vector<int> fds = std::move(held_->fds);
+    held_->fds.clear();
+    return fuse_->Resume(held_->state, std::move(fds));
+  }
+  RETURN_IF_ERROR(fuse_->Start());
+  if (o.holder) {
+    Status s = o.holder->SendSession(fuse_->connection_state(), fuse_->device_fds());
+    if (!s.ok()) return s.WithContext("handing the connection to the mount holder");
+  }
+  return Status::Ok();
 }
 
 bool Daemon::PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset,
                          std::string_view bytes) {
+  if (detaching_.load()) return false;  // listing through the mount would wait for the successor
   const uint64_t node = fs_->NodeOf(snap, ino);
   if (node == 0) return false;
   Result<bool> stored = fuse_->StoreData(node, offset, bytes);
@@ -327,6 +367,14 @@ void Daemon::SignalLoop() {
     int sig = ::sigtimedwait(&set, nullptr, &tick);
     if (sig == SIGUSR1) {
       if (Status s = WriteStatsFile(); !s.ok()) GLOG_WARN("stats file: {}", s.ToString());
+    } else if (sig == SIGUSR2) {
+      if (options_.holder && !is_worker()) {
+        GLOG_INFO("signal {}: handing the mount over", sig);
+        handover_.store(true);
+        RequestStop();
+      } else {
+        GLOG_WARN("signal {} ignored: no mount holder to hand the mount to", sig);
+      }
     } else if (sig == SIGTERM || sig == SIGINT) {
       GLOG_INFO("signal {}: stopping", sig);
       RequestStop();
@@ -361,11 +409,25 @@ Status Daemon::Shutdown() {
     hooks.swap(stop_hooks_);
   }
   for (auto& hook : hooks) hook();
+  const bool handover = handover_.load() && fuse_ != nullptr;
+  if (handover) {
+    // The successor takes the connection: answer what is being served (the
+    // origin's answers included), stop reading, leave the mount in place.
+    services_.reset();
+    detaching_.store(true);
+    if (!fuse_->Detach(kHandoverDrain)) {
+      GLOG_WARN("handover: requests still served after {} s; the successor gets them again",
+                kHandoverDrain.count());
+      std::fflush(nullptr);
+      std::_Exit(kExitHandedOver);
+    }
+    GLOG_INFO("handover: every request answered; the mount is left to the successor");
+  }
   // Readers and loads waiting on the origin leave now (a stalled origin
   // must not hold the unmount).
   if (dataset_) dataset_->engine().CancelWaits();
   services_.reset();  // cancels a running load; before the engine goes
-  if (fuse_) fuse_->Stop();
+  if (fuse_ && !handover) fuse_->Stop();
   if (unmount_watcher_.joinable()) unmount_watcher_.join();
   if (signal_thread_.joinable()) signal_thread_.join();
   DaemonStats last = stats();
@@ -387,9 +449,9 @@ Status Daemon::Shutdown() {
         GLOG_WARN("origin transfers still running {} s after unmount (stalled origin?); "
                   "exiting without waiting for them",
                   std::chrono::duration_cast<std::chrono::seconds>(kShutdownGrace).count());
-        if (serving_) ::unlink(pid_path().c_str());
+        if (serving_ && !options_.holder) ::unlink(pid_path().c_str());
         std::fflush(nullptr);
-        std::_Exit(0);
+        std::_Exit(handover ? kExitHandedOver : 0);
       });
     }
     result = dataset_->Close();
@@ -411,8 +473,9 @@ Status Daemon::Shutdown() {
   }
   if (serving_) {
     if (Status s = WriteStatsFile(); !s.ok()) GLOG_WARN("stats file: {}", s.ToString());
-    ::unlink(pid_path().c_str());
-    GLOG_INFO("{} {}", is_worker() ? "stopped" : "unmounted", run_name_);
+    if (!options_.holder) ::unlink(pid_path().c_str());
+    GLOG_INFO("{} {}", is_worker() ? "stopped" : handover ? "handed over" : "unmounted",
+              run_name_);
   }
   return result;
 }

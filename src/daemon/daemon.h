@@ -60,6 +60,8 @@ namespace granary {
 class EngineFs;
 class Overlay;
 class DaemonServices;
+class HolderChannel;
+struct HeldConnection;
 
 // How long a stopping daemon process (handle_signals) waits for origin
 // transfers still running once every reader has left; then it exits.
@@ -111,6 +113,19 @@ struct DaemonOptions {
   bool allow_delete = false;
   uint64_t staging_quota = 0;
   bool discard_pending = false;
+
+  // Set when a mount holder keeps the FUSE connection (mount_holder.h): a
+  // fresh mount is handed to it once INIT is done, or the connection it
+  // keeps is taken over (no mount, no INIT, the kernel resends what the
+  // previous daemon read). The pid file and the "already served" check are
+  // the holder's; SIGUSR2 hands the connection over (Run() returns and
+  // handed_over() is true). io_uring is not used: its rings die with the
+  // process that registered them.
+  std::shared_ptr<HolderChannel> holder;
+  // LaunchDaemon of a mount: run the daemon under a mount holder, so the
+  // mount outlives it (`--no-restart` turns it off, and so does
+  // `--fuse-transport uring`; Daemon::Start ignores it).
+  bool hold_mount = true;
 
   // Checks every field once; errors name the field and the value.
   Status Validate() const;
@@ -172,6 +187,10 @@ class Daemon {
 
   // Asks Run() to return. Thread-safe, idempotent, async-signal-unsafe.
   void RequestStop();
+
+  // True once Run() has left the FUSE connection to a successor (SIGUSR2
+  // under a holder) instead of unmounting.
+  bool handed_over() const { return handover_.load(); }
 
   // Registers `hook` to run first when Run() shuts down (before the unmount),
   // e.g. to stop a control socket service that uses engine()/store(). Call
@@ -238,6 +257,9 @@ class Daemon {
   bool stop_requested_ = false;
   std::vector<std::function<void()>> stop_hooks_;
   std::atomic<bool> shut_down_{false};  // Shutdown() began (signal thread exits)
+  std::atomic<bool> handover_{false};   // SIGUSR2 under a holder: Shutdown() detaches
+  std::atomic<bool> detaching_{false};  // the mount is no longer served (PushFetched stops)
+  std::unique_ptr<HeldConnection> held_;  // the connection the holder keeps (a restart)
   bool serving_ = false;  // Open() finished: mounted, pid file written (controlling thread)
 
   mutable std::mutex final_mu_;  // guards final_stats_ and has_final_
@@ -267,7 +289,8 @@ Status WriteFileAtomically(const std::string& path, const std::string& text);
 std::string RunFilePath(std::string_view run_dir, std::string_view mountpoint,
                         std::string_view ext);
 
-// What a pid file says: "pid\nmountpoint\nsource\nstart time\n".
+// What a pid file says: "pid\nmountpoint\nsource\nstart time\n" and, from a
+// mount holder, "daemon pid daemon start time\n".
 struct DaemonPidInfo {
   pid_t pid = 0;
   std::string mountpoint;
@@ -275,6 +298,11 @@ struct DaemonPidInfo {
   // The process's start time (/proc/PID/stat field 22, clock ticks since
   // boot); 0 in pid files of older versions.
   uint64_t start_ticks = 0;
+  // A mount holder's pid file (pid = the holder) adds the daemon it runs
+  // now, and its start time: "daemon_pid start_ticks" on a fifth line (0:
+  // none running, or not a holder).
+  pid_t daemon_pid = 0;
+  uint64_t daemon_start_ticks = 0;
 };
 
 // Start time of process `pid` in clock ticks since boot (/proc/PID/stat
@@ -293,14 +321,19 @@ Result<DaemonPidInfo> ReadPidFile(std::string_view run_dir, std::string_view mou
 // True if `path` is a mount point listed in /proc/self/mountinfo.
 bool IsMountpoint(std::string_view path);
 
-// `granary mount`: foreground -> Start + Run in this process. Background ->
-// fork; the child (setsid, stdio to the log file) starts the daemon and
-// reports "ready" or the error through a pipe, then runs; the parent returns
-// once the child reported (OK when ready). The child never returns.
+// `granary mount`: with hold_mount (the default for mounts), a mount holder
+// (mount_holder.h) runs the daemon: in this process with --foreground, else
+// in a background child (setsid, stdio to the log file) that reports "ready"
+// or the first daemon's error through a pipe; the parent returns once it
+// reported (OK when ready). Without it: foreground -> Start + Run in this
+// process; background -> a forked child runs the daemon and reports the
+// same way. A process a holder started (kHolderFdEnv set) runs the daemon
+// under it and exits with the status the holder reads. Children never return.
 Status LaunchDaemon(DaemonOptions options);
 
-// `granary umount`: SIGTERM to the daemon of `mountpoint` and waits (up to
-// `timeout`) for it to exit; if it is dead (or gone) and the mount remains,
+// `granary umount`: SIGTERM to the daemon of `mountpoint` (its mount holder,
+// which stops the daemon; the daemon itself when the holder is gone) and
+// waits (up to `timeout`) for it to exit; if it is dead (or gone) and the mount remains,
 // lazy unmount. NotFound "not mounted" when neither daemon nor mount exists.
 Status StopDaemon(std::string_view run_dir, std::string_view mountpoint,
                   std::chrono::seconds timeout = std::chrono::seconds(60));

@@ -19,6 +19,9 @@
 #include "common/log.h"
 #include "common/uri.h"
 #include "daemon/daemon.h"
+#include "daemon/holder_channel.h"
+#include "daemon/mount_holder.h"
+#include "fuse/fuse_mount.h"
 #include "fuse/fuse_server.h"
 
 namespace granary {
@@ -179,6 +182,13 @@ Result<DaemonPidInfo> ReadPidFile(std::string_view run_dir, std::string_view mou
   }
   std::string start_line;
   if (std::getline(in, start_line)) info.start_ticks = std::strtoull(start_line.c_str(), nullptr, 10);
+  std::string daemon_line;
+  if (std::getline(in, daemon_line)) {
+    std::istringstream fields(daemon_line);
+    long daemon = 0;
+    fields >> daemon >> info.daemon_start_ticks;
+    if (!fields.fail() && daemon > 0) info.daemon_pid = static_cast<pid_t>(daemon);
+  }
   return info;
 }
 
@@ -209,7 +219,143 @@ std::string MountType(std::string_view path) {
 
 bool IsMountpoint(std::string_view path) { return !MountType(path).empty(); }
 
+namespace {
+
+// Reads what the background child reports through `fd` ("ready", or "<code>
+// <message>") and returns it as a Status; reaps the child when it failed.
+Status AwaitReady(int fd, pid_t pid, const std::string& log_file) {
+  std::string msg;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    msg.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (msg == "ready") return Status::Ok();
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (msg.empty()) {
+    return Internal("the daemon exited before the mount was ready (see " + log_file + ")");
+  }
+  size_t space = msg.find(' ');
+  int code = std::atoi(msg.substr(0, space).c_str());
+  return Status(static_cast<Code>(code), space == std::string::npos ? "" : msg.substr(space + 1));
+}
+
+// Sends stdout and stderr to `log_file` and stdin to /dev/null (a background process).
+void RedirectToLog(const std::string& log_file) {
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+  int log = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log >= 0) {
+    ::fchmod(log, 0600);
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    ::close(log);
+  }
+}
+
+// This process's command line, as the kernel keeps it.
+std::vector<std::string> OwnCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  for (std::string arg; std::getline(in, arg, '\0');) argv.push_back(arg);
+  return argv;
+}
+
+// The program this process runs (a path; the file may since have been
+// replaced by a newer one, which is what a restart should then run).
+std::string OwnBinary() {
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const std::string kDeleted = " (deleted)";
+  if (exe.ends_with(kDeleted)) exe.resize(exe.size() - kDeleted.size());
+  return exe;
+}
+
+// A daemon a mount holder started: serves, then tells the holder how it ended
+// through its exit status. Never returns once the daemon started.
+Status RunHeldDaemon(DaemonOptions options, std::shared_ptr<HolderChannel> holder) {
+  options.holder = holder;
+  if (!options.foreground) {
+    if (options.log_file.empty()) {
+      options.log_file = RunFilePath(options.run_dir, options.mountpoint, "log");
+    }
+    if (Status s = LogToFile(options.log_file, kLogFileMaxBytes, kLogFileRotated); !s.ok()) {
+      GLOG_WARN("logging to stderr: {}", s.ToString());
+    }
+  }
+  Result<std::unique_ptr<Daemon>> d = Daemon::Start(options);
+  if (!d.ok()) {
+    GLOG_ERROR("mount {}: {}", options.mountpoint, d.status().ToString());
+    holder->SendFailed(d.status()).IgnoreError();
+    std::fflush(nullptr);
+    ::_exit(1);
+  }
+  if (Status s = holder->SendReady(); !s.ok()) GLOG_WARN("mount holder: {}", s.ToString());
+  Status s = (*d)->Run();
+  const bool handed_over = (*d)->handed_over();
+  d->reset();
+  if (!s.ok()) GLOG_ERROR("shutdown: {}", s.ToString());
+  std::fflush(nullptr);
+  ::_exit(handed_over ? kExitHandedOver : s.ok() ? 0 : 1);
+}
+
+// `granary mount` with a holder: the holder (this process in the
+// foreground, a background child otherwise) runs the daemon.
+Status LaunchHolder(DaemonOptions options) {
+  const std::string mp = CanonicalMountpoint(options.mountpoint);
+  if (auto pid = ReadPidFile(options.run_dir, mp); pid.ok() && PidFileProcessAlive(*pid)) {
+    return InvalidArgument("mount point " + mp + " is already served by granary (pid " +
+                           std::to_string(pid->pid) + ")");
+  }
+  RETURN_IF_ERROR(CheckMountpoint(mp, options.fuse.allow_non_empty));
+  std::error_code ec;
+  std::filesystem::create_directories(options.run_dir, ec);
+  MountHolderOptions h{.binary = OwnBinary(),
+                       .argv = OwnCommandLine(),
+                       .mountpoint = mp,
+                       .source = options.dataset.source,
+                       .run_dir = options.run_dir};
+  if (h.binary.empty() || h.argv.empty()) return Internal("cannot read this process's command line");
+  if (options.foreground) return RunMountHolder(h);
+  if (options.log_file.empty()) options.log_file = RunFilePath(options.run_dir, mp, "log");
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::setsid();
+    RedirectToLog(options.log_file);
+    h.ready_fd = fds[1];
+    Status s = RunMountHolder(h);
+    std::fflush(nullptr);
+    ::_exit(s.ok() ? 0 : 1);
+  }
+  ::close(fds[1]);
+  return AwaitReady(fds[0], pid, options.log_file);
+}
+
+}  // namespace
+
 Status LaunchDaemon(DaemonOptions options) {
+  ASSIGN_OR_RETURN(std::shared_ptr<HolderChannel> holder, HolderChannel::FromEnvironment());
+  if (holder) return RunHeldDaemon(std::move(options), std::move(holder));
+  if (options.hold_mount && options.fuse.transport == FuseTransport::kUring) {
+    // io_uring rings belong to the process that registered them: a new
+    // daemon could not take the connection over.
+    GLOG_WARN("--fuse-transport uring: this mount ends with its daemon (no restart after a "
+              "crash, no --upgrade); the default transport keeps the mount");
+    options.hold_mount = false;
+  }
+  if (!options.mountpoint.empty() && options.hold_mount) {
+    RETURN_IF_ERROR(options.Validate());
+    return LaunchHolder(std::move(options));
+  }
   if (options.foreground) {
     ASSIGN_OR_RETURN(std::unique_ptr<Daemon> d, Daemon::Start(std::move(options)));
     return d->Run();
@@ -230,24 +376,7 @@ Status LaunchDaemon(DaemonOptions options) {
     RunChild(std::move(options), fds[1]);
   }
   ::close(fds[1]);
-  std::string msg;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    msg.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  if (msg == "ready") return Status::Ok();
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (msg.empty()) {
-    return Internal("the daemon exited before the mount was ready (see " + options.log_file + ")");
-  }
-  size_t space = msg.find(' ');
-  int code = std::atoi(msg.substr(0, space).c_str());
-  return Status(static_cast<Code>(code), space == std::string::npos ? "" : msg.substr(space + 1));
+  return AwaitReady(fds[0], pid, options.log_file);
 }
 
 Status StopDaemon(std::string_view run_dir, std::string_view mountpoint,
@@ -255,6 +384,14 @@ Status StopDaemon(std::string_view run_dir, std::string_view mountpoint,
   const std::string mp = CanonicalMountpoint(mountpoint);
   Result<DaemonPidInfo> info = ReadPidFile(run_dir, mp);
   const std::string pid_path = RunFilePath(run_dir, mp, "pid");
+  if (info.ok() && !PidFileProcessAlive(*info) && info->daemon_pid > 0) {
+    // The mount holder is gone (killed) but its daemon may still serve.
+    DaemonPidInfo daemon{.pid = info->daemon_pid, .start_ticks = info->daemon_start_ticks};
+    if (PidFileProcessAlive(daemon)) {
+      info->pid = daemon.pid;
+      info->start_ticks = daemon.start_ticks;
+    }
+  }
   if (info.ok() && !ProcessAlive(info->pid)) {
     // Nothing to signal.
   } else if (info.ok() && !PidFileProcessAlive(*info)) {

@@ -149,6 +149,9 @@ void RenderStore(Writer& w, const StoreStats& s) {
 void RenderFuse(Writer& w, const FuseStats& f) {
   w.One("granary_fuse_requests_total", "counter", "FUSE requests read from the kernel.",
         f.requests);
+  w.One("granary_fuse_requests_resent_total", "counter",
+        "FUSE requests the kernel resent because a previous daemon had read them and died.",
+        f.requests_resent);
   w.One("granary_fuse_errors_total", "counter", "FUSE replies with an error.", f.errors);
   w.Family("granary_opens_total", "counter", "File opens, by how reads are served.");
   w.Sample("granary_opens_total", f.passthrough_opens, "mode=\"passthrough\"");

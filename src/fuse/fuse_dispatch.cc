@@ -74,7 +74,8 @@ InitDecision NegotiateInit(const struct fuse_init_in& in, const InitPolicy& poli
   if (in.flags & FUSE_INIT_EXT) offered |= static_cast<uint64_t>(in.flags2) << 32;
   uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT | FUSE_BIG_WRITES |
                   FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO | FUSE_NO_OPEN_SUPPORT |
-                  FUSE_NO_OPENDIR_SUPPORT | FUSE_CACHE_SYMLINKS | FUSE_ABORT_ERROR;
+                  FUSE_NO_OPENDIR_SUPPORT | FUSE_CACHE_SYMLINKS | FUSE_ABORT_ERROR |
+                  FUSE_HAS_RESEND;
   if (policy.want_passthrough && in.minor >= fusek::kMinorPassthrough) want |= FUSE_PASSTHROUGH;
   if (policy.want_uring && in.minor >= fusek::kMinorIoUring) want |= FUSE_OVER_IO_URING;
   uint64_t granted = want & offered;
@@ -111,6 +112,7 @@ FuseDispatcher::FuseDispatcher(FuseFilesystem* fs, const FuseOptions& options, u
 FuseDispatcher::~FuseDispatcher() {
   CancelWaits();
   CloseAllBacking();
+  if (journal_fd_ >= 0) ::close(journal_fd_);
 }
 
 void FuseDispatcher::SetDirPrefetch(std::function<void(std::string)> list) {
@@ -202,6 +204,7 @@ HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<co
                                     std::span<char> out, int reply_fd,
                                     const std::shared_ptr<DeferredReplySink>& sink, uint64_t tag) {
   requests_.fetch_add(1, std::memory_order_relaxed);
+  if (h.unique & FUSE_UNIQUE_RESEND) requests_resent_.fetch_add(1, std::memory_order_relaxed);
   by_opcode_[std::min<uint32_t>(h.opcode, 63)].fetch_add(1, std::memory_order_relaxed);
   HandlerReply r;
   switch (h.opcode) {
@@ -324,6 +327,8 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
     o->fh = opened->fh & ~kPassthroughFh;
     if (opened->keep_cache) o->open_flags |= FOPEN_KEEP_CACHE;
     userspace_opens_.fetch_add(1, std::memory_order_relaxed);
+    // A successor must not answer a passthrough open while this one is open.
+    if (passthrough()) JournalBacking("u " + std::to_string(h.nodeid) + " " + std::to_string(h.unique & ~FUSE_UNIQUE_RESEND) + "\n");
   }
   return Ok(sizeof(*o));
 }
@@ -349,8 +354,20 @@ HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<co
   if ((reply_fd >= 0 || sink) && waiters_) {
     const uint64_t unique = h.unique;
     const uint64_t nodeid = h.nodeid;
+    {
+      std::lock_guard lock(waiting_mu_);
+      ++deferred_outstanding_;
+    }
     const bool taken = waiters_->TrySubmit([this, token, reply_fd, sink, tag, unique, nodeid, fh,
                                             offset, want] {
+      struct Answered {
+        FuseDispatcher* d;
+        ~Answered() {
+          std::lock_guard lock(d->waiting_mu_);
+          --d->deferred_outstanding_;
+          d->answered_cv_.notify_all();
+        }
+      } answered{this};
       std::unique_ptr<char[]> buf(new char[want]);
       HandlerReply r = ServeWaitingRead(nodeid, fh, offset, std::span<char>(buf.get(), want),
                                         *token);
@@ -374,6 +391,11 @@ HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<co
         }
       }
     });
+    if (!taken) {
+      std::lock_guard lock(waiting_mu_);
+      --deferred_outstanding_;
+      answered_cv_.notify_all();
+    }
     if (taken) {
       reads_deferred_.fetch_add(1, std::memory_order_relaxed);
       HandlerReply r = NoReply();
@@ -439,6 +461,11 @@ void FuseDispatcher::DoInterrupt(std::span<const char> body) {
   }
 }
 
+bool FuseDispatcher::WaitReadsAnswered(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(waiting_mu_);
+  return answered_cv_.wait_until(lock, deadline, [this] { return deferred_outstanding_ == 0; });
+}
+
 void FuseDispatcher::CancelWaits() {
   std::vector<std::shared_ptr<CancelToken>> all;
   {
@@ -473,6 +500,10 @@ HandlerReply FuseDispatcher::DoRelease(const struct fuse_in_header& h,
     }
   }
   if (to_close > 0) CloseBacking(to_close);
+  if (!was_passthrough && passthrough() && (in->flags & O_ACCMODE) == O_RDONLY) {
+    JournalBacking("c " + std::to_string(h.nodeid) + " " +
+                   std::to_string(h.unique & ~FUSE_UNIQUE_RESEND) + "\n");
+  }
   fs_->Release(h.nodeid, in->fh & ~kPassthroughFh);
   return Ok(0);
 }
@@ -626,6 +657,7 @@ int32_t FuseDispatcher::RegisterBacking(uint64_t ino, const std::string& path) {
     return 0;
   }
   backing_ids_open_.fetch_add(1, std::memory_order_relaxed);
+  JournalBacking("+ " + std::to_string(ino) + " " + std::to_string(id) + " " + path + "\n");
   return id;
 }
 
@@ -635,6 +667,7 @@ void FuseDispatcher::CloseBacking(int32_t id) {
     GLOG_DEBUG("fuse: FUSE_DEV_IOC_BACKING_CLOSE {} failed: {}", id, strerror(errno));
   }
   backing_ids_open_.fetch_sub(1, std::memory_order_relaxed);
+  JournalBacking("- " + std::to_string(id) + "\n");
 }
 
 void FuseDispatcher::DropBacking(uint64_t ino) {
@@ -657,7 +690,7 @@ void FuseDispatcher::DropBacking(uint64_t ino) {
 }
 
 void FuseDispatcher::CloseAllBacking() {
-  if (passthrough_dev_fd_ < 0) return;
+  if (passthrough_dev_fd_ < 0 || leave_backing_.load()) return;
   for (Shard& s : shards_) {
     std::lock_guard lock(s.mu);
     for (auto& [ino, n] : s.nodes) {
@@ -672,6 +705,7 @@ void FuseDispatcher::FillStats(FuseStats* st) const {
     st->requests_by_opcode[i] = by_opcode_[i].load(std::memory_order_relaxed);
   }
   st->requests = requests_.load(std::memory_order_relaxed);
+  st->requests_resent = requests_resent_.load(std::memory_order_relaxed);
   st->errors = errors_.load(std::memory_order_relaxed);
   st->passthrough_opens = passthrough_opens_.load(std::memory_order_relaxed);
   st->userspace_opens = userspace_opens_.load(std::memory_order_relaxed);

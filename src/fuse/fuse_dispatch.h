@@ -31,6 +31,8 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -126,8 +128,31 @@ class FuseDispatcher {
   // See FuseServer::DropBacking.
   void DropBacking(uint64_t ino);
 
-  // Closes every backing id (at shutdown, before the fd closes).
+  // Closes every backing id (at shutdown, before the fd closes), unless
+  // LeaveBackingRegistered() was called.
   void CloseAllBacking();
+
+  // Records backing ids in the file `path` (FuseOptions::backing_journal):
+  // "+ <ino> <id> <path>" when one is registered, "- <id>" when closed,
+  // written before the OPEN reply that uses the id; with passthrough on, also
+  // userspace-read opens: "u <ino> <unique>" before the OPEN reply, "c <ino>
+  // <unique>" at their RELEASE ("U <ino> <count>" when compacted). restore =
+  // false empties it; true first reads it (after a crash or a handover):
+  // every id listed is taken as registered for its node, with passthrough
+  // opens of unknown number outstanding, so OPENs of the node reuse it (the
+  // kernel refuses a second backing file while one is attached, and a
+  // userspace-read open) and it is closed only when the kernel forgets the
+  // node; a node with userspace-read opens outstanding gets no passthrough
+  // until they are released (the kernel refuses that too). A request the
+  // kernel resent counts once (by unique). Call before requests flow.
+  Status OpenBackingJournal(const std::string& path, bool restore);
+
+  // The connection goes to a successor: backing ids stay registered.
+  void LeaveBackingRegistered() { leave_backing_.store(true); }
+
+  // Waits until every READ handed to a read waiter has been answered (the
+  // reply written), or `deadline`. true: none is left.
+  bool WaitReadsAnswered(std::chrono::steady_clock::time_point deadline);
 
   void FillStats(FuseStats* stats) const;
 
@@ -226,6 +251,7 @@ class FuseDispatcher {
 
   std::array<std::atomic<uint64_t>, 64> by_opcode_{};
   std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> requests_resent_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> passthrough_opens_{0};
   std::atomic<uint64_t> userspace_opens_{0};
@@ -236,12 +262,21 @@ class FuseDispatcher {
   std::atomic<uint64_t> uring_requests_{0};
   std::atomic<uint64_t> dirs_prefetched_{0};
   std::function<void(std::string)> list_dir_;  // set before requests flow
+  // Passthrough opens outstanding on a node restored from the backing
+  // journal: unknown, so never taken as zero.
+  static constexpr uint32_t kUnknownOpens = 1u << 30;
+  void JournalBacking(const std::string& line);
+  int journal_fd_ = -1;  // FuseOptions::backing_journal, O_APPEND; -1 = none
+  std::atomic<bool> journal_warned_{false};
+  std::atomic<bool> leave_backing_{false};
 
-  std::mutex waiting_mu_;  // guards waiting_, early_*, stopping_; a leaf lock
+  std::mutex waiting_mu_;  // guards waiting_, early_*, stopping_, deferred_outstanding_; a leaf lock
   std::unordered_map<uint64_t, std::shared_ptr<CancelToken>> waiting_;  // by unique
   std::unordered_set<uint64_t> early_interrupts_;
   std::deque<uint64_t> early_order_;  // oldest first, for the bound
   bool stopping_ = false;
+  size_t deferred_outstanding_ = 0;  // READs taken by read waiters, reply not yet written
+  std::condition_variable answered_cv_;  // deferred_outstanding_ dropped
   std::atomic<uint64_t> reads_deferred_{0}, reads_waited_inline_{0}, interrupts_{0},
       interrupted_reads_{0};
   std::unique_ptr<ElasticPool> waiters_;  // null when read_waiters is 0

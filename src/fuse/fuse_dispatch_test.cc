@@ -1,7 +1,12 @@
 // Unit tests of the FUSE protocol layer that need no mount: INIT
 // negotiation, the errno map, reply framing of LOOKUP/READDIR(PLUS)/OPEN,
-// lookup counting and FORGET, write opcodes answering EROFS.
+// lookup counting and FORGET, write opcodes answering EROFS, what a successor
+// daemon takes over (connection state, backing journal).
 #include "fuse/fuse_dispatch.h"
+
+#include <nlohmann/json.hpp>
+
+#include "fuse/fuse_connection_state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,7 +20,9 @@
 #include <thread>
 
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,8 +48,9 @@ class TinyFs : public FuseFilesystem {
   }
   void Forget(uint64_t ino) override { forgotten.push_back(ino); }
   Result<OpenResult> Open(uint64_t ino, int flags) override {
-    return OpenResult{.fh = 7, .backing_path = "", .keep_cache = true};
+    return OpenResult{.fh = 7, .backing_path = backing, .keep_cache = true};
   }
+  std::string backing;  // offered for passthrough by Open()
   Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out) override {
     std::string data = ino == 2 ? "0123456789" : "xyz";
     if (offset >= data.size()) return size_t{0};
@@ -492,6 +500,107 @@ TEST_F(WaitingReadTest, Issue23FullWaiterPoolServesInlineAndStaysInterruptible) 
   d_->FillStats(&st);
   EXPECT_EQ(st.reads_deferred, 1u);
   EXPECT_EQ(st.reads_waited_inline, 1u);
+}
+
+TEST(FuseConnectionStateTest, RoundTripsAndRefusesWhatItDoesNotKnow) {
+  FuseConnectionState st{.session = {.kernel_major = 7,
+                                     .kernel_minor = 45,
+                                     .kernel_flags = FUSE_HAS_RESEND | FUSE_PASSTHROUGH,
+                                     .granted_flags = FUSE_PASSTHROUGH,
+                                     .max_pages = 256,
+                                     .max_readahead = 131072,
+                                     .passthrough = true,
+                                     .transport = FuseTransport::kDev,
+                                     .threads = 4},
+                         .read_mode = FuseReadMode::kCached,
+                         .dev = 77,
+                         .device_fds = 4};
+  Result<FuseConnectionState> back = FuseConnectionStateFromJson(FuseConnectionStateToJson(st));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->session.kernel_minor, 45u);
+  EXPECT_EQ(back->session.kernel_flags, st.session.kernel_flags);
+  EXPECT_TRUE(back->session.passthrough);
+  EXPECT_EQ(back->read_mode, FuseReadMode::kCached);
+  EXPECT_EQ(back->dev, 77u);
+  EXPECT_EQ(back->device_fds, 4u);
+
+  nlohmann::json j = nlohmann::json::parse(FuseConnectionStateToJson(st));
+  j["version"] = 2;
+  EXPECT_EQ(FuseConnectionStateFromJson(j.dump()).status().code(), Code::kInvalidArgument);
+  j = nlohmann::json::parse(FuseConnectionStateToJson(st));
+  j.erase("dev");
+  EXPECT_NE(FuseConnectionStateFromJson(j.dump()).status().message().find("dev"), std::string::npos);
+  j = nlohmann::json::parse(FuseConnectionStateToJson(st));
+  j["transport"] = "auto";
+  EXPECT_FALSE(FuseConnectionStateFromJson(j.dump()).ok());
+  EXPECT_FALSE(FuseConnectionStateFromJson("not json").ok());
+}
+
+// What a daemon taking over a connection reads from the backing journal: a
+// node the kernel has a backing id attached to keeps that id (the kernel
+// refuses a second one), a node with a userspace-read open outstanding gets
+// no passthrough until it is released (the kernel refuses that too), and a
+// request the kernel resent counts once.
+TEST(BackingJournalTest, ASuccessorKeepsTheKernelsBackingIdsAndUserspaceOpens) {
+  char path[] = "/tmp/granary-journal-XXXXXX";
+  const int tmp = ::mkstemp(path);
+  ASSERT_GE(tmp, 0);
+  ::close(tmp);
+  {
+    std::ofstream j(path);
+    j << "+ 2 3 /old/cache/a\n"
+      << "+ 9 5 /old/cache/x\n- 5\n"
+      << "u 4 100\nu 4 " << (100 | FUSE_UNIQUE_RESEND) << "\nu 4 101\nc 4 200\n";
+  }
+  TinyFs fs;
+  fs.backing = path;  // an existing file, so registering gets as far as the ioctl
+  FuseOptions o;
+  o.mountpoint = "/unused";
+  FuseDispatcher d(&fs, o, 0, 0);
+  const int not_fuse = ::open("/dev/null", O_RDWR | O_CLOEXEC);  // any registration fails
+  d.EnablePassthrough(not_fuse);
+  ASSERT_TRUE(d.OpenBackingJournal(path, /*restore=*/true).ok());
+  std::vector<char> out(1 << 20);
+  uint64_t unique = 1000;
+  auto open = [&](uint64_t node) {
+    fuse_in_header h{.len = 0, .opcode = FUSE_OPEN, .unique = ++unique, .nodeid = node};
+    fuse_open_in in{.flags = O_RDONLY, .open_flags = 0};
+    HandlerReply r = d.Handle(h, std::span<const char>(reinterpret_cast<const char*>(&in), sizeof in), out);
+    EXPECT_EQ(r.error, 0);
+    return *reinterpret_cast<const fusek::OpenOut*>(out.data());
+  };
+  auto release = [&](uint64_t node, uint64_t fh) {
+    fuse_in_header h{.len = 0, .opcode = FUSE_RELEASE, .unique = ++unique, .nodeid = node};
+    fuse_release_in in{.fh = fh, .flags = O_RDONLY, .release_flags = 0, .lock_owner = 0};
+    d.Handle(h, std::span<const char>(reinterpret_cast<const char*>(&in), sizeof in), out);
+  };
+  FuseStats st;
+  d.FillStats(&st);
+  EXPECT_EQ(st.backing_ids_open, 1u);
+
+  fusek::OpenOut a = open(2);
+  EXPECT_TRUE(a.open_flags & FOPEN_PASSTHROUGH);
+  EXPECT_EQ(a.backing_id, 3);
+  fusek::OpenOut b = open(4);  // one userspace open is still out there
+  EXPECT_FALSE(b.open_flags & FOPEN_PASSTHROUGH);
+  d.FillStats(&st);
+  EXPECT_EQ(st.backing_open_failures, 0u) << "passthrough was tried on a node in userspace use";
+  {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_NE(text.str().find("+ 2 3 /old/cache/a\n"), std::string::npos) << text.str();
+    EXPECT_NE(text.str().find("U 4 1\n"), std::string::npos) << text.str();
+    EXPECT_EQ(text.str().find("/old/cache/x"), std::string::npos) << text.str();
+  }
+  release(4, b.fh);
+  release(4, b.fh);  // the one opened by the previous daemon
+  open(4);           // passthrough is tried again (and fails on /dev/null)
+  d.FillStats(&st);
+  EXPECT_EQ(st.backing_open_failures, 1u);
+  d.LeaveBackingRegistered();
+  ::close(not_fuse);
+  ::unlink(path);
 }
 
 }  // namespace

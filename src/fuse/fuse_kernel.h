@@ -42,6 +42,16 @@
 #define FUSE_REQUEST_TIMEOUT (1ULL << 42)  // 7.43
 #endif
 
+// ---- notifications (fuse_out_header.error of an unsolicited write) ----
+#ifndef FUSE_NOTIFY_RESEND_CODE
+// 7.40 (Linux 6.9): the kernel puts every request it handed to the server and
+// has no reply for back on its queue, with FUSE_UNIQUE_RESEND set in unique.
+#define FUSE_NOTIFY_RESEND_CODE 7
+#endif
+#ifndef FUSE_UNIQUE_RESEND
+#define FUSE_UNIQUE_RESEND (1ULL << 63)  // in fuse_in_header.unique of a resent request
+#endif
+
 // ---- OPEN reply flags ----
 #ifndef FOPEN_PASSTHROUGH
 #define FOPEN_PASSTHROUGH (1 << 7)  // 7.40: reads/writes go to the backing file

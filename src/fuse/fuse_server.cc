@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "fuse/fuse_connection_state.h"
 #include "fuse/fuse_dispatch.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/fuse_transport.h"
@@ -97,6 +98,10 @@ class FuseServer::Impl {
   ~Impl() { Stop(); }
 
   Status Start();
+  Status Resume(const FuseConnectionState& state, std::vector<int> fds);
+  FuseConnectionState ConnectionState() const;
+  std::vector<int> DeviceFds() const;
+  bool Detach(std::chrono::milliseconds drain);
   void Stop();
   void Wait();
   FuseStats Stats() const;
@@ -120,6 +125,10 @@ class FuseServer::Impl {
   Status Negotiate(InitPolicy policy);
   Status StartTransport();
   void StartDevThreads(int count);
+  // Serves `fd` on a new transport thread.
+  void ServeFd(int fd);
+  // The dispatcher and directory read-ahead, as Start() and Resume() need them.
+  void MakeDispatcher();
   void Spawn(std::function<void()> body);
   void Cleanup();
   // Directory read-ahead (FuseOptions::dir_prefetch): queues a directory,
@@ -136,6 +145,7 @@ class FuseServer::Impl {
   std::vector<int> clone_fds_;
   dev_t dev_ = 0;
   bool mounted_ = false;
+  bool detached_ = false;  // Detach() ran: the connection belongs to a successor
   std::unique_ptr<FuseDispatcher> dispatcher_;
   FuseSessionInfo info_;
   std::atomic<bool> stop_{false};
@@ -196,13 +206,10 @@ Status FuseServer::Impl::Start() {
           "(needs Linux >= 6.14 built with CONFIG_FUSE_IO_URING, then enable_uring=Y)");
     }
   }
-  dispatcher_ = std::make_unique<FuseDispatcher>(fs_, opts_, uid_, gid_);
-  {
-    std::lock_guard lock(list_mu_);
-    list_stop_ = false;
-  }
-  if (opts_.dir_prefetch) {
-    dispatcher_->SetDirPrefetch([this](std::string rel) { QueueList(std::move(rel)); });
+  MakeDispatcher();
+  if (!opts_.backing_journal.empty()) {
+    Status j = dispatcher_->OpenBackingJournal(opts_.backing_journal, /*restore=*/false);
+    if (!j.ok()) return j;
   }
   ASSIGN_OR_RETURN(dev_fd_, MountFuse(opts_, getuid(), getgid()));
   mounted_ = true;
@@ -230,6 +237,125 @@ Status FuseServer::Impl::Start() {
             info_.threads, FuseReadModeName(opts_.read_mode),
             info_.passthrough ? "on" : "off (" + info_.passthrough_note + ")");
   return Status::Ok();
+}
+
+void FuseServer::Impl::MakeDispatcher() {
+  dispatcher_ = std::make_unique<FuseDispatcher>(fs_, opts_, uid_, gid_);
+  {
+    std::lock_guard lock(list_mu_);
+    list_stop_ = false;
+  }
+  if (opts_.dir_prefetch) {
+    dispatcher_->SetDirPrefetch([this](std::string rel) { QueueList(std::move(rel)); });
+  }
+}
+
+Status FuseServer::Impl::Resume(const FuseConnectionState& st, std::vector<int> fds) {
+  auto close_all = [&fds] {
+    for (int fd : fds) ::close(fd);
+  };
+  Status valid = ValidateFuseOptions(opts_);
+  if (valid.ok() && fds.empty()) valid = InvalidArgument("fuse: resume without a /dev/fuse fd");
+  if (valid.ok() && st.session.transport != FuseTransport::kDev) {
+    valid = Unimplemented("fuse: an io_uring connection cannot be taken over");
+  }
+  if (valid.ok() && st.read_mode != opts_.read_mode) {
+    valid = InvalidArgument("fuse: the connection runs read mode " +
+                            std::string(FuseReadModeName(st.read_mode)) + ", not " +
+                            std::string(FuseReadModeName(opts_.read_mode)));
+  }
+  if (!valid.ok()) {
+    close_all();
+    return valid;
+  }
+  uid_ = opts_.uid.value_or(getuid());
+  gid_ = opts_.gid.value_or(getgid());
+  MakeDispatcher();
+  dev_fd_ = fds[0];
+  clone_fds_.assign(fds.begin() + 1, fds.end());
+  mounted_ = true;
+  dev_ = static_cast<dev_t>(st.dev);
+  info_ = st.session;
+  info_.threads = 0;
+  if (info_.passthrough) {
+    dispatcher_->EnablePassthrough(dev_fd_);
+    if (!opts_.backing_journal.empty()) {
+      Status j = dispatcher_->OpenBackingJournal(opts_.backing_journal, /*restore=*/true);
+      if (!j.ok()) GLOG_WARN("fuse: {} (files open in passthrough may fail to open again)",
+                             j.ToString());
+    }
+  }
+  const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = std::max(opts_.threads > 0 ? opts_.threads : cpus, static_cast<int>(fds.size()));
+  for (int i = 0; i < threads; ++i) {
+    ServeFd(fds[static_cast<size_t>(i) % fds.size()]);
+    ++info_.threads;
+  }
+  if (opts_.dir_prefetch) lister_ = std::thread([this] { RunLister(); });
+  if (info_.kernel_flags & FUSE_HAS_RESEND) {
+    Status r = Notify(FUSE_NOTIFY_RESEND_CODE, nullptr, 0, "resend unanswered requests");
+    if (!r.ok()) GLOG_WARN("fuse: {}", r.ToString());
+  } else {
+    GLOG_WARN("fuse: the kernel (protocol 7.{}) cannot resend requests the previous daemon "
+              "read; those wait until their callers give up",
+              info_.kernel_minor);
+  }
+  GLOG_INFO("fuse: took over {} (protocol 7.{}, {} threads, read mode {}, passthrough {})",
+            opts_.mountpoint, info_.kernel_minor, info_.threads, FuseReadModeName(opts_.read_mode),
+            info_.passthrough ? "on" : "off");
+  return Status::Ok();
+}
+
+FuseConnectionState FuseServer::Impl::ConnectionState() const {
+  return FuseConnectionState{.session = info_,
+                             .read_mode = opts_.read_mode,
+                             .dev = static_cast<uint64_t>(dev_),
+                             .device_fds = static_cast<uint32_t>(1 + clone_fds_.size())};
+}
+
+std::vector<int> FuseServer::Impl::DeviceFds() const {
+  std::vector<int> fds;
+  if (dev_fd_ < 0) return fds;
+  fds.push_back(dev_fd_);
+  fds.insert(fds.end(), clone_fds_.begin(), clone_fds_.end());
+  return fds;
+}
+
+bool FuseServer::Impl::Detach(std::chrono::milliseconds drain) {
+  if (!mounted_ || detached_) return true;
+  const auto deadline = std::chrono::steady_clock::now() + drain;
+  // The lister lists through the mount: let this server answer what it asked.
+  StopLister();
+  stop_.store(true);
+  detached_ = true;
+  dispatcher_->LeaveBackingRegistered();
+  {
+    // Threads blocked in read(2) leave at the signal; one serving a request
+    // leaves once it has written the reply.
+    std::unique_lock lock(mu_);
+    while (running_ > 0 && std::chrono::steady_clock::now() < deadline) {
+      for (auto& t : threads_) WakeTransportThread(t.native_handle());
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+    if (running_ > 0) return false;
+  }
+  // READs handed to read waiters: answered before this returns.
+  if (!dispatcher_->WaitReadsAnswered(deadline)) return false;
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  {
+    std::unique_lock lock(notify_mu_);
+    for (int fd : clone_fds_) ::close(fd);
+    clone_fds_.clear();
+    if (dev_fd_ >= 0) ::close(dev_fd_);
+    dev_fd_ = -1;
+  }
+  {
+    std::lock_guard lock(mu_);
+    mounted_ = false;
+  }
+  cv_.notify_all();
+  return true;
 }
 
 // Reads INIT from the fresh connection and answers it.
@@ -292,7 +418,10 @@ Status FuseServer::Impl::Negotiate(InitPolicy policy) {
 void FuseServer::Impl::StartDevThreads(int count) {
   for (int i = 0; i < count; ++i) {
     int fd = dev_fd_;
-    if (i > 0) {
+    if (i >= kFuseMaxDeviceFds) {
+      const int k = i % kFuseMaxDeviceFds;
+      fd = k == 0 ? dev_fd_ : clone_fds_[static_cast<size_t>(k - 1) % clone_fds_.size()];
+    } else if (i > 0) {
       fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
       uint32_t src = static_cast<uint32_t>(dev_fd_);
       if (fd < 0 || ioctl(fd, fusek::kDevIocClone, &src) != 0) {
@@ -302,9 +431,13 @@ void FuseServer::Impl::StartDevThreads(int count) {
       }
       clone_fds_.push_back(fd);
     }
-    Spawn([this, fd] { RunDevLoop(fd, dispatcher_.get(), &stop_); });
+    ServeFd(fd);
     ++info_.threads;
   }
+}
+
+void FuseServer::Impl::ServeFd(int fd) {
+  Spawn([this, fd] { RunDevLoop(fd, dispatcher_.get(), &stop_); });
 }
 
 Status FuseServer::Impl::StartTransport() {
@@ -342,7 +475,7 @@ Status FuseServer::Impl::StartTransport() {
 }
 
 void FuseServer::Impl::Stop() {
-  if (!mounted_) return;
+  if (!mounted_ || detached_) return;
   stop_.store(true);
   if (dev_ != 0) {
     Status ab = AbortFuseConnection(dev_);
@@ -514,6 +647,12 @@ FuseServer::FuseServer(FuseFilesystem* fs, FuseOptions options)
 FuseServer::~FuseServer() = default;
 
 Status FuseServer::Start() { return impl_->Start(); }
+Status FuseServer::Resume(const FuseConnectionState& state, std::vector<int> fds) {
+  return impl_->Resume(state, std::move(fds));
+}
+FuseConnectionState FuseServer::connection_state() const { return impl_->ConnectionState(); }
+std::vector<int> FuseServer::device_fds() const { return impl_->DeviceFds(); }
+bool FuseServer::Detach(std::chrono::milliseconds drain) { return impl_->Detach(drain); }
 void FuseServer::Wait() { impl_->Wait(); }
 void FuseServer::Stop() { impl_->Stop(); }
 void FuseServer::DropBacking(uint64_t ino) { impl_->DropBacking(ino); }

@@ -36,6 +36,8 @@
 
 namespace granary {
 
+struct FuseConnectionState;
+
 // How requests travel between the kernel and the daemon.
 enum class FuseTransport {
   kAuto,  // io_uring when the kernel offers it (enable_uring=Y), else dev
@@ -110,9 +112,20 @@ struct FuseOptions {
   // in FuseStats::reads_waited_inline). 0: every READ on the transport
   // threads. io_uring: READs are served on the ring's thread (see docs/fuse.md).
   int read_waiters = 64;
+  // A file that records the passthrough backing ids registered on the
+  // connection (appended as they change; "" = none). They belong to the
+  // connection, not to the process: a server that Resume()s it after a
+  // crash or an upgrade reads the file and keeps answering OPENs of a node
+  // with the id the kernel already attached to it (a second backing file on
+  // one inode is refused). Start() empties it.
+  std::string backing_journal;
 };
 
 inline constexpr uint32_t kDirPrefetchAfterLookups = 2;
+
+// The most /dev/fuse fds (the original and its clones) a connection is served
+// through; more transport threads share them.
+inline constexpr int kFuseMaxDeviceFds = 64;
 
 // Checks values once (mountpoint set, threads >= 0, ...). InvalidArgument names the field.
 Status ValidateFuseOptions(const FuseOptions& options);
@@ -121,6 +134,7 @@ Status ValidateFuseOptions(const FuseOptions& options);
 struct FuseStats {
   std::array<uint64_t, 64> requests_by_opcode{};  // index = FUSE opcode (>= 64 folded into 63)
   uint64_t requests = 0;             // all requests read from the kernel
+  uint64_t requests_resent = 0;      // of those, resent by the kernel (a previous daemon had read them)
   uint64_t errors = 0;               // replies with a non-zero errno (ENOENT included)
   uint64_t passthrough_opens = 0;    // OPEN replies with FOPEN_PASSTHROUGH
   uint64_t userspace_opens = 0;      // OPEN replies served by FuseFilesystem::Read()
@@ -165,6 +179,31 @@ class FuseServer {
   // missing, not empty, already a mount, /dev/fuse unavailable, uring or
   // passthrough demanded but unavailable). On error nothing stays mounted.
   Status Start();
+
+  // Serves a connection another server mounted and negotiated (it crashed,
+  // or handed over with Detach()): `fds` are the connection's /dev/fuse fds,
+  // the original first (this server owns them, also on error), served by one
+  // transport thread each; INIT is not sent again. The options' read mode
+  // must be state.read_mode. Once the threads run, the kernel is asked to
+  // resend every request it handed out and has no reply for
+  // (FUSE_NOTIFY_RESEND, Linux 6.9+): requests the previous server read
+  // and never answered arrive again (with FUSE_UNIQUE_RESEND in unique).
+  // Unimplemented for an io_uring connection.
+  Status Resume(const FuseConnectionState& state, std::vector<int> fds);
+
+  // What a successor needs to Resume() this connection (after Start() or
+  // Resume() succeeded), and the fds to hand it (still owned by this server).
+  FuseConnectionState connection_state() const;
+  std::vector<int> device_fds() const;
+
+  // Leaves the connection to a successor: stops reading requests, waits up
+  // to `drain` for those being served to be answered, closes this server's
+  // fds; neither unmounts nor aborts nor closes backing ids. true: drained.
+  // false: requests were still being served at the deadline; their threads
+  // still run, so the caller must end the process (_exit) without destroying
+  // this server (the successor's resend gets those requests).
+  // Stop() after Detach() does nothing.
+  bool Detach(std::chrono::milliseconds drain);
 
   // Blocks until the filesystem is unmounted (by Stop() or externally).
   void Wait();

@@ -11,6 +11,7 @@ namespace {
 // Every counter, once: both directions read this table.
 constexpr std::array kCounters = std::to_array<JsonCounter<FuseStats>>({
     {"requests", &FuseStats::requests},
+    {"requests_resent", &FuseStats::requests_resent},
     {"errors", &FuseStats::errors},
     {"passthrough_opens", &FuseStats::passthrough_opens},
     {"userspace_opens", &FuseStats::userspace_opens},

@@ -300,11 +300,13 @@ TEST_F(MountTest, AutoReadModeFollowsTheDatasetSize) {
   EXPECT_EQ(large["fuse"]["read_mode"], "passthrough") << large.dump();
 }
 
+// Without a mount holder (--no-restart) the mount dies with its daemon.
+// (tests/integration/restart covers the holder that restarts a killed daemon.)
 TEST_F(MountTest, KilledDaemonIsCleanedUpByUmountAndRemountIsWarm) {
   MustMount(src_->path());
   ExpectAllBytesEqual(*tree_);
   UmountStats();  // clean stop: every admission is in the index
-  MustMount(src_->path());
+  MustMount(src_->path(), {"--no-restart"});
   auto pid = ReadPidFile(RunDir(), mp_);
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
   ASSERT_EQ(::kill(pid->pid, SIGKILL), 0);

@@ -286,7 +286,9 @@ TEST_F(S3WriteTest, KillDuringA200MiBUploadLeavesNoPartialObjectAndTheNextMountF
     SCOPED_TRACE("kill after " + std::to_string(delay_ms) + " ms of close()");
     const std::string key = "ds/upload" + std::to_string(round) + ".bin";
     const std::string cache = work_.path() + "/cache-kill" + std::to_string(round++);
-    MustMount(cache);
+    // No mount holder: the daemon's death ends the mount (the test is about
+    // what the next mount finds).
+    MustMount(cache, {"--no-restart"});
     auto pid = ReadPidFile(RunDir(), mp_);
     ASSERT_TRUE(pid.ok()) << pid.status().ToString();
     std::thread writer([&] {
@@ -337,7 +339,7 @@ TEST_F(S3WriteTest, KillDuringA200MiBUploadLeavesNoPartialObjectAndTheNextMountF
 
 TEST_F(S3WriteTest, KillWhileAFileIsBeingWrittenNeverUploadsThePartialFile) {
   const std::string cache = work_.path() + "/cache-staging";
-  MustMount(cache);
+  MustMount(cache, {"--no-restart"});  // the daemon's death ends the mount
   auto pid = ReadPidFile(RunDir(), mp_);
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
   int fd = ::open((mp_ + "/half.bin").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
