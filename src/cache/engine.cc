@@ -45,8 +45,8 @@ CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<cons
       options_(std::move(options)),
       block_size_(store->block_size()),
       origin_(std::make_unique<OriginSource>(std::move(ufs), options_.origin_concurrency)),
-      fetchers_(std::make_unique<ElasticPool>(SIZE_MAX, "granary-fetch")),
       readahead_(ReadaheadOptions{.max_blocks = options_.readahead_blocks}),
+      fetchers_(std::make_unique<ElasticPool>(SIZE_MAX, "granary-fetch")),
       admission_pool_(std::make_unique<ThreadPool>(options_.admission_threads, "granary-admit")) {}
 
 class CacheEngine::CallGuard {
@@ -451,10 +451,14 @@ bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
   // A demand read hands these bytes to its reader right away; warm-up and
   // readahead (low priority) fetch them for a reader still to come,
   // unless the hook hands them over now.
+  // A near copy goes there too, for a demand read as well: the store may
+  // refuse it (near copies use free space only), and the reader's next
+  // READs of this block would then fetch it from its owner again.
   bool served = want.priority == Priority::kHigh;
-  if (!served && fetched_hook_ && want.snap) {
-    served = fetched_hook_(*want.snap, want.ino, start, (*data)->view());
-    if (served) NotePushed(fk);
+  if ((!served || kind == AdmitKind::kNear) && fetched_hook_ && want.snap &&
+      fetched_hook_(*want.snap, want.ino, start, (*data)->view())) {
+    served = true;
+    NotePushed(fk);
   }
   if (want.wait_admission) {
     Admit(flight, key, block, *data, fk, served, kind);

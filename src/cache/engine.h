@@ -262,13 +262,14 @@ class CacheEngine {
   uint64_t block_size() const { return block_size_; }
   EngineStats stats() const;
 
-  // Called with the bytes of each block fetched from the origin for a reader
-  // still to come (warm-up, readahead) before they are admitted; `offset` is
+  // Called with the bytes of each block fetched for a reader still to come
+  // (warm-up, readahead), and of each block a reader got from its owner (a
+  // near copy, which the store may refuse), before they are admitted; `offset` is
   // the block's offset in file `ino` of `snap`. Returns true if it handed the
   // bytes to whoever will read them (the FUSE layer puts them into the
   // mount's page cache): the admission then needs no page-cache copy of its
   // own (Store::AdmitBlock's `served`). Set it before the engine serves any
-  // read; it runs on fetching threads, concurrently.
+  // read; it runs on fetching and reading threads, concurrently.
   using FetchedHook = std::function<bool(const Snapshot& snap, uint64_t ino, uint64_t offset,
                                          std::string_view bytes)>;
   void SetFetchedHook(FetchedHook hook) { fetched_hook_ = std::move(hook); }

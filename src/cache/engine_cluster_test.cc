@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "cache/engine.h"
 #include "dataset/dataset.h"
@@ -120,6 +121,30 @@ TEST_F(EngineClusterTest, OwnedFromOriginOthersFromTheirOwnerKeptAsNearCopies) {
   }
   EXPECT_TRUE(ds_->store().Contains(Key("f2")));
   EXPECT_EQ(ds_->engine().stats().near_admitted, 1u);
+}
+
+// A block read from its owner goes to the mount's page cache whole, as
+// bytes fetched ahead do: the store may refuse the near copy, and the
+// reader's next READs of the block would then ask the owner again. A block
+// this node owns is kept by the store, so a demand read pushes nothing.
+TEST_F(EngineClusterTest, ANearCopyGoesToTheMountWholeForTheReadersNextReads) {
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, std::string>> pushed;  // (offset, bytes)
+  ds_->engine().SetFetchedHook(
+      [&](const Snapshot&, uint64_t, uint64_t offset, std::string_view bytes) {
+        std::lock_guard lock(mu);
+        pushed.emplace_back(offset, std::string(bytes));
+        return true;
+      });
+  std::string part(1000, '\0');
+  auto n = ds_->engine().Read(Ino("f2"), 0, std::span<char>(part.data(), part.size()));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(part, bodies_["f2"].substr(0, 1000));
+  EXPECT_EQ(Read("f0"), bodies_["f0"]);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(pushed.size(), 1u);
+  EXPECT_EQ(pushed[0].first, 0u);
+  EXPECT_EQ(pushed[0].second, bodies_["f2"]);
 }
 
 TEST_F(EngineClusterTest, DeadOwnerMeansTheOriginNotAFailedRead) {
