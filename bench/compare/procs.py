@@ -115,7 +115,9 @@ class CpuMeter:
     A set is None when it is empty or one of its processes is gone."""
 
     def __init__(self, cache_pids, origin_pids):
-        self.sets = [list(cache_pids), list(origin_pids)]
+        # A mount's daemon works in a child of the process that mounted (its
+        # holder): a cache pid counts with every process under it.
+        self.sets = [[p for pid in cache_pids for p in with_children(pid)], list(origin_pids)]
         self.before = [self._sum(pids) for pids in self.sets]
 
     @staticmethod
