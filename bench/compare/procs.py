@@ -117,7 +117,9 @@ class CpuMeter:
     def __init__(self, cache_pids, origin_pids):
         # A mount's daemon works in a child of the process that mounted (its
         # holder): a cache pid counts with every process under it.
-        self.sets = [[p for pid in cache_pids for p in with_children(pid)], list(origin_pids)]
+        # dict.fromkeys: a pid given with its children counts once.
+        self.sets = [list(dict.fromkeys(p for pid in cache_pids for p in with_children(pid))),
+                     list(origin_pids)]
         self.before = [self._sum(pids) for pids in self.sets]
 
     @staticmethod
