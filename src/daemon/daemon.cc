@@ -265,7 +265,9 @@ Status Daemon::StartMount() {
       });
     }
   }
+  if (held_) fs_opts = ContinuedNumbering(fs_opts);
   fs_ = std::make_unique<EngineFs>(&engine, fs_opts);
+  if (o.holder) SaveNumbering();
   if (o.fuse.read_mode == FuseReadMode::kCached && o.push_fetched) {
     // The mount keeps file pages across opens: bytes fetched ahead of their
     // reader (warm-up, readahead) go straight into its page cache, so that
@@ -303,6 +305,39 @@ Status Daemon::StartMount() {
     if (!s.ok()) return s.WithContext("handing the connection to the mount holder");
   }
   return Status::Ok();
+}
+
+void Daemon::SaveNumbering() {
+  const NodeNumbering n = fs_->numbering();
+  const nlohmann::json j = {{"version", n.version}, {"base", n.base}, {"next_base", n.next_base}};
+  Status s = WriteFileAtomically(RunFilePath(options_.run_dir, options_.mountpoint, "nodes"),
+                                 j.dump() + "\n");
+  if (!s.ok()) GLOG_WARN("node numbering: {} (a restarted daemon may answer ESTALE)", s.ToString());
+}
+
+EngineFsOptions Daemon::ContinuedNumbering(EngineFsOptions options) const {
+  const std::string path = RunFilePath(options_.run_dir, options_.mountpoint, "nodes");
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return options;  // the first daemon died before writing it: ids = inodes
+  const uint64_t version = j.value("version", uint64_t{0});
+  const uint64_t base = j.value("base", uint64_t{0});
+  const uint64_t next_base = j.value("next_base", uint64_t{0});
+  if (dataset_->snapshot()->version() == version) {
+    options.base = base;
+    options.stale_below = base;
+  } else {
+    // A sync the previous daemon made was not recorded yet: it numbered
+    // the new version from next_base, as this does; ids of older versions
+    // answer ESTALE (never another file's bytes).
+    options.base = next_base;
+    options.stale_below = next_base;
+  }
+  if (options.base != 0) {
+    GLOG_INFO("node ids continue from the previous daemon (snapshot version {}, base {})",
+              dataset_->snapshot()->version(), options.base);
+  }
+  return options;
 }
 
 bool Daemon::PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset,
@@ -345,6 +380,7 @@ Result<SyncResult> Daemon::Sync() {
   return dataset_->Sync([this](const std::shared_ptr<const Snapshot>& next, SyncResult& r) {
     if (!fs_) return;  // a worker: no kernel names to invalidate
     std::vector<std::string> names = fs_->AddVersion(next);
+    if (options_.holder) SaveNumbering();
     for (const std::string& name : names) {
       if (Status s = fuse_->InvalidateEntry(kRootIno, name); !s.ok()) {
         GLOG_WARN("sync: {}", s.ToString());

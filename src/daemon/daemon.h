@@ -58,6 +58,7 @@
 namespace granary {
 
 class EngineFs;
+struct EngineFsOptions;
 class Overlay;
 class DaemonServices;
 class HolderChannel;
@@ -232,6 +233,10 @@ class Daemon {
   explicit Daemon(DaemonOptions options);
   Status Open();
   Status StartMount();
+  // Under a mount holder: the node numbering of the mount (RUN_DIR/mount-<hash>.nodes),
+  // read by a successor so the kernel's node ids keep naming the same files.
+  void SaveNumbering();
+  EngineFsOptions ContinuedNumbering(EngineFsOptions options) const;
   // --read-mode auto: picks cached or passthrough from the snapshot size.
   void ResolveAutoReadMode(const Snapshot& snap);
   Status Shutdown();

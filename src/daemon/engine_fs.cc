@@ -20,7 +20,15 @@ namespace granary {
 
 EngineFs::EngineFs(CacheEngine* engine, EngineFsOptions options)
     : engine_(engine), options_(options), overlay_(options.overlay) {
-  versions_.push_back(Version{.base = 0, .snap = engine->snapshot()});
+  versions_.push_back(Version{.base = options.base, .snap = engine->snapshot()});
+  dropped_below_ = options.stale_below;
+}
+
+NodeNumbering EngineFs::numbering() const {
+  std::shared_lock lock(versions_mu_);
+  const Version& v = versions_.back();
+  return NodeNumbering{
+      .version = v.snap->version(), .base = v.base, .next_base = v.base + v.snap->max_ino()};
 }
 
 Result<EngineFs::Resolved> EngineFs::Resolve(uint64_t node) const {

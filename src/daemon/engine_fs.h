@@ -50,6 +50,20 @@ struct EngineFsOptions {
   bool offer_backing = true;
   // Entries per snapshot ReadDir call while filling one READDIR reply.
   size_t readdir_page = 256;
+  // Node numbering continued from a previous daemon of the same mount (a
+  // mount holder restarted it): ids of the version served first are base +
+  // inode, and ids up to stale_below (versions that daemon served before)
+  // answer Stale. 0, 0: a fresh mount (node id = inode).
+  uint64_t base = 0;
+  uint64_t stale_below = 0;
+};
+
+// Where the node ids of the version a mount shows now come from
+// (EngineFs::numbering()): what a successor daemon needs to keep them.
+struct NodeNumbering {
+  uint64_t version = 0;    // Snapshot::version() of the current version
+  uint64_t base = 0;       // its node id = base + inode
+  uint64_t next_base = 0;  // the base a next version (a sync) gets
 };
 
 // Counters of the adapter (monotonic).
@@ -107,6 +121,7 @@ class EngineFs : public FuseFilesystem {
   uint64_t NodeOf(const Snapshot& snap, uint64_t ino) const;
 
   EngineFsStats stats() const;
+  NodeNumbering numbering() const;
 
  private:
   // Uploads the node's staged file if it changed (close, fsync, release).

@@ -40,6 +40,7 @@
 #include "daemon/holder_channel.h"
 #include "fuse/fuse_server.h"
 #include "moto_bucket.h"
+#include "ufs/s3_ufs.h"
 
 namespace granary {
 namespace {
@@ -408,6 +409,44 @@ TEST_F(RestartTest, AReadTheKilledDaemonHadTakenIsAnsweredByTheNextOne) {
   ASSERT_TRUE(last.is_object() && last.contains("fuse"));
   EXPECT_EQ(last.value("pid", 0), second);
   EXPECT_GE(last["fuse"].value("requests_resent", 0), 1) << last["fuse"].dump();
+}
+
+// After a `granary sync` the kernel holds node ids of the new snapshot
+// version; a restarted daemon keeps numbering them the same way, so
+// descriptors and names resolve to the same files.
+TEST_F(RestartTest, NodeIdsOfASyncedVersionNameTheSameFilesAfterARestart) {
+  MustMount({"--read-mode", "passthrough"});
+  const std::string fresh = testing::RandomBytes(70000, 99);
+  {
+    Result<std::unique_ptr<UnderStorage>> ufs =
+        NewS3Ufs(*ParseUri("s3://restart"),
+                 UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
+    ASSERT_TRUE(ufs.ok());
+    ASSERT_TRUE(dynamic_cast<S3Ufs*>(ufs->get())->PutObject("ds/added.bin", fresh).ok());
+  }
+  ProcessResult sync = RunGranary({"sync", mp_, "--run-dir", RunDir()});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  const std::string old_rel = "train/c1/img1.jpg";
+  const int added = ::open((mp_ + "/added.bin").c_str(), O_RDONLY | O_CLOEXEC);
+  const int kept = ::open((mp_ + "/" + old_rel).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(added, 0) << std::strerror(errno);
+  ASSERT_GE(kept, 0) << std::strerror(errno);
+  const pid_t first = HolderStatus().value("daemon_pid", 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  ASSERT_GT(WaitForDaemon(first, /*serving=*/true), 0);
+  std::string got(fresh.size(), '\0');
+  EXPECT_EQ(::pread(added, got.data(), got.size(), 0), static_cast<ssize_t>(fresh.size()));
+  EXPECT_TRUE(got == fresh);
+  const std::string& want = tree_->at(old_rel);
+  got.assign(want.size(), '\0');
+  EXPECT_EQ(::pread(kept, got.data(), got.size(), 0), static_cast<ssize_t>(want.size()));
+  EXPECT_TRUE(got == want);
+  struct stat st {};
+  ASSERT_EQ(::stat((mp_ + "/added.bin").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), fresh.size());
+  ::close(added);
+  ::close(kept);
+  ExpectCleanUmount();
 }
 
 // Killed again while it recovers, three times: the fourth daemon serves, and
