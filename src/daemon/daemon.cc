@@ -268,6 +268,11 @@ Status Daemon::StartMount() {
   if (held_) fs_opts = ContinuedNumbering(fs_opts);
   fs_ = std::make_unique<EngineFs>(&engine, fs_opts);
   if (o.holder) SaveNumbering();
+  if (o.holder && overlay_) {
+    // The kernel's ids of new files must keep naming them in a successor.
+    RETURN_IF_ERROR(fs_->OpenOverlayNodeJournal(
+        RunFilePath(o.run_dir, o.mountpoint, "overlay-nodes"), /*restore=*/held_ != nullptr));
+  }
   if (o.fuse.read_mode == FuseReadMode::kCached && o.push_fetched) {
     // The mount keeps file pages across opens: bytes fetched ahead of their
     // reader (warm-up, readahead) go straight into its page cache, so that

@@ -15,7 +15,8 @@
 //
 // Run directory (default /run/granary): mount-<hash of the mount point>.pid
 // holds "pid\nmountpoint\nsource\n" while the daemon runs (granary umount finds
-// the daemon through it); mount-<hash>.stats.json holds DaemonStats as JSON,
+// the daemon through it; under a mount holder the holder writes it, naming
+// itself and the daemon); mount-<hash>.stats.json holds DaemonStats as JSON,
 // rewritten on SIGUSR1 and at exit. A worker's files are named after
 // WorkerRunName(dataset id) instead of a mount point.
 //

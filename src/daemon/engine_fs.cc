@@ -14,6 +14,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "daemon/daemon.h"
 #include "fuse/fuse_dispatch.h"
 
 namespace granary {
@@ -283,6 +284,33 @@ int WriteErrno(const Status& s) {
   }
 }
 
+// Paths in the overlay node journal: '\\' and '\n' escaped, one line each.
+std::string EscapeLine(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string UnescapeLine(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size()) {
+      out += text[++i] == 'n' ? '\n' : text[i];
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 uint64_t EngineFs::OverlayNode(const std::string& path) {
@@ -291,8 +319,58 @@ uint64_t EngineFs::OverlayNode(const std::string& path) {
   if (inserted) {
     it->second = next_overlay_++;
     overlay_paths_[it->second] = path;
+    JournalOverlayNode(std::to_string(it->second) + "\t" + EscapeLine(path) + "\n");
   }
   return it->second;
+}
+
+void EngineFs::JournalOverlayNode(const std::string& line) {
+  if (overlay_journal_fd_ < 0) return;
+  if (::write(overlay_journal_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    GLOG_WARN("overlay node journal: {}; a restarted daemon may answer ENOENT for this file",
+              std::strerror(errno));
+  }
+}
+
+Status EngineFs::OpenOverlayNodeJournal(const std::string& path, bool restore) {
+  std::lock_guard lock(overlay_mu_);
+  if (restore) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      const size_t tab = line.find('\t');
+      if (tab == std::string::npos) continue;
+      if (line.starts_with("-\t")) {
+        const uint64_t id = std::strtoull(line.c_str() + 2, nullptr, 10);
+        if (auto it = overlay_paths_.find(id); it != overlay_paths_.end()) {
+          overlay_ids_.erase(it->second);
+          overlay_paths_.erase(it);
+        }
+        continue;
+      }
+      const uint64_t id = std::strtoull(line.c_str(), nullptr, 10);
+      if (id <= kOverlayBase) continue;
+      const std::string p = UnescapeLine(std::string_view(line).substr(tab + 1));
+      overlay_ids_[p] = id;
+      overlay_paths_[id] = p;
+      next_overlay_ = std::max(next_overlay_, id + 1);
+    }
+  }
+  // What is left, compacted into a new file renamed over the old one.
+  std::string text;
+  for (const auto& [id, p] : overlay_paths_) text += std::to_string(id) + "\t" + EscapeLine(p) + "\n";
+  RETURN_IF_ERROR(WriteFileAtomically(path, text));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("overlay node journal " + path, errno);
+  if (overlay_journal_fd_ >= 0) ::close(overlay_journal_fd_);
+  overlay_journal_fd_ = fd;
+  if (!overlay_paths_.empty()) {
+    GLOG_INFO("overlay: {} node ids of new files and directories taken over", overlay_paths_.size());
+  }
+  return Status::Ok();
+}
+
+EngineFs::~EngineFs() {
+  if (overlay_journal_fd_ >= 0) ::close(overlay_journal_fd_);
 }
 
 bool EngineFs::MayBeOverlaid(uint64_t node) const {
@@ -311,6 +389,7 @@ std::optional<Result<size_t>> EngineFs::ReadOverlay(uint64_t node, uint64_t offs
 void EngineFs::ForgetOverlayPath(const std::string& path) {
   std::lock_guard lock(overlay_mu_);
   if (auto it = overlay_ids_.find(path); it != overlay_ids_.end()) {
+    JournalOverlayNode("-\t" + std::to_string(it->second) + "\n");
     overlay_paths_.erase(it->second);
     overlay_ids_.erase(it);
   }

@@ -123,6 +123,16 @@ class EngineFs : public FuseFilesystem {
   EngineFsStats stats() const;
   NodeNumbering numbering() const;
 
+  // Records the node ids handed out for overlay entries (files and
+  // directories a writable mount created) in the file `path`, one line per
+  // id given ("<id>\t<path>") or dropped ("-\t<id>"), written before the
+  // reply that names it. restore = true first reads it (a daemon taking over
+  // from one that died or handed over): the kernel's ids of those entries
+  // keep naming them, so a writer's descriptor survives the restart.
+  // Call before requests flow.
+  Status OpenOverlayNodeJournal(const std::string& path, bool restore);
+  ~EngineFs() override;
+
  private:
   // Uploads the node's staged file if it changed (close, fsync, release).
   int CommitNode(uint64_t node);
@@ -176,6 +186,8 @@ class EngineFs : public FuseFilesystem {
   std::unordered_map<uint64_t, std::string> overlay_paths_;
   std::unordered_map<std::string, uint64_t> overlay_ids_;
   uint64_t next_overlay_ = kOverlayBase + 1;
+  int overlay_journal_fd_ = -1;  // OpenOverlayNodeJournal; written under overlay_mu_
+  void JournalOverlayNode(const std::string& line);
   mutable std::shared_mutex versions_mu_;
   std::vector<Version> versions_;  // oldest first; back() is current
   uint64_t dropped_below_ = 0;     // ids <= this belong to dropped versions

@@ -488,6 +488,7 @@ void Holder::Finish(Status result, bool abort) {
   ::unlink(HolderSocketPath(o_.run_dir, o_.mountpoint).c_str());
   ::unlink(RunFilePath(o_.run_dir, o_.mountpoint, "backing").c_str());
   ::unlink(RunFilePath(o_.run_dir, o_.mountpoint, "nodes").c_str());
+  ::unlink(RunFilePath(o_.run_dir, o_.mountpoint, "overlay-nodes").c_str());
   if (Result<DaemonPidInfo> pid = ReadPidFile(o_.run_dir, o_.mountpoint);
       pid.ok() && pid->pid == ::getpid()) {
     ::unlink(RunFilePath(o_.run_dir, o_.mountpoint, "pid").c_str());

@@ -27,6 +27,10 @@ uint32_t WriteOnlyFlags(uint32_t open_flags) {
   return (open_flags & O_ACCMODE) == O_WRONLY ? FOPEN_DIRECT_IO : 0;
 }
 
+// A request the kernel resent after the daemon that read it died
+// (FUSE_NOTIFY_RESEND): that daemon may have carried it out already.
+bool Resent(const struct fuse_in_header& h) { return (h.unique & FUSE_UNIQUE_RESEND) != 0; }
+
 }  // namespace
 
 HandlerReply FuseDispatcher::DoOpenForWrite(const struct fuse_in_header& h,
@@ -54,6 +58,14 @@ HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span
       NodeAttr attr;
       OpenResult opened;
       int err = fs_->Create(h.nodeid, name, static_cast<int>(in->flags), h.pid, &attr, &opened);
+      if (err == EEXIST && Resent(h)) {
+        // A previous daemon created it and died before its reply: open what it made.
+        Result<NodeAttr> made = fs_->Lookup(h.nodeid, name);
+        err = made.ok() ? fs_->OpenForWrite(made->ino, static_cast<int>(in->flags & ~(O_CREAT | O_EXCL)),
+                                            h.pid, &opened)
+                        : EEXIST;
+        if (made.ok()) attr = *made;
+      }
       if (err != 0) return Error(err);
       AddLookup(attr.ino);
       auto* e = reinterpret_cast<fuse_entry_out*>(out.data());
@@ -71,6 +83,13 @@ HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span
       if (name.size() > 255) return Error(ENAMETOOLONG);
       NodeAttr attr;
       int err = fs_->Mkdir(h.nodeid, name, &attr);
+      if (err == EEXIST && Resent(h)) {
+        Result<NodeAttr> made = fs_->Lookup(h.nodeid, name);  // made by a previous daemon
+        if (made.ok() && made->is_dir) {
+          attr = *made;
+          err = 0;
+        }
+      }
       if (err != 0) return Error(err);
       AddLookup(attr.ino);
       NoteDir(attr.ino, h.nodeid, name);
@@ -121,6 +140,7 @@ HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span
       std::string_view name = NameArg(body);
       if (name.empty()) return Error(EINVAL);
       int err = h.opcode == FUSE_UNLINK ? fs_->Unlink(h.nodeid, name) : fs_->Rmdir(h.nodeid, name);
+      if (err == ENOENT && Resent(h)) err = 0;  // a previous daemon removed it
       return err != 0 ? Error(err) : Ok(0);
     }
     case FUSE_RENAME:

@@ -13,9 +13,11 @@
 // See docs/fuse.md for the protocol details and semantics.
 //
 // Lifecycle: construct, Start() (returns once the mount answers, or with a
-// clear error), optionally Wait(), Stop() (unmounts, aborts the connection so
-// readers get errors instead of hanging, joins the threads). The destructor
-// calls Stop().
+// clear error) or Resume() (takes over a connection a previous server left:
+// a daemon restarted or upgraded under a mount holder), optionally Wait(),
+// Stop() (unmounts, aborts the connection so readers get errors instead of
+// hanging, joins the threads) or Detach() (leaves the connection to a
+// successor). The destructor calls Stop().
 //
 // Thread safety: Start/Stop/Wait from one controlling thread; stats(),
 // session(), DropBacking() from any thread. The FuseFilesystem is called from
