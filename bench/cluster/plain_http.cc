@@ -44,6 +44,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -178,8 +179,8 @@ bool Answer(int sock, int root, std::string_view head) {
   bool has_body = false;
   while (eol != std::string_view::npos) {
     size_t next = head.find("\r\n", eol + 2);
-    std::string_view h = head.substr(eol + 2, next == std::string_view::npos ? head.npos
-                                                                             : next - eol - 2);
+    size_t len = next == std::string_view::npos ? head.npos : next - eol - 2;
+    std::string_view h = head.substr(eol + 2, len);
     if (HeaderIs(h, "connection")) {
       if (ContainsToken(h, "close")) keep_alive = false;
       if (ContainsToken(h, "keep-alive")) keep_alive = true;
@@ -203,18 +204,19 @@ bool Answer(int sock, int root, std::string_view head) {
     return SendStatus(sock, "403 Forbidden", !keep_alive) && keep_alive;
   }
   int fd = openat(root, path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st{};
+  struct stat st {};
   if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     if (fd >= 0) close(fd);
     g_refused.fetch_add(1, std::memory_order_relaxed);
     return SendStatus(sock, "404 Not Found", !keep_alive) && keep_alive;
   }
-  std::string response = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-                         "Content-Length: " + std::to_string(st.st_size) + "\r\n" +
-                         (keep_alive ? "" : "Connection: close\r\n") + "\r\n";
+  std::string response =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+      "Content-Length: " +
+      std::to_string(st.st_size) + "\r\n" + (keep_alive ? "" : "Connection: close\r\n") + "\r\n";
   // MSG_MORE: the head leaves in the same segment as the first body bytes.
-  bool ok = SendAll(sock, response, st.st_size > 0 ? MSG_MORE : 0) &&
-            SendFile(sock, fd, st.st_size);
+  bool ok =
+      SendAll(sock, response, st.st_size > 0 ? MSG_MORE : 0) && SendFile(sock, fd, st.st_size);
   close(fd);
   if (ok) {
     g_served_files.fetch_add(1, std::memory_order_relaxed);
@@ -297,12 +299,13 @@ int Serve(const std::string& root_dir, const std::string& listen_at, int max_con
       slots->acquire();
       int sock = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
       if (sock < 0) {
+        int err = errno;
         slots->release();
-        if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
-          if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(
-              std::chrono::milliseconds(10));
+        if (err == EMFILE || err == ENFILE) {  // out of descriptors: let connections close
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
           continue;
         }
+        if (err == EINTR || err == ECONNABORTED) continue;
         return;
       }
       int nodelay = 1;
@@ -346,8 +349,8 @@ std::vector<Entry> ReadList(const std::string& file, size_t bases) {
       Die(file + ":" + std::to_string(n) + ": want PATH SIZE [BASE_INDEX]");
     }
     if (!(fields >> e.base)) e.base = 0;
-    if (e.base >= bases) Die(file + ":" + std::to_string(n) + ": no --base number " +
-                             std::to_string(e.base));
+    if (e.base >= bases)
+      Die(file + ":" + std::to_string(n) + ": no --base number " + std::to_string(e.base));
     out.push_back(std::move(e));
   }
   if (out.empty()) Die(file + ": no entries");
@@ -479,8 +482,8 @@ int Get(GetRun& run, const std::string& list, uint64_t seed) {
       "\"errors\": %llu, \"listed\": %zu, \"complete\": %s, \"threads\": %d, \"cpu_s\": %.4f, "
       "\"user_s\": %.4f, \"sys_s\": %.4f, \"cpu_ms_per_file\": %.4f, \"first_error\": %s}\n",
       static_cast<unsigned long long>(files), static_cast<unsigned long long>(bytes), secs,
-      files / secs, bytes / secs / 1e6, static_cast<unsigned long long>(errors),
-      run.entries.size(), complete ? "true" : "false", run.threads, user + sys, user, sys,
+      files / secs, bytes / secs / 1e6, static_cast<unsigned long long>(errors), run.entries.size(),
+      complete ? "true" : "false", run.threads, user + sys, user, sys,
       files ? 1e3 * (user + sys) / files : 0.0, JsonString(run.first_error).c_str());
   std::fflush(stdout);
   curl_global_cleanup();
@@ -500,8 +503,9 @@ int main(int argc, char** argv) {
   CLI::App* serve = app.add_subcommand("serve", "serve the files under --root over HTTP/1.1");
   serve->add_option("--root", root, "directory whose files are served")->required();
   serve->add_option("--listen", listen, "IP:PORT to listen on (port 0: any)")->required();
-  serve->add_option("--threads", max_connections,
-                    "connections served at once (a thread each); more wait to be accepted")
+  serve
+      ->add_option("--threads", max_connections,
+                   "connections served at once (a thread each); more wait to be accepted")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
 
@@ -510,8 +514,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   long recv_kib = 256;
   CLI::App* get = app.add_subcommand("get", "GET every listed file once, in shuffled order");
-  get->add_option("--base", run.bases, "http://IP:PORT (repeat: BASE_INDEX picks one)")
-      ->required();
+  get->add_option("--base", run.bases, "http://IP:PORT (repeat: BASE_INDEX picks one)")->required();
   get->add_option("--list", list, "file of PATH SIZE [BASE_INDEX] lines")->required();
   get->add_option("--threads", run.threads, "threads, one keep-alive curl handle each")
       ->capture_default_str()
