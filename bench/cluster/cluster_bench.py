@@ -566,7 +566,8 @@ def plain_epoch(b, tool, servers, bases, listing, threads, cache):
         out = subprocess.run(b.hosts.wrap(c, argv), capture_output=True, text=True,
                              timeout=b.args.epoch_timeout)
     except subprocess.TimeoutExpired:
-        raise StepError(f"plain get ({threads} threads) ran past {b.args.epoch_timeout} s") from None
+        raise StepError(f"plain get ({threads} threads) ran past "
+                        f"{b.args.epoch_timeout} s") from None
     wall = time.monotonic() - t0
     mach1 = machine_cpu()
     cpu1 = [proc_cpu_s(p.pid) for p in servers]
