@@ -181,6 +181,9 @@ Status Daemon::Open() {
   RETURN_IF_ERROR(PrepareWritableDir(o.run_dir, "run directory"));
 
   DatasetOptions dataset_opts = o.dataset;
+  // Taking over a live mount: readers wait on us, and the origin may be
+  // down or stalled (the snapshot and the cache on disk serve without it).
+  if (held_) dataset_opts.probe_source = false;
   if (!is_worker()) {
     // The read mode depends on the dataset's size; the store needs it.
     dataset_opts.drop_read_pages = [this](const Snapshot& snap) {

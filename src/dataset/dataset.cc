@@ -247,7 +247,7 @@ Status Dataset::OpenAll() {
     ufs_ = std::move(opened);
     owns_ufs_ = true;
   }
-  RETURN_IF_ERROR(ProbeSource(*ufs_, uri));
+  if (options_.probe_source) RETURN_IF_ERROR(ProbeSource(*ufs_, uri));
   RETURN_IF_ERROR(OpenCache(uri.key));
 
   EngineOptions engine_opts = options_.engine;

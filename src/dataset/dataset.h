@@ -76,6 +76,10 @@ struct DatasetOptions {
   std::function<bool(const Snapshot&)> drop_read_pages;
   // Store background work (eviction, checkpoints); tests turn it off.
   bool store_background = true;
+  // List the prefix once at Open() (fails early on a missing bucket or
+  // refused credentials). A daemon taking over a live mount turns it off:
+  // the origin may be down or stalled, and the snapshot on disk serves.
+  bool probe_source = true;
   // The cluster this node joins (disabled by default).
   ClusterOptions cluster;
 

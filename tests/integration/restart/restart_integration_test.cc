@@ -412,6 +412,29 @@ TEST_F(RestartTest, AReadTheKilledDaemonHadTakenIsAnsweredByTheNextOne) {
   EXPECT_GE(last["fuse"].value("requests_resent", 0), 1) << last["fuse"].dump();
 }
 
+// The origin stalls (stopped), then the daemon is killed: the next one
+// starts from the snapshot and cache on disk without asking the origin, and
+// a warm epoch is read in full while the origin is still stopped.
+TEST_F(RestartTest, ADaemonKilledWhileTheOriginStallsIsReplacedAndServesTheWarmCache) {
+  MustMount({"--read-mode", "passthrough"});
+  Report(EpochReaders(mp_, *tree_, /*epochs=*/1).Join(), "cold epoch");
+  const pid_t first = HolderStatus().value("daemon_pid", 0);
+  ASSERT_EQ(::kill(moto_->pid(), SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{moto_->pid()};
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  auto warm = std::async(std::launch::async,
+                         [&] { return EpochReaders(mp_, *tree_, /*epochs=*/1).Join(); });
+  ASSERT_EQ(warm.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the warm epoch waits for the stopped origin";
+  Report(warm.get(), "warm epoch, origin stopped, daemon killed");
+  EXPECT_NE(HolderStatus().value("daemon_pid", 0), first);
+  ::kill(moto_->pid(), SIGCONT);
+  ExpectCleanUmount();
+}
+
 // After a `granary sync` the kernel holds node ids of the new snapshot
 // version; a restarted daemon keeps numbering them the same way, so
 // descriptors and names resolve to the same files.
