@@ -363,6 +363,32 @@ TEST_F(RestartTest, UpgradeToAnotherBinaryMidEpochFailsNoRead) {
   ExpectCleanUmount();
 }
 
+// An upgrade to a binary that cannot serve (it exits at once) is reported as
+// failed, and the previous binary serves the mount again: readers see a
+// pause, not an error.
+TEST_F(RestartTest, AnUpgradeToABrokenBinaryFallsBackWithoutAFailedRead) {
+  const std::string broken = work_.path() + "/granary-broken";
+  {
+    std::ofstream out(broken);
+    out << "#!/bin/sh\nexit 3\n";
+  }
+  fs::permissions(broken, fs::perms::owner_all);
+  MustMount({"--read-mode", "passthrough"});
+  const pid_t first = HolderStatus().value("daemon_pid", 0);
+  EpochReaders readers(mp_, *tree_, /*epochs=*/2);
+  readers.WaitForReads(tree_->size() / 4);
+  ProcessResult up =
+      RunGranary({"mount", "--upgrade", mp_, "--binary", broken, "--run-dir", RunDir()});
+  EXPECT_EQ(up.exit_code, 1);
+  EXPECT_TRUE(testing::IsErrorLine(up.err, "mount --upgrade " + mp_, "serves it again")) << up.err;
+  Report(readers.Join(), "upgrade to a broken binary");
+  const pid_t now = WaitForDaemon(first, /*serving=*/true);
+  ASSERT_GT(now, 0);
+  std::error_code ec;
+  EXPECT_EQ(fs::read_symlink("/proc/" + std::to_string(now) + "/exe", ec), fs::path(GRANARY_CLI_PATH));
+  ExpectCleanUmount();
+}
+
 // A READ the daemon had taken (waiting for a stopped origin) when it was
 // killed is resent by the kernel to the next daemon and answered in full.
 TEST_F(RestartTest, AReadTheKilledDaemonHadTakenIsAnsweredByTheNextOne) {
