@@ -90,7 +90,8 @@ Result<std::shared_ptr<HolderChannel>> HolderChannel::FromEnvironment() {
   char* end = nullptr;
   const long fd = std::strtol(text, &end, 10);
   ::unsetenv(kHolderFdEnv);
-  if (end == text || *end != '\0' || fd < 3 || fd > 65535 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
+  if (end == text || *end != '\0' || fd < 3 || fd > 65535 ||
+      ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
     return InvalidArgument(std::string(kHolderFdEnv) + " does not name an open descriptor");
   }
   ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
@@ -143,8 +144,7 @@ std::string HolderSocketPath(const std::string& run_dir, const std::string& moun
 }
 
 Result<nlohmann::json> AskMountHolder(const std::string& run_dir, const std::string& mountpoint,
-                                      const nlohmann::json& request,
-                                      std::chrono::seconds timeout) {
+                                      const nlohmann::json& request, std::chrono::seconds timeout) {
   const std::string path = HolderSocketPath(run_dir, mountpoint);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;

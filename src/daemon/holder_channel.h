@@ -19,11 +19,10 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fuse/fuse_connection_state.h"
 #include "granary/status.h"
@@ -86,7 +85,6 @@ std::string HolderSocketPath(const std::string& run_dir, const std::string& moun
 // {"ok":false,"error":...} (the previous binary serves again). Unavailable
 // when no holder answers (the mount was made with --no-restart, or none).
 Result<nlohmann::json> AskMountHolder(const std::string& run_dir, const std::string& mountpoint,
-                                      const nlohmann::json& request,
-                                      std::chrono::seconds timeout);
+                                      const nlohmann::json& request, std::chrono::seconds timeout);
 
 }  // namespace granary

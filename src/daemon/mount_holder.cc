@@ -14,9 +14,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/log.h"
 #include "daemon/daemon.h"
@@ -50,8 +49,7 @@ std::string DescribeExit(int status) {
 
 class Holder {
  public:
-  explicit Holder(const MountHolderOptions& o)
-      : o_(o), binary_(o.binary), ready_fd_(o.ready_fd) {}
+  explicit Holder(const MountHolderOptions& o) : o_(o), binary_(o.binary), ready_fd_(o.ready_fd) {}
   Status Run();
 
  private:
@@ -132,8 +130,8 @@ Status Holder::Setup() {
 }
 
 Status Holder::WritePidFile() {
-  std::string text = std::to_string(::getpid()) + "\n" + o_.mountpoint + "\n" + o_.source +
-                     "\n" + std::to_string(ProcessStartTicks(::getpid())) + "\n";
+  std::string text = std::to_string(::getpid()) + "\n" + o_.mountpoint + "\n" + o_.source + "\n" +
+                     std::to_string(ProcessStartTicks(::getpid())) + "\n";
   if (daemon_ > 0) {
     text += std::to_string(daemon_) + " " + std::to_string(ProcessStartTicks(daemon_)) + "\n";
   }
@@ -151,7 +149,8 @@ void Holder::Spawn() {
   // async-signal-safe calls.
   std::vector<std::string> env_storage;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with(std::string(kHolderFdEnv) + "=")) env_storage.emplace_back(*e);
+    if (!std::string_view(*e).starts_with(std::string(kHolderFdEnv) + "="))
+      env_storage.emplace_back(*e);
   }
   env_storage.push_back(std::string(kHolderFdEnv) + "=" + std::to_string(sv[1]));
   std::vector<char*> envp, argv;
@@ -195,9 +194,7 @@ void Holder::OnSignals() {
   signalfd_siginfo si;
   while (::read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
     switch (si.ssi_signo) {
-      case SIGCHLD:
-        Reap();
-        break;
+      case SIGCHLD: Reap(); break;
       case SIGTERM:
       case SIGINT:
         if (stopping_) break;
@@ -214,8 +211,7 @@ void Holder::OnSignals() {
       case SIGUSR1:
         if (daemon_ > 0) ::kill(daemon_, SIGUSR1);
         break;
-      default:
-        break;
+      default: break;
     }
     if (result_) return;
   }
@@ -263,10 +259,9 @@ void Holder::OnDaemonExit(int status) {
   if (held_fds_.empty()) {
     // It never handed over a connection: the mount did not come up.
     const std::string why =
-        start_error_.empty()
-            ? std::to_string(static_cast<int>(Code::kInternal)) + " the daemon " +
-                  DescribeExit(status) + " before the mount was ready"
-            : start_error_;
+        start_error_.empty() ? std::to_string(static_cast<int>(Code::kInternal)) + " the daemon " +
+                                   DescribeExit(status) + " before the mount was ready"
+                             : start_error_;
     ReportStart(why);
     const size_t space = why.find(' ');
     Finish(Status(static_cast<Code>(std::atoi(why.c_str())),
@@ -291,28 +286,33 @@ void Holder::OnDaemonExit(int status) {
     // The new binary did not come up: the previous one serves again.
     GLOG_ERROR("holder: upgrade: daemon pid {} ({}) {} before serving; going back to {}", dead,
                binary_, DescribeExit(status), previous_binary_);
-    ReplyUpgrade({{"ok", false},
-                  {"error", binary_ + " " + DescribeExit(status) + " before serving the mount" +
-                                (start_error_.empty() ? "" : " (" + start_error_.substr(
-                                                                        start_error_.find(' ') + 1) + ")") +
-                                "; " + previous_binary_ + " serves it again"}});
+    ReplyUpgrade(
+        {{"ok", false},
+         {"error", binary_ + " " + DescribeExit(status) + " before serving the mount" +
+                       (start_error_.empty()
+                            ? ""
+                            : " (" + start_error_.substr(start_error_.find(' ') + 1) + ")") +
+                       "; " + previous_binary_ + " serves it again"}});
     binary_ = previous_binary_;
     restart_at_ = Clock::now();
     return;
   }
   failures_ = ran_long ? 1 : failures_ + 1;
   if (failures_ > o_.max_failures) {
-    GLOG_ERROR("holder: daemon pid {} {}; {} daemons in a row died within {} s of starting: "
-               "giving the mount up (readers get ECONNABORTED)",
-               dead, DescribeExit(status), failures_, kStableAfter.count());
+    GLOG_ERROR(
+        "holder: daemon pid {} {}; {} daemons in a row died within {} s of starting: "
+        "giving the mount up (readers get ECONNABORTED)",
+        dead, DescribeExit(status), failures_, kStableAfter.count());
     Finish(Internal("the daemon kept dying (" + std::to_string(failures_) +
                     " times in a row); the mount was given up"),
            /*abort=*/true);
     return;
   }
-  const auto backoff = failures_ <= 1 ? std::chrono::milliseconds(0)
-                                      : std::min<std::chrono::milliseconds>(
-                                            kMaxBackoff, std::chrono::milliseconds(100L << std::min(failures_ - 2, 10)));
+  const auto backoff =
+      failures_ <= 1
+          ? std::chrono::milliseconds(0)
+          : std::min<std::chrono::milliseconds>(
+                kMaxBackoff, std::chrono::milliseconds(100L << std::min(failures_ - 2, 10)));
   GLOG_WARN("holder: daemon pid {} {}; restarting it{}", dead, DescribeExit(status),
             backoff.count() > 0 ? " in " + std::to_string(backoff.count()) + " ms" : "");
   restart_at_ = Clock::now() + backoff;
@@ -334,7 +334,8 @@ void Holder::OnChannel() {
     Status s = SendHolderMessage(channel_, reply, held_fds_);
     if (!s.ok()) GLOG_WARN("holder: {}", s.ToString());
   } else if (op == "session" && m->body["state"].is_string() && held_fds_.empty()) {
-    Result<FuseConnectionState> st = FuseConnectionStateFromJson(m->body["state"].get<std::string>());
+    Result<FuseConnectionState> st =
+        FuseConnectionStateFromJson(m->body["state"].get<std::string>());
     if (st.ok() && st->device_fds == m->fds.size()) {
       state_json_ = m->body["state"].get<std::string>();
       dev_ = st->dev;
@@ -482,9 +483,12 @@ void Holder::Finish(Status result, bool abort) {
   }
   for (int fd : held_fds_) ::close(fd);  // the last reference: the connection ends
   held_fds_.clear();
-  ReportStart(result.ok() ? "ready" : std::to_string(static_cast<int>(result.code())) + " " +
-                                          result.message());
-  ReplyUpgrade({{"ok", false}, {"error", "the mount ended: " + (result.ok() ? std::string("stopped") : result.message())}});
+  ReportStart(result.ok()
+                  ? "ready"
+                  : std::to_string(static_cast<int>(result.code())) + " " + result.message());
+  ReplyUpgrade(
+      {{"ok", false},
+       {"error", "the mount ended: " + (result.ok() ? std::string("stopped") : result.message())}});
   ::unlink(HolderSocketPath(o_.run_dir, o_.mountpoint).c_str());
   ::unlink(RunFilePath(o_.run_dir, o_.mountpoint, "backing").c_str());
   ::unlink(RunFilePath(o_.run_dir, o_.mountpoint, "nodes").c_str());
@@ -508,7 +512,8 @@ Status Holder::Run() {
       if (!at) continue;
       const int64_t ms = std::max<int64_t>(
           0, std::chrono::duration_cast<std::chrono::milliseconds>(*at - Clock::now()).count() + 1);
-      timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min(timeout_ms, static_cast<int>(ms));
+      timeout_ms =
+          timeout_ms < 0 ? static_cast<int>(ms) : std::min(timeout_ms, static_cast<int>(ms));
     }
     pollfd fds[3] = {{.fd = signal_fd_, .events = POLLIN, .revents = 0},
                      {.fd = listen_fd_, .events = POLLIN, .revents = 0},

@@ -43,10 +43,10 @@ namespace granary {
 inline constexpr int kExitHandedOver = 75;
 
 struct MountHolderOptions {
-  std::string binary;              // program the daemon is exec'd from (absolute)
-  std::vector<std::string> argv;   // its argument vector, argv[0] included
-  std::string mountpoint;          // canonical
-  std::string source;              // for the pid file
+  std::string binary;             // program the daemon is exec'd from (absolute)
+  std::vector<std::string> argv;  // its argument vector, argv[0] included
+  std::string mountpoint;         // canonical
+  std::string source;             // for the pid file
   std::string run_dir;
   int ready_fd = -1;  // background mount: gets "ready" or "<code> <message>" once; closed
   // Daemons in a row that die before serving before the holder gives up.

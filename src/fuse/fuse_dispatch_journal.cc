@@ -23,9 +23,10 @@ void FuseDispatcher::JournalBacking(const std::string& line) {
   // One write(2) per line on an O_APPEND file: lines never interleave.
   if (::write(journal_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size()) &&
       !journal_warned_.exchange(true)) {
-    GLOG_WARN("fuse: backing journal: {}; a restarted daemon may fail opens of files open "
-              "in passthrough now",
-              strerror(errno));
+    GLOG_WARN(
+        "fuse: backing journal: {}; a restarted daemon may fail opens of files open "
+        "in passthrough now",
+        strerror(errno));
   }
 }
 
@@ -56,7 +57,8 @@ Status FuseDispatcher::OpenBackingJournal(const std::string& path, bool restore)
       } else if (line.starts_with("- ")) {
         fields >> op >> id;
         live.erase(static_cast<int32_t>(id));
-      } else if (line.size() > 2 && line[1] == ' ' && (line[0] == 'u' || line[0] == 'c' || line[0] == 'U')) {
+      } else if (line.size() > 2 && line[1] == ' ' &&
+                 (line[0] == 'u' || line[0] == 'c' || line[0] == 'U')) {
         uint64_t ino = 0, arg = 0;
         fields >> op >> ino >> arg;
         if (fields.fail() || ino == 0) continue;

@@ -30,11 +30,10 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
 #include "daemon/daemon.h"
@@ -128,10 +127,12 @@ class EpochReaders {
         report_.longest_ms = std::max(report_.longest_ms, ms);
         if (err != 0) {
           ++report_.failed;
-          if (report_.first_errors.size() < 5) report_.first_errors.push_back(rel + ": " + std::strerror(err));
+          if (report_.first_errors.size() < 5)
+            report_.first_errors.push_back(rel + ": " + std::strerror(err));
         } else if (got != tree_.at(rel)) {
           ++report_.mismatched;
-          if (report_.first_errors.size() < 5) report_.first_errors.push_back(rel + ": wrong bytes");
+          if (report_.first_errors.size() < 5)
+            report_.first_errors.push_back(rel + ": wrong bytes");
         }
         cv_.notify_all();
       }
@@ -242,10 +243,19 @@ class RestartTest : public ::testing::Test {
   std::string RunDir() const { return work_.path() + "/run"; }
 
   void MustMount(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"mount", "s3://restart/ds", mp_, "--endpoint",
-                                     moto_->endpoint(), "--cache-dir", work_.path() + "/cache:1G",
-                                     "--block-size", "1MiB", "--run-dir", RunDir(),
-                                     "--fuse-threads", "4"};
+    std::vector<std::string> args = {"mount",
+                                     "s3://restart/ds",
+                                     mp_,
+                                     "--endpoint",
+                                     moto_->endpoint(),
+                                     "--cache-dir",
+                                     work_.path() + "/cache:1G",
+                                     "--block-size",
+                                     "1MiB",
+                                     "--run-dir",
+                                     RunDir(),
+                                     "--fuse-threads",
+                                     "4"};
     args.insert(args.end(), extra.begin(), extra.end());
     ProcessResult r = RunGranary(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -342,7 +352,8 @@ TEST_F(RestartTest, UpgradeToAnotherBinaryMidEpochFailsNoRead) {
   const pid_t first = HolderStatus().value("daemon_pid", 0);
   EpochReaders readers(mp_, *tree_, /*epochs=*/2);
   readers.WaitForReads(tree_->size() / 4);
-  ProcessResult up = RunGranary({"mount", "--upgrade", mp_, "--binary", next, "--run-dir", RunDir()});
+  ProcessResult up =
+      RunGranary({"mount", "--upgrade", mp_, "--binary", next, "--run-dir", RunDir()});
   EXPECT_EQ(up.exit_code, 0) << up.err;
   EXPECT_NE(up.out.find("upgraded"), std::string::npos) << up.out;
   before.Check();
@@ -385,7 +396,8 @@ TEST_F(RestartTest, AnUpgradeToABrokenBinaryFallsBackWithoutAFailedRead) {
   const pid_t now = WaitForDaemon(first, /*serving=*/true);
   ASSERT_GT(now, 0);
   std::error_code ec;
-  EXPECT_EQ(fs::read_symlink("/proc/" + std::to_string(now) + "/exe", ec), fs::path(GRANARY_CLI_PATH));
+  EXPECT_EQ(fs::read_symlink("/proc/" + std::to_string(now) + "/exe", ec),
+            fs::path(GRANARY_CLI_PATH));
   ExpectCleanUmount();
 }
 
@@ -468,9 +480,8 @@ TEST_F(RestartTest, NodeIdsOfASyncedVersionNameTheSameFilesAfterARestart) {
   MustMount({"--read-mode", "passthrough"});
   const std::string fresh = testing::RandomBytes(70000, 99);
   {
-    Result<std::unique_ptr<UnderStorage>> ufs =
-        NewS3Ufs(*ParseUri("s3://restart"),
-                 UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
+    Result<std::unique_ptr<UnderStorage>> ufs = NewS3Ufs(
+        *ParseUri("s3://restart"), UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
     ASSERT_TRUE(ufs.ok());
     ASSERT_TRUE(dynamic_cast<S3Ufs*>(ufs->get())->PutObject("ds/added.bin", fresh).ok());
   }
@@ -506,20 +517,21 @@ TEST_F(RestartTest, AnAppendingWriterWithFsyncKeepsWritingAcrossAKill) {
   MustMount({"--writable"});
   EpochReaders readers(mp_, *tree_, /*epochs=*/1);
   ASSERT_EQ(::mkdir((mp_ + "/logs").c_str(), 0755), 0) << std::strerror(errno);
-  const int fd = ::open((mp_ + "/logs/train.log").c_str(),
-                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int fd =
+      ::open((mp_ + "/logs/train.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   std::string expected;
   std::vector<std::string> failures;
   auto append = [&](int step) {
-    const std::string line = "step " + std::to_string(step) + " loss " +
-                             std::to_string(1.0 / (step + 1)) + "\n";
+    const std::string line =
+        "step " + std::to_string(step) + " loss " + std::to_string(1.0 / (step + 1)) + "\n";
     if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
       failures.push_back("write " + std::to_string(step) + ": " + std::strerror(errno));
       return;
     }
     expected += line;
-    if (::fsync(fd) != 0) failures.push_back("fsync " + std::to_string(step) + ": " + std::strerror(errno));
+    if (::fsync(fd) != 0)
+      failures.push_back("fsync " + std::to_string(step) + ": " + std::strerror(errno));
   };
   for (int step = 0; step < 20; ++step) append(step);
   const pid_t first = HolderStatus().value("daemon_pid", 0);
