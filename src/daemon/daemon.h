@@ -240,6 +240,9 @@ class Daemon {
   EngineFsOptions ContinuedNumbering(EngineFsOptions options) const;
   // --read-mode auto: picks cached or passthrough from the snapshot size.
   void ResolveAutoReadMode(const Snapshot& snap);
+  // Passthrough over a data set larger than the cached-mode limit (memory,
+  // or --auto-cached-max): a cold epoch streams as a cached mount's does.
+  bool StreamsPastMemory(const Snapshot& snap) const;
   Status Shutdown();
   void SignalLoop();
   // push_fetched: puts fetched bytes into the mount's page cache. When the
@@ -264,6 +267,7 @@ class Daemon {
   std::vector<std::function<void()>> stop_hooks_;
   std::atomic<bool> shut_down_{false};  // Shutdown() began (signal thread exits)
   std::atomic<bool> handover_{false};   // SIGUSR2 under a holder: Shutdown() detaches
+  bool streams_past_memory_ = false;  // StreamsPastMemory of the opened snapshot
   std::atomic<bool> detaching_{false};  // the mount is no longer served (PushFetched stops)
   std::unique_ptr<HeldConnection> held_;  // the connection the holder keeps (a restart)
   bool serving_ = false;  // Open() finished: mounted, pid file written (controlling thread)
