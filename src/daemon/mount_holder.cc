@@ -256,8 +256,9 @@ void Holder::OnDaemonExit(int status) {
     Finish(Status::Ok(), /*abort=*/false);
     return;
   }
-  if (held_fds_.empty()) {
-    // It never handed over a connection: the mount did not come up.
+  if (held_fds_.empty() || !reported_) {
+    // It never served: the mount did not come up (the daemon unmounted
+    // what it had mounted, or Finish() does).
     const std::string why =
         start_error_.empty() ? std::to_string(static_cast<int>(Code::kInternal)) + " the daemon " +
                                    DescribeExit(status) + " before the mount was ready"
@@ -483,9 +484,10 @@ void Holder::Finish(Status result, bool abort) {
   }
   for (int fd : held_fds_) ::close(fd);  // the last reference: the connection ends
   held_fds_.clear();
-  ReportStart(result.ok()
-                  ? "ready"
-                  : std::to_string(static_cast<int>(result.code())) + " " + result.message());
+  // "ready" went out already, unless the mount never came up.
+  const Status start =
+      result.ok() ? Internal("the daemon stopped before the mount was ready") : result;
+  ReportStart(std::to_string(static_cast<int>(start.code())) + " " + start.message());
   ReplyUpgrade(
       {{"ok", false},
        {"error", "the mount ended: " + (result.ok() ? std::string("stopped") : result.message())}});

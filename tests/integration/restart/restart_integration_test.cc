@@ -13,10 +13,13 @@
 //
 // Needs root and /dev/fuse (skipped otherwise). Every mount is undone by
 // TearDown (granary umount, then a lazy unmount) also when a test fails.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -399,6 +402,27 @@ TEST_F(RestartTest, AnUpgradeToABrokenBinaryFallsBackWithoutAFailedRead) {
   EXPECT_EQ(fs::read_symlink("/proc/" + std::to_string(now) + "/exe", ec),
             fs::path(GRANARY_CLI_PATH));
   ExpectCleanUmount();
+}
+
+// A daemon that fails after it mounted (here: its metrics port is taken)
+// makes `granary mount` fail with its error, and nothing stays mounted.
+TEST_F(RestartTest, ADaemonFailingAfterItMountedFailsTheMountAndLeavesNothing) {
+  const int taken = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}};
+  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  ProcessResult r = RunGranary({"mount", "s3://restart/ds", mp_, "--endpoint", moto_->endpoint(),
+                                "--cache-dir", work_.path() + "/cache:1G", "--run-dir", RunDir(),
+                                "--metrics-addr", "127.0.0.1:" + port});
+  ::close(taken);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(testing::IsErrorLine(r.err, "mount " + mp_, "in use")) << r.err;
+  EXPECT_FALSE(IsMountpoint(mp_));
+  EXPECT_FALSE(ReadPidFile(RunDir(), mp_).ok());
+  EXPECT_FALSE(fs::exists(HolderSocketPath(RunDir(), mp_)));
 }
 
 // A READ the daemon had taken (waiting for a stopped origin) when it was
