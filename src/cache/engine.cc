@@ -451,14 +451,22 @@ bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
   // A demand read hands these bytes to its reader right away; warm-up and
   // readahead (low priority) fetch them for a reader still to come,
   // unless the hook hands them over now.
-  // A near copy goes there too, for a demand read as well: the store may
-  // refuse it (near copies use free space only), and the reader's next
-  // READs of this block would then fetch it from its owner again.
   bool served = want.priority == Priority::kHigh;
-  if ((!served || kind == AdmitKind::kNear) && fetched_hook_ && want.snap &&
+  if (!served && fetched_hook_ && want.snap &&
       fetched_hook_(*want.snap, want.ino, start, (*data)->view())) {
     served = true;
     NotePushed(fk);
+  }
+  // A near copy a reader got goes there too: the store may refuse it (near
+  // copies use free space only), and the reader's next READs of this block
+  // would then fetch it from its owner again. Never on the reader's own
+  // thread: the kernel keeps the pages of the READ it serves locked until
+  // its reply, so pushing them from that thread would wait forever. A fetch
+  // thread's push waits for the reply instead.
+  if (served && kind == AdmitKind::kNear && fetched_hook_ && want.snap) {
+    fetchers_->TrySubmit([this, snap = want.snap, ino = want.ino, start, bytes = *data, fk] {
+      if (fetched_hook_(*snap, ino, start, bytes->view())) NotePushed(fk);
+    });
   }
   if (want.wait_admission) {
     Admit(flight, key, block, *data, fk, served, kind);

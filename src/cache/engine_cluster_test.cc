@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -125,15 +126,21 @@ TEST_F(EngineClusterTest, OwnedFromOriginOthersFromTheirOwnerKeptAsNearCopies) {
 
 // A block read from its owner goes to the mount's page cache whole, as
 // bytes fetched ahead do: the store may refuse the near copy, and the
-// reader's next READs of the block would then ask the owner again. A block
-// this node owns is kept by the store, so a demand read pushes nothing.
-TEST_F(EngineClusterTest, ANearCopyGoesToTheMountWholeForTheReadersNextReads) {
+// reader's next READs of the block would then ask the owner again. The push
+// never runs on the reader's thread (its READ's pages stay locked until it
+// replies: a push from there would deadlock). A block this node owns is
+// kept by the store, so a demand read pushes nothing.
+TEST_F(EngineClusterTest, ANearCopyGoesToTheMountWholeFromAnotherThread) {
   std::mutex mu;
+  std::condition_variable cv;
   std::vector<std::pair<uint64_t, std::string>> pushed;  // (offset, bytes)
+  std::thread::id pusher;
   ds_->engine().SetFetchedHook(
       [&](const Snapshot&, uint64_t, uint64_t offset, std::string_view bytes) {
         std::lock_guard lock(mu);
         pushed.emplace_back(offset, std::string(bytes));
+        pusher = std::this_thread::get_id();
+        cv.notify_all();
         return true;
       });
   std::string part(1000, '\0');
@@ -141,10 +148,12 @@ TEST_F(EngineClusterTest, ANearCopyGoesToTheMountWholeForTheReadersNextReads) {
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(part, bodies_["f2"].substr(0, 1000));
   EXPECT_EQ(Read("f0"), bodies_["f0"]);
-  std::lock_guard lock(mu);
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return !pushed.empty(); }));
   ASSERT_EQ(pushed.size(), 1u);
   EXPECT_EQ(pushed[0].first, 0u);
   EXPECT_EQ(pushed[0].second, bodies_["f2"]);
+  EXPECT_NE(pusher, std::this_thread::get_id()) << "pushed from the reader's own thread";
 }
 
 TEST_F(EngineClusterTest, DeadOwnerMeansTheOriginNotAFailedRead) {
