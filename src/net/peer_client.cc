@@ -78,6 +78,8 @@ class PeerClient::Connection {
   // Makes [pos_, end_) of buf_ hold at least `need` (<= buf_.size()) bytes;
   // false if the connection ended first (it is then broken).
   bool Fill(size_t need);
+  // False (and the connection broken) when a receive ended the connection.
+  bool Received(const Result<size_t>& n);
   // Receives the next frame's payload (header `h`) into `dst`: what buf_
   // holds of it, then the rest straight from the socket.
   bool ReceivePayload(const FrameHeader& h, char* dst);
@@ -171,6 +173,14 @@ void PeerClient::Connection::ReadLoop() {
   }
 }
 
+bool PeerClient::Connection::Received(const Result<size_t>& n) {
+  if (n.ok() && *n > 0) return true;
+  Break(Unavailable("connection lost: " +
+                    (n.ok() ? std::string("closed by the peer") : n.status().message())),
+        PeerErrorKind::kConnectionLost);
+  return false;
+}
+
 bool PeerClient::Connection::Fill(size_t need) {
   if (end_ - pos_ >= need) return true;
   if (pos_ > 0) {
@@ -180,12 +190,7 @@ bool PeerClient::Connection::Fill(size_t need) {
   }
   while (end_ < need) {
     auto n = RecvSome(fd_, buf_.data() + end_, buf_.size() - end_, Deadline::max());
-    if (!n.ok() || *n == 0) {
-      Break(Unavailable("connection lost: " +
-                        (n.ok() ? std::string("closed by the peer") : n.status().message())),
-            PeerErrorKind::kConnectionLost);
-      return false;
-    }
+    if (!Received(n)) return false;
     end_ += *n;
   }
   return true;
@@ -198,12 +203,7 @@ bool PeerClient::Connection::ReceivePayload(const FrameHeader& h, char* dst) {
   if (pos_ == end_) pos_ = end_ = 0;
   for (size_t got = buffered; got < h.length;) {
     auto n = RecvSome(fd_, dst + got, h.length - got, Deadline::max());
-    if (!n.ok() || *n == 0) {
-      Break(Unavailable("connection lost: " +
-                        (n.ok() ? std::string("closed by the peer") : n.status().message())),
-            PeerErrorKind::kConnectionLost);
-      return false;
-    }
+    if (!Received(n)) return false;
     got += *n;
   }
   return true;
