@@ -457,21 +457,10 @@ bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
     served = true;
     NotePushed(fk);
   }
-  // A near copy a reader got goes there too: the store may refuse it (near
-  // copies use free space only), and the reader's next READs of this block
-  // would then fetch it from its owner again. Never on the reader's own
-  // thread: the kernel keeps the pages of the READ it serves locked until
-  // its reply, so pushing them from that thread would wait forever. A fetch
-  // thread's push waits for the reply instead.
-  if (served && kind == AdmitKind::kNear && fetched_hook_ && want.snap) {
-    fetchers_->TrySubmit([this, snap = want.snap, ino = want.ino, start, bytes = *data, fk] {
-      if (fetched_hook_(*snap, ino, start, bytes->view())) NotePushed(fk);
-    });
-  }
   if (want.wait_admission) {
-    Admit(flight, key, block, *data, fk, served, kind);
+    Admit(flight, key, block, *data, fk, served, kind, want);
   } else {
-    QueueAdmission(flight, key, block, *data, fk, served, kind);
+    QueueAdmission(flight, key, block, *data, fk, served, kind, want);
   }
   return true;
 }
@@ -512,10 +501,21 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
   return origin_->ReadBlockUntil(ref, want.priority, deadline, &shutdown_);
 }
 
+void CacheEngine::PushNotKept(const Want& want, uint64_t block, BlockData data,
+                              const FlightKey& fk) {
+  if (!fetched_hook_ || !want.snap) return;
+  fetchers_->TrySubmit(
+      [this, snap = want.snap, ino = want.ino, start = block * block_size_, data, fk] {
+        if (fetched_hook_(*snap, ino, start, data->view())) NotePushed(fk);
+      });
+}
+
 void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
-                        BlockData data, const FlightKey& fk, bool served, AdmitKind kind) {
+                        BlockData data, const FlightKey& fk, bool served, AdmitKind kind,
+                        const Want& want) {
   auto r = store_->AdmitBlock(key, block, data->view(), served, kind);
   bool ok = r.ok() && *r;
+  if (!ok && kind == AdmitKind::kNear) PushNotKept(want, block, data, fk);
   if (!r.ok()) {
     c_.admit_errors.fetch_add(1, std::memory_order_relaxed);
     GLOG_WARN("cache: admitting {} block {} failed: {}", key.key, block, r.status().ToString());
@@ -543,7 +543,7 @@ void CacheEngine::FinishAdmission(const std::shared_ptr<Flight>& flight, const F
 
 void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
                                  uint64_t block, BlockData data, const FlightKey& fk, bool served,
-                                 AdmitKind kind) {
+                                 AdmitKind kind, const Want& want) {
   const uint64_t bytes = data->size();
   const uint64_t cap = options_.admission_queue_bytes;
   const int cap_blocks = options_.admission_queue_blocks;
@@ -564,6 +564,7 @@ void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const Ob
       // thread that received it -- does not wait.
       lock.unlock();
       c_.not_admitted.fetch_add(1, std::memory_order_relaxed);
+      PushNotKept(want, block, data, fk);
       FinishAdmission(flight, fk, false);
       return;
     }
@@ -574,8 +575,8 @@ void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const Ob
     admission_pending_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     ++admission_pending_blocks_;
   }
-  admission_pool_->Submit([this, flight, key, block, data, fk, served, kind, bytes] {
-    Admit(flight, key, block, data, fk, served, kind);
+  admission_pool_->Submit([this, flight, key, block, data, fk, served, kind, bytes, want] {
+    Admit(flight, key, block, data, fk, served, kind, want);
     {
       std::lock_guard lock(admission_mu_);
       admission_pending_bytes_.fetch_sub(bytes, std::memory_order_relaxed);

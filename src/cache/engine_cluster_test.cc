@@ -69,7 +69,7 @@ class EngineClusterTest : public ::testing::Test {
     }
     DatasetOptions o;
     o.source = "s3://bkt/ds";
-    o.cache_dirs = {TierLevel{.path = dir_.string(), .quota = 64 << 20}};
+    o.cache_dirs = {TierLevel{.path = dir_.string(), .quota = quota_}};
     o.store_background = false;
     auto ds = Dataset::Open(std::move(o), ufs_);
     ASSERT_TRUE(ds.ok()) << ds.status().ToString();
@@ -96,6 +96,7 @@ class EngineClusterTest : public ::testing::Test {
     return ds_->engine().KeyOf(*snap, *snap->Get(Ino(path)));
   }
 
+  uint64_t quota_ = 64 << 20;
   fs::path dir_;
   std::shared_ptr<testing::MemUfs> ufs_;
   std::map<std::string, std::string> bodies_;
@@ -124,36 +125,66 @@ TEST_F(EngineClusterTest, OwnedFromOriginOthersFromTheirOwnerKeptAsNearCopies) {
   EXPECT_EQ(ds_->engine().stats().near_admitted, 1u);
 }
 
-// A block read from its owner goes to the mount's page cache whole, as
-// bytes fetched ahead do: the store may refuse the near copy, and the
-// reader's next READs of the block would then ask the owner again. The push
-// never runs on the reader's thread (its READ's pages stay locked until it
-// replies: a push from there would deadlock). A block this node owns is
-// kept by the store, so a demand read pushes nothing.
-TEST_F(EngineClusterTest, ANearCopyGoesToTheMountWholeFromAnotherThread) {
+// Records what the engine pushes into "the mount's page cache".
+struct PushLog {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::pair<uint64_t, std::string>> pushed;  // (offset, bytes)
   std::thread::id pusher;
-  ds_->engine().SetFetchedHook(
-      [&](const Snapshot&, uint64_t, uint64_t offset, std::string_view bytes) {
-        std::lock_guard lock(mu);
-        pushed.emplace_back(offset, std::string(bytes));
-        pusher = std::this_thread::get_id();
-        cv.notify_all();
-        return true;
-      });
+  CacheEngine::FetchedHook Hook() {
+    return [this](const Snapshot&, uint64_t, uint64_t offset, std::string_view bytes) {
+      std::lock_guard lock(mu);
+      pushed.emplace_back(offset, std::string(bytes));
+      pusher = std::this_thread::get_id();
+      cv.notify_all();
+      return true;
+    };
+  }
+};
+
+// A near copy the store keeps needs no push: the reader's next READs find it.
+TEST_F(EngineClusterTest, AKeptNearCopyIsNotPushed) {
+  PushLog log;
+  ds_->engine().SetFetchedHook(log.Hook());
+  EXPECT_EQ(Read("f2"), bodies_["f2"]);
+  for (int i = 0; i < 200 && !ds_->store().Contains(Key("f2")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(ds_->store().Contains(Key("f2")));
+  std::lock_guard lock(log.mu);
+  EXPECT_TRUE(log.pushed.empty());
+}
+
+// A cache with room for one object: the near copy is refused.
+class EngineClusterSmallCacheTest : public EngineClusterTest {
+ protected:
+  EngineClusterSmallCacheTest() { quota_ = 8192; }
+};
+
+// A block read from its owner that the store refuses to keep (near copies
+// use free space only) goes to the mount's page cache whole, as bytes
+// fetched ahead do, or each later READ of it would ask the owner again. The
+// push never runs on the reader's thread (its READ's pages stay locked until
+// it replies: a push from there would deadlock).
+TEST_F(EngineClusterSmallCacheTest, ARefusedNearCopyGoesToTheMountWholeFromAnotherThread) {
+  PushLog log;
+  ds_->engine().SetFetchedHook(log.Hook());
+  EXPECT_EQ(Read("f0"), bodies_["f0"]);  // owned: fills the cache
+  for (int i = 0; i < 200 && !ds_->store().Contains(Key("f0")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(ds_->store().Contains(Key("f0")));
   std::string part(1000, '\0');
   auto n = ds_->engine().Read(Ino("f2"), 0, std::span<char>(part.data(), part.size()));
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(part, bodies_["f2"].substr(0, 1000));
-  EXPECT_EQ(Read("f0"), bodies_["f0"]);
-  std::unique_lock lock(mu);
-  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return !pushed.empty(); }));
-  ASSERT_EQ(pushed.size(), 1u);
-  EXPECT_EQ(pushed[0].first, 0u);
-  EXPECT_EQ(pushed[0].second, bodies_["f2"]);
-  EXPECT_NE(pusher, std::this_thread::get_id()) << "pushed from the reader's own thread";
+  std::unique_lock lock(log.mu);
+  ASSERT_TRUE(log.cv.wait_for(lock, std::chrono::seconds(10), [&] { return !log.pushed.empty(); }));
+  ASSERT_EQ(log.pushed.size(), 1u);
+  EXPECT_EQ(log.pushed[0].first, 0u);
+  EXPECT_EQ(log.pushed[0].second, bodies_["f2"]);
+  EXPECT_NE(log.pusher, std::this_thread::get_id()) << "pushed from the reader's own thread";
+  EXPECT_FALSE(ds_->store().Contains(Key("f2")));
 }
 
 TEST_F(EngineClusterTest, DeadOwnerMeansTheOriginNotAFailedRead) {
