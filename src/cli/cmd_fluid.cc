@@ -6,12 +6,15 @@
 // JSON); diagnostics and progress go to stderr. A bad runtime.json is one line
 // naming the field and the value, exit 2; an operation that fails, exit 1.
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "daemon/control.h"
+#include "daemon/daemon.h"
+#include "daemon/holder_channel.h"
 #include "fluid/fluid_node.h"
 
 namespace granary::cli {
@@ -26,6 +29,7 @@ struct FluidFlags {
   std::string advertise;   // client / dataload
   std::string component;   // probe: worker | client
   bool liveness = false;   // probe: the process answers, mounts not checked
+  bool no_restart = false;  // client: no mount holder
   int threads = 64;        // dataload
   double watch_s = 1.0;
 };
@@ -45,11 +49,54 @@ fluid::FluidRunOptions RunOptions(const FluidFlags& f) {
   return o;
 }
 
+// `granary fluid client` without a holder above it: becomes the mount's
+// holder (the container's first process) and runs this command again under
+// it, so a daemon that crashes is replaced without losing the mount.
+int HoldClientMount(const FluidFlags& f) {
+  const std::string what = "fluid client";
+  auto rt = LoadRuntime(f);
+  if (!rt.ok()) return ReportError(what, rt.status());
+  auto mp = fluid::ClientMountpoint(*rt, RunOptions(f));
+  if (!mp.ok()) return ReportError(what, mp.status());
+  std::error_code ec;
+  std::filesystem::create_directories(*mp, ec);  // Fluid's target path may not exist yet
+  Status s = RunThisCommandUnderMountHolder(*mp, fluid::DatasetSource(*rt), f.run_dir,
+                                            /*allow_non_empty=*/false);
+  if (!s.ok()) {
+    ReportError(what, s);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
 int Serve(Role role, const FluidFlags& f, const GlobalFlags& globals) {
   // Foreground pods log at info to stderr (kubectl logs) unless told otherwise.
   if (globals.log_level == GlobalFlags{}.log_level) SetLogLevel("info").IgnoreError();
-  auto server = fluid::FluidServer::Start(role, RunOptions(f));
-  if (!server.ok()) return ReportError("fluid " + std::string(fluid::RoleName(role)), server.status());
+  const std::string what = "fluid " + std::string(fluid::RoleName(role));
+  fluid::FluidRunOptions options = RunOptions(f);
+  if (role == Role::kClient) {
+    auto holder = HolderChannel::FromEnvironment();
+    if (!holder.ok()) return ReportError(what, holder.status());
+    if (*holder == nullptr && !f.no_restart) return HoldClientMount(f);
+    options.holder = *holder;
+  }
+  auto server = fluid::FluidServer::Start(role, options);
+  if (options.holder) {
+    // Started by the holder: it reads how this process ends.
+    if (!server.ok()) {
+      GLOG_ERROR("{}: {}", what, server.status().ToString());
+      options.holder->SendFailed(server.status()).IgnoreError();
+      ExitHeldDaemon(server.status(), /*handed_over=*/false);
+    }
+    if (Status ready = options.holder->SendReady(); !ready.ok()) {
+      GLOG_WARN("mount holder: {}", ready.ToString());
+    }
+    Status s = (*server)->Run();
+    const bool handed_over = (*server)->daemon().handed_over();
+    server->reset();
+    ExitHeldDaemon(s, handed_over);
+  }
+  if (!server.ok()) return ReportError(what, server.status());
   Status s = (*server)->Run();
   if (!s.ok()) {
     ReportError("fluid " + std::string(fluid::RoleName(role)), s);
@@ -226,6 +273,8 @@ void RegisterFluidCommand(CLI::App& app, CliContext& ctx) {
                      "HOST:PORT of this member (default $POD_IP or the hostname at peerPort)");
   client->add_option("--watch-interval", f->watch_s, "Seconds between reads of runtime.json")
       ->capture_default_str();
+  client->add_flag("--no-restart", f->no_restart,
+                   "No mount holder: the mount dies with the daemon (no restart after a crash)");
   client->callback([&ctx, f] { ctx.action = [&ctx, f] { return Serve(Role::kClient, *f, ctx.flags); }; });
 
   CLI::App* probe = fluid->add_subcommand("probe", "Exit 0 when this pod serves every mount");

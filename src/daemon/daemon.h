@@ -341,6 +341,19 @@ bool IsMountpoint(std::string_view path);
 // under it and exits with the status the holder reads. Children never return.
 Status LaunchDaemon(DaemonOptions options);
 
+// Runs this process's own command line under a mount holder of
+// `mountpoint`, in this process (the Fluid client, which builds its daemon
+// itself): the holder starts the command again with kHolderFdEnv set; that
+// process serves with HolderChannel::FromEnvironment()'s channel in
+// DaemonOptions::holder, reports SendReady or SendFailed, and ends with
+// ExitHeldDaemon. Returns when the mount ends, as RunMountHolder does.
+Status RunThisCommandUnderMountHolder(const std::string& mountpoint, const std::string& source,
+                                      const std::string& run_dir, bool allow_non_empty);
+
+// How a daemon a mount holder started ends: with the exit status the holder
+// reads (handed over, a clean stop, a failure).
+[[noreturn]] void ExitHeldDaemon(const Status& shutdown, bool handed_over);
+
 // `granary umount`: SIGTERM to the daemon of `mountpoint` (its mount holder,
 // which stops the daemon; the daemon itself when the holder is gone) and
 // waits (up to `timeout`) for it to exit; if it is dead (or gone) and the mount remains,

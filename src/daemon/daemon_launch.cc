@@ -298,30 +298,38 @@ Status RunHeldDaemon(DaemonOptions options, std::shared_ptr<HolderChannel> holde
   Status s = (*d)->Run();
   const bool handed_over = (*d)->handed_over();
   d->reset();
-  if (!s.ok()) GLOG_ERROR("shutdown: {}", s.ToString());
-  std::fflush(nullptr);
-  ::_exit(handed_over ? kExitHandedOver : s.ok() ? 0 : 1);
+  ExitHeldDaemon(s, handed_over);
+}
+
+// The holder of `mountpoint` running this process's own command line.
+Result<MountHolderOptions> HolderOfThisCommand(const std::string& mountpoint,
+                                               const std::string& source,
+                                               const std::string& run_dir, bool allow_non_empty) {
+  const std::string mp = CanonicalMountpoint(mountpoint);
+  if (auto pid = ReadPidFile(run_dir, mp); pid.ok() && PidFileProcessAlive(*pid)) {
+    return InvalidArgument("mount point " + mp + " is already served by granary (pid " +
+                           std::to_string(pid->pid) + ")");
+  }
+  RETURN_IF_ERROR(CheckMountpoint(mp, allow_non_empty));
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  MountHolderOptions h{.binary = OwnBinary(),
+                       .argv = OwnCommandLine(),
+                       .mountpoint = mp,
+                       .source = source,
+                       .run_dir = run_dir};
+  if (h.binary.empty() || h.argv.empty()) return Internal("cannot read this process's command line");
+  return h;
 }
 
 // `granary mount` with a holder: the holder (this process in the
 // foreground, a background child otherwise) runs the daemon.
 Status LaunchHolder(DaemonOptions options) {
-  const std::string mp = CanonicalMountpoint(options.mountpoint);
-  if (auto pid = ReadPidFile(options.run_dir, mp); pid.ok() && PidFileProcessAlive(*pid)) {
-    return InvalidArgument("mount point " + mp + " is already served by granary (pid " +
-                           std::to_string(pid->pid) + ")");
-  }
-  RETURN_IF_ERROR(CheckMountpoint(mp, options.fuse.allow_non_empty));
-  std::error_code ec;
-  std::filesystem::create_directories(options.run_dir, ec);
-  MountHolderOptions h{.binary = OwnBinary(),
-                       .argv = OwnCommandLine(),
-                       .mountpoint = mp,
-                       .source = options.dataset.source,
-                       .run_dir = options.run_dir};
-  if (h.binary.empty() || h.argv.empty()) return Internal("cannot read this process's command line");
+  ASSIGN_OR_RETURN(MountHolderOptions h,
+                   HolderOfThisCommand(options.mountpoint, options.dataset.source,
+                                       options.run_dir, options.fuse.allow_non_empty));
   if (options.foreground) return RunMountHolder(h);
-  if (options.log_file.empty()) options.log_file = RunFilePath(options.run_dir, mp, "log");
+  if (options.log_file.empty()) options.log_file = RunFilePath(options.run_dir, h.mountpoint, "log");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   std::fflush(nullptr);
@@ -341,6 +349,19 @@ Status LaunchHolder(DaemonOptions options) {
 }
 
 }  // namespace
+
+void ExitHeldDaemon(const Status& shutdown, bool handed_over) {
+  if (!shutdown.ok()) GLOG_ERROR("shutdown: {}", shutdown.ToString());
+  std::fflush(nullptr);
+  ::_exit(handed_over ? kExitHandedOver : shutdown.ok() ? 0 : 1);
+}
+
+Status RunThisCommandUnderMountHolder(const std::string& mountpoint, const std::string& source,
+                                      const std::string& run_dir, bool allow_non_empty) {
+  ASSIGN_OR_RETURN(MountHolderOptions h,
+                   HolderOfThisCommand(mountpoint, source, run_dir, allow_non_empty));
+  return RunMountHolder(h);
+}
 
 Status LaunchDaemon(DaemonOptions options) {
   ASSIGN_OR_RETURN(std::shared_ptr<HolderChannel> holder, HolderChannel::FromEnvironment());

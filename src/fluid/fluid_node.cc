@@ -137,6 +137,19 @@ Result<std::vector<OpenedMount>> OpenMounts(const FluidRuntime& rt,
   return out;
 }
 
+Result<std::string> ClientMountpoint(const FluidRuntime& rt, const FluidRunOptions& options) {
+  std::string mp = options.mountpoint;
+  if (mp.empty()) {
+    const char* env = std::getenv("FLUID_RUNTIME_MOUNT_PATH");
+    mp = env && *env ? env : rt.target_path;
+  }
+  if (mp.empty()) {
+    return InvalidArgument("client: no mount point ($FLUID_RUNTIME_MOUNT_PATH and targetPath "
+                           "are empty)");
+  }
+  return mp;
+}
+
 Result<DaemonOptions> BuildDaemonOptions(const FluidRuntime& rt, Role role,
                                          const FluidRunOptions& options,
                                          std::shared_ptr<UnderStorage> table) {
@@ -168,15 +181,8 @@ Result<DaemonOptions> BuildDaemonOptions(const FluidRuntime& rt, Role role,
     for (const std::string& m : rt.access_modes) {
       if (m == "ReadWriteMany" || m == "ReadWriteOnce") o.writable = true;
     }
-    o.mountpoint = options.mountpoint;
-    if (o.mountpoint.empty()) {
-      const char* env = std::getenv("FLUID_RUNTIME_MOUNT_PATH");
-      o.mountpoint = env && *env ? env : rt.target_path;
-    }
-    if (o.mountpoint.empty()) {
-      return InvalidArgument("client: no mount point ($FLUID_RUNTIME_MOUNT_PATH and targetPath "
-                             "are empty)");
-    }
+    ASSIGN_OR_RETURN(o.mountpoint, ClientMountpoint(rt, options));
+    o.holder = options.holder;
     std::error_code ec;
     fs::create_directories(o.mountpoint, ec);  // Fluid's target path may not exist yet
     o.fuse.allow_other = true;  // the application pods' users read through it

@@ -55,7 +55,14 @@ struct FluidRunOptions {
   std::chrono::milliseconds watch_interval{1000};
   // Client: the FUSE mount point ("" = $FLUID_RUNTIME_MOUNT_PATH, else targetPath).
   std::string mountpoint;
+  // Client: the mount holder that keeps the FUSE connection when the process
+  // was started by one (HolderChannel::FromEnvironment()); nullptr otherwise.
+  std::shared_ptr<HolderChannel> holder;
 };
+
+// The client's mount point: options.mountpoint, else $FLUID_RUNTIME_MOUNT_PATH,
+// else the runtime's targetPath. InvalidArgument when all are empty.
+Result<std::string> ClientMountpoint(const FluidRuntime& rt, const FluidRunOptions& options);
 
 // A mount of runtime.json with its opened connector.
 struct OpenedMount {

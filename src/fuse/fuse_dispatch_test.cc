@@ -280,6 +280,55 @@ TEST_F(DispatcherTest, WritesAreReadOnlyAndUnknownOpcodesUnimplemented) {
   EXPECT_FALSE(Call(FUSE_INTERRUPT, 0, std::string(8, '\0')).send);
 }
 
+// A tree that renames: / { a, b } with Rename moving a name to another.
+class RenamingFs : public TinyFs {
+ public:
+  Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) override {
+    if (parent == kRootIno && names.contains(std::string(name))) {
+      return NodeAttr{.ino = names[std::string(name)], .size = 1};
+    }
+    return NotFound("no " + std::string(name));
+  }
+  int Rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+             std::string_view new_name) override {
+    auto it = names.find(std::string(name));
+    if (parent != kRootIno || new_parent != kRootIno || it == names.end()) return ENOENT;
+    const uint64_t ino = it->second;
+    names.erase(it);
+    names[std::string(new_name)] = ino;
+    return 0;
+  }
+  std::map<std::string, uint64_t> names = {{"a", 2}, {"b", 5}};
+};
+
+TEST(FuseResendTest, AResentRenameADeadDaemonCarriedOutSucceedsAndAMissingSourceStillFails) {
+  RenamingFs fs;
+  FuseOptions o;
+  o.mountpoint = "/unused";
+  o.writable = true;
+  FuseDispatcher d(&fs, o, 0, 0);
+  std::vector<char> out(1 << 16);
+  auto rename = [&](const std::string& from, const std::string& to, bool resent) {
+    fuse_rename_in in{};
+    in.newdir = kRootIno;
+    std::string body(reinterpret_cast<const char*>(&in), sizeof(in));
+    body += from + '\0' + to + '\0';
+    fuse_in_header h{};
+    h.opcode = FUSE_RENAME;
+    h.nodeid = kRootIno;
+    h.unique = 10 | (resent ? FUSE_UNIQUE_RESEND : 0);
+    h.len = static_cast<uint32_t>(sizeof(h) + body.size());
+    return d.Handle(h, std::span<const char>(body.data(), body.size()), out).error;
+  };
+  ASSERT_EQ(rename("a", "c", /*resent=*/false), 0);
+  // The daemon that did it died before replying; the kernel resends it.
+  EXPECT_EQ(rename("a", "c", /*resent=*/true), 0);
+  EXPECT_EQ(fs.names.at("c"), 2u);
+  // Not resent, or the target is not there: the source is missing.
+  EXPECT_EQ(rename("a", "c", /*resent=*/false), ENOENT);
+  EXPECT_EQ(rename("x", "y", /*resent=*/true), ENOENT);
+}
+
 TEST(FuseCachedModeTest, OpenAnswersEnosysSoTheKernelStopsSendingIt) {
   TinyFs fs;
   FuseOptions o;

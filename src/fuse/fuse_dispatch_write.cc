@@ -151,7 +151,13 @@ HandlerReply FuseDispatcher::DoWriteOp(const struct fuse_in_header& h, std::span
       std::string_view from = NameArg(body, skip);
       std::string_view to = NameArg(body, skip + from.size() + 1);
       if (from.empty() || to.empty()) return Error(EINVAL);
-      return Error(fs_->Rename(h.nodeid, from, newdir, to));
+      int err = fs_->Rename(h.nodeid, from, newdir, to);
+      // A previous daemon renamed it: the source is gone and the target is there.
+      if (err == ENOENT && Resent(h) && fs_->Lookup(newdir, to).ok() &&
+          !fs_->Lookup(h.nodeid, from).ok()) {
+        err = 0;
+      }
+      return Error(err);
     }
     default:
       // Links, special files, xattrs, fallocate, copy_file_range: not offered.

@@ -12,7 +12,10 @@
 //     epoch through the client), each block fetched from the origin once;
 //   - rewriting runtime.json adds a second mount, and removing it again takes it
 //     away, without a restart;
-//   - killing worker 1 leaves every read working.
+//   - killing worker 1 leaves every read working;
+//   - killing the client's daemon mid-epoch fails no read: the client's mount
+//     holder starts another daemon on the same FUSE connection; neither does
+//     an in-place upgrade (`granary mount --upgrade`).
 // And the entry points' answers to bad input: one line naming the field.
 //
 // Needs root, /dev/fuse, moto_server, unshare (skipped otherwise). Processes
@@ -22,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -29,6 +33,7 @@
 
 #include "cluster_harness.h"
 #include "daemon/daemon.h"
+#include "daemon/holder_channel.h"
 #include "daemon/status.h"
 #include "fuse/fuse_server.h"
 #include "subprocess.h"
@@ -335,6 +340,48 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   EXPECT_EQ(after.failures + after.mismatches, 0u)
       << (after.first_errors.empty() ? "" : after.first_errors[0]);
   EXPECT_EQ(Summary()["fileNum"], std::to_string(data_.size() + val_.size()));
+
+  // The client's daemon is killed (OOM, a crash) a quarter into an epoch: the
+  // mount holder, the pod's first process, starts another daemon on the same
+  // FUSE connection and no read fails.
+  const std::string client_run = dir_.path() + "/client/run";
+  auto held = AskMountHolder(client_run, mnt, {{"op", "status"}}, std::chrono::seconds(10));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  const pid_t first_daemon = held->value("daemon_pid", 0);
+  ASSERT_GT(first_daemon, 0);
+  EXPECT_EQ(held->value("holder_pid", 0), client_pid_);
+  std::atomic<bool> killed{false};
+  auto crashed = testing::ReadEpoch(
+      mnt + "/imagenet", data_, keys_,
+      EpochOptions{.threads = 8, .seed = 3, .block_size = kBlock, .on_read = [&](uint64_t n) {
+                     if (n >= keys_.size() / 4 && !killed.exchange(true)) {
+                       ::kill(first_daemon, SIGKILL);
+                     }
+                   }});
+  EXPECT_TRUE(killed.load());
+  EXPECT_EQ(crashed.reads, keys_.size());
+  EXPECT_EQ(crashed.failures + crashed.mismatches, 0u)
+      << (crashed.first_errors.empty() ? "" : crashed.first_errors[0]);
+  held = AskMountHolder(client_run, mnt, {{"op", "status"}}, std::chrono::seconds(10));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_NE(held->value("daemon_pid", 0), first_daemon);
+  EXPECT_EQ(held->value("restarts", 0), 1) << held->dump();
+  EXPECT_TRUE(WaitReady(kClientHost, "client", client_run))
+      << Tail(ReadFile(dir_.path() + "/client.log"), 10);
+  // An in-place upgrade of the client (to the same binary here), the command
+  // docs/kubernetes.md gives, a quarter into an epoch: no failed read either.
+  ProcessResult upgrade;
+  std::atomic<bool> upgraded{false};
+  auto during_upgrade = testing::ReadEpoch(
+      mnt + "/imagenet", data_, keys_,
+      EpochOptions{.threads = 8, .seed = 4, .block_size = kBlock, .on_read = [&](uint64_t n) {
+                     if (n >= keys_.size() / 4 && !upgraded.exchange(true)) {
+                       upgrade = Granary(kClientHost, {"mount", "--upgrade", mnt, "--run-dir", client_run});
+                     }
+                   }});
+  EXPECT_EQ(upgrade.exit_code, 0) << upgrade.out << upgrade.err;
+  EXPECT_EQ(during_upgrade.failures + during_upgrade.mismatches, 0u)
+      << (during_upgrade.first_errors.empty() ? "" : during_upgrade.first_errors[0]);
 
   // Fluid removes the second mount again: it disappears, without a restart.
   WriteRuntime(/*with_val=*/false);
