@@ -67,6 +67,14 @@ class ClusterSource : public BlockSource {
     bool next_in_line = false;
     return ReadFromOwner(ref, priority, &next_in_line);
   }
+  // A block this node owns (or was asked for by a peer) but does not hold,
+  // from the members that owned it before the last membership changes (a
+  // handover in progress, cluster/placement_history.h), asked only for what
+  // they hold: never an origin read on their side. NotFound: none holds it,
+  // or no handover is in progress.
+  virtual Result<BlockData> ReadFromPrevious(const BlockRef& ref, Priority priority) {
+    return NotFound("no handover in progress");
+  }
   // Asks the owner of a whole object (one that fits one block) to cache it
   // without sending the bytes here (cluster-wide warm-up). true: cached there.
   // NotFound: no live remote owner (the caller fetches it itself).

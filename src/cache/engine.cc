@@ -278,6 +278,66 @@ Result<bool> CacheEngine::WarmForPeer(const ObjectKey& key) {
   return FetchKey(key, Want{.priority = Priority::kLow, .wait_admission = true, .for_peer = true});
 }
 
+Result<ServedBlock> CacheEngine::ServeCached(const ObjectKey& key, uint64_t block) {
+  CallGuard guard(this);
+  if (key.dataset != options_.dataset || key.size == 0 || block >= BlockCount(key.size)) {
+    c_.served_errors.fetch_add(1, std::memory_order_relaxed);
+    return InvalidArgument(key.key + ": block " + std::to_string(block) + " of dataset " +
+                           key.dataset + " asked of a node serving " + options_.dataset);
+  }
+  const uint64_t length = BlockLength(key.size, block);
+  if (auto f = store_->OpenBlockFile(key, block); f.ok()) {
+    c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
+    c_.served_hits.fetch_add(1, std::memory_order_relaxed);
+    c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
+    return ServedBlock{
+        .fd = f->fd, .file_offset = f->offset, .length = f->length, .checksum = f->checksum};
+  }
+  // Fetched, not yet admitted: its flight holds the bytes.
+  std::shared_ptr<Flight> flight;
+  {
+    std::lock_guard lock(flights_mu_);
+    auto it = flights_.find(FlightKeyOf(key, block));
+    if (it != flights_.end()) flight = it->second;
+  }
+  if (flight) {
+    std::lock_guard lock(flight->mu);
+    if (flight->data_ready && flight->status.ok() && flight->data &&
+        flight->data->size() == length) {
+      c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
+      c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
+      return ServedBlock{.bytes = flight->data, .file_offset = block * block_size_,
+                         .length = length};
+    }
+  }
+  return NotFound(key.key + " block " + std::to_string(block) + " is not held here");
+}
+
+Result<bool> CacheEngine::PullFromPrevious(const ObjectKey& key, uint64_t block) {
+  CallGuard guard(this);
+  const uint64_t offset = block * block_size_;
+  const uint64_t length = BlockLength(key.size, block);
+  if (store_->ContainsRange(key, offset, length)) return true;
+  if (!cluster_) return false;
+  // Not through the single-flight map: a reader joining this request would
+  // get its "nobody holds it" instead of the origin's bytes. A reader racing
+  // it asks the same earlier owners, so at worst a block crosses twice.
+  const BlockRef ref{.key = key, .block = block, .offset = offset, .length = length};
+  auto data = cluster_->ReadFromPrevious(ref, Priority::kLow);
+  if (!data.ok()) {
+    if (data.status().code() == Code::kNotFound) return false;
+    return data.status();
+  }
+  if ((*data)->size() != length) return false;
+  auto r = store_->AdmitBlock(key, block, (*data)->view(), /*served=*/true, AdmitKind::kOwned);
+  if (!r.ok()) {
+    c_.admit_errors.fetch_add(1, std::memory_order_relaxed);
+    return r.status();
+  }
+  (*r ? c_.admitted : c_.not_admitted).fetch_add(1, std::memory_order_relaxed);
+  return *r;
+}
+
 bool CacheEngine::IsCached(const Snapshot& snap, uint64_t ino) const {
   auto entry = snap.Get(ino);
   if (!entry || entry->is_dir) return false;
@@ -498,6 +558,13 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
     if (want.peer_only) return NotFound("no owner of " + ref.key.key + " answered");
   }
   if (want.skip_peer) *kind = want.origin_kind;
+  // A block this node owns (or a peer asked it for) may still be held by its
+  // owner before a membership change: a handover asks there before the
+  // origin (the cluster answers at once when no handover is in progress).
+  if (cluster_ && !want.skip_peer) {
+    auto r = cluster_->ReadFromPrevious(ref, want.priority);
+    if (r.ok() && (*r)->size() == ref.length) return r;
+  }
   return origin_->ReadBlockUntil(ref, want.priority, deadline, &shutdown_);
 }
 

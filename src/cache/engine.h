@@ -235,6 +235,16 @@ class CacheEngine {
   // A peer's warm-up request: makes the whole object cached here (origin
   // only). true: cached; false: the store refused it.
   Result<bool> WarmForPeer(const ObjectKey& key);
+  // A handover's request from the block's new owner: the block only if this
+  // node holds it (a cache file's region, or the bytes of a fetch waiting
+  // for admission); NotFound otherwise. Never fetches.
+  Result<ServedBlock> ServeCached(const ObjectKey& key, uint64_t block);
+  // The background half of a handover: makes block `block` of `key`, which
+  // this node now owns, cached here from the members that owned it before
+  // (ClusterSource::ReadFromPrevious), kept as owned data. true: cached here
+  // (or already was); false: no earlier owner holds it (it is read from the
+  // origin when someone first asks for it). Never reads the origin.
+  Result<bool> PullFromPrevious(const ObjectKey& key, uint64_t block);
 
   // True if file `ino` is completely cached.
   bool IsCached(uint64_t ino) const { return IsCached(*snapshot(), ino); }

@@ -24,11 +24,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Owns the keys in `owned`; serves other blocks from `peer_bytes` unless `down`.
+// Owns the keys in `owned`; serves other blocks from `peer_bytes` unless
+// `down`; the earlier owners of a handover hold `previous_bytes`.
 class FakeCluster : public ClusterSource {
  public:
   std::set<std::string> owned;
   std::map<std::string, std::string> peer_bytes;  // key -> whole object
+  std::map<std::string, std::string> previous_bytes;  // key -> whole object
+  std::atomic<int> previous_reads{0};
   std::atomic<bool> down{false};
   std::atomic<int> reads{0}, warms{0};
   std::mutex mu;
@@ -47,6 +50,12 @@ class FakeCluster : public ClusterSource {
     if (down) return Unavailable("peer down");
     auto it = peer_bytes.find(ref.key.key);
     if (it == peer_bytes.end()) return NotFound("not there");
+    return BlockData(BlockBuffer::Adopt(it->second.substr(ref.offset, ref.length)));
+  }
+  Result<BlockData> ReadFromPrevious(const BlockRef& ref, Priority) override {
+    ++previous_reads;
+    auto it = previous_bytes.find(ref.key.key);
+    if (it == previous_bytes.end()) return NotFound("no earlier owner holds it");
     return BlockData(BlockBuffer::Adopt(it->second.substr(ref.offset, ref.length)));
   }
   Result<bool> WarmRemote(const ObjectKey& key) override {
@@ -123,6 +132,34 @@ TEST_F(EngineClusterTest, OwnedFromOriginOthersFromTheirOwnerKeptAsNearCopies) {
   }
   EXPECT_TRUE(ds_->store().Contains(Key("f2")));
   EXPECT_EQ(ds_->engine().stats().near_admitted, 1u);
+}
+
+// After a membership change, a block this node now owns comes from the
+// node that owned it before, not from the origin; the background pull keeps
+// it as owned data and never reads the origin; a handover request is served
+// only from what this node holds.
+TEST_F(EngineClusterTest, AHandoverTakesOwnedBlocksFromTheirEarlierOwnerNotTheOrigin) {
+  cluster_->previous_bytes = {{"ds/f0", bodies_["f0"]}, {"ds/f1", bodies_["f1"]}};
+  EXPECT_EQ(Read("f0"), bodies_["f0"]);
+  EXPECT_EQ(ds_->engine().stats().origin_requests, 0u);
+
+  auto pulled = ds_->engine().PullFromPrevious(Key("f1"), 0);
+  ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+  EXPECT_TRUE(*pulled);
+  EXPECT_TRUE(ds_->store().Contains(Key("f1")));
+  cluster_->owned.insert("ds/f3");  // owned now, held by no earlier owner
+  auto absent = ds_->engine().PullFromPrevious(Key("f3"), 0);
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(*absent);
+  EXPECT_FALSE(ds_->store().Contains(Key("f3")));
+  EXPECT_EQ(ds_->engine().stats().origin_requests, 0u) << "a handover never reads the origin";
+
+  auto served = ds_->engine().ServeCached(Key("f1"), 0);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_EQ(served->length, bodies_["f1"].size());
+  if (served->fd >= 0) ::close(served->fd);
+  EXPECT_EQ(ds_->engine().ServeCached(Key("f2"), 0).status().code(), Code::kNotFound);
+  EXPECT_EQ(ds_->engine().stats().origin_requests, 0u) << "a handover request fetches nothing";
 }
 
 // Records what the engine pushes into "the mount's page cache".

@@ -29,6 +29,10 @@ void AddClusterFlags(CLI::App* cmd, ClusterFlags* f) {
       ->option_text("DURATION");
   cmd->add_flag("--cluster-client-only", f->client_only,
                 "Own no data: read through the other members");
+  cmd->add_option("--cluster-drain-timeout", f->drain_timeout,
+                  "On SIGTERM, wait at most this long for the other members to take over this "
+                  "node's share before leaving (default 60s; 0 = leave at once)")
+      ->option_text("DURATION");
 }
 
 Result<ClusterOptions> BuildClusterOptions(const ClusterFlags& f, const ClusterConfig* config) {
@@ -53,6 +57,11 @@ Result<ClusterOptions> BuildClusterOptions(const ClusterFlags& f, const ClusterC
     if (!d.ok()) return InvalidArgument("--cluster-peer-timeout: " + d.status().message());
     o.peer_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
     if (o.peer_timeout.count() <= 0) return InvalidArgument("--cluster-peer-timeout: must be > 0");
+  }
+  if (!f.drain_timeout.empty()) {
+    auto d = ParseDuration(f.drain_timeout);
+    if (!d.ok()) return InvalidArgument("--cluster-drain-timeout: " + d.status().message());
+    o.drain_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
   }
   RETURN_IF_ERROR(o.Validate());
   return o;

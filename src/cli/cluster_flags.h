@@ -23,6 +23,7 @@ struct ClusterFlags {
   int replicas = 0;  // 0: not given
   std::string peer_timeout;
   bool client_only = false;
+  std::string drain_timeout;
 };
 
 // Adds the flags to `cmd`.

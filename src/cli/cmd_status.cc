@@ -30,6 +30,17 @@ std::string Percent(double ratio) {
   return buf;
 }
 
+// A member's handover after a membership change: "-" when none is in
+// progress, else how far its pass over the snapshot got.
+std::string Handover(const nlohmann::json& status) {
+  if (!status.contains("cluster") || !status["cluster"].contains("handover")) return "-";
+  const nlohmann::json& h = status["cluster"]["handover"];
+  if (h.value("previous_sets", uint64_t{0}) == 0) return "-";
+  const uint64_t total = h.value("objects_total", uint64_t{0});
+  const uint64_t checked = h.value("objects_checked", uint64_t{0});
+  return Percent(total ? static_cast<double>(checked) / static_cast<double>(total) : 0.0);
+}
+
 // The cluster table: totals, then one row per member.
 std::string FormatClusterTable(const nlohmann::json& c) {
   const nlohmann::json& t = c["totals"];
@@ -50,8 +61,8 @@ std::string FormatClusterTable(const nlohmann::json& c) {
                 Percent(t.value("hit_ratio_reads", 0.0)).c_str(),
                 static_cast<unsigned long long>(t.value("origin_requests", uint64_t{0})));
   out += line;
-  std::snprintf(line, sizeof line, "\n%-22s %-6s %-12s %-12s %-9s %-9s %s\n", "NODE", "STATE",
-                "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "ORIGIN GETS");
+  std::snprintf(line, sizeof line, "\n%-22s %-6s %-12s %-12s %-9s %-9s %-11s %s\n", "NODE",
+                "STATE", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "ORIGIN GETS", "HANDOVER");
   out += line;
   for (const nlohmann::json& m : c["members"]) {
     const std::string node = m.value("address", "") + (m.value("self", false) ? " *" : "");
@@ -61,10 +72,12 @@ std::string FormatClusterTable(const nlohmann::json& c) {
       std::snprintf(line, sizeof line, "%-22s %-6s %s\n", node.c_str(), "down",
                     m.value("error", st.status().message()).c_str());
     } else {
-      std::snprintf(line, sizeof line, "%-22s %-6s %-12s %-12s %-9s %-9s %llu\n", node.c_str(),
-                    "up", FluidSize(st->cached_bytes).c_str(), FluidSize(st->capacity).c_str(),
-                    Percent(st->cached_ratio).c_str(), Percent(st->hit_ratio_reads).c_str(),
-                    static_cast<unsigned long long>(st->origin_requests));
+      std::snprintf(line, sizeof line, "%-22s %-6s %-12s %-12s %-9s %-9s %-11llu %s\n",
+                    node.c_str(), "up", FluidSize(st->cached_bytes).c_str(),
+                    FluidSize(st->capacity).c_str(), Percent(st->cached_ratio).c_str(),
+                    Percent(st->hit_ratio_reads).c_str(),
+                    static_cast<unsigned long long>(st->origin_requests),
+                    Handover(m["status"]).c_str());
     }
     out += line;
   }

@@ -97,8 +97,13 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
   nlohmann::json j = options_.cluster->MemberStatuses();
   // Totals over the members that answered: the cluster's cache.
   uint64_t cached = 0, files = 0, capacity = 0, up = 0, hits = 0, reads = 0, origin = 0;
+  uint64_t handovers = 0;
   for (const nlohmann::json& m : j["members"]) {
     if (m.value("state", "") != "up") continue;
+    if (const nlohmann::json& c = m["status"].value("cluster", nlohmann::json::object());
+        c.contains("handover") && c["handover"].value("previous_sets", uint64_t{0}) > 0) {
+      ++handovers;
+    }
     auto st = StatusFromJson(m["status"]);
     if (!st.ok()) continue;
     ++up;
@@ -128,7 +133,8 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
                                                              static_cast<double>(self.ufs_total_bytes)
                                                        : 1.0},
                  {"hit_ratio_reads", reads ? static_cast<double>(hits) / static_cast<double>(reads) : 0.0},
-                 {"origin_requests", origin}};
+                 {"origin_requests", origin},
+                 {"handovers_in_progress", handovers}};
   return j;
 }
 

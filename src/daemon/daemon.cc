@@ -468,6 +468,16 @@ Status Daemon::Run() {
 
 Status Daemon::Shutdown() {
   if (shut_down_.exchange(true)) return Status::Ok();
+  // A cluster member leaving (not a mount handed over) first lets the others
+  // take over its share, still serving reads and peers meanwhile. A member
+  // of a static list leaves only when the others' lists no longer name it
+  // (otherwise it is a restart, and its share comes back with it).
+  ClusterNode* cluster = dataset_ && !handover_.load() ? dataset_->cluster() : nullptr;
+  const ClusterOptions& co = options_.dataset.cluster;
+  if (cluster && co.drain_timeout.count() > 0 && !co.client_only &&
+      (!co.etcd.empty() || cluster->RemovedByOthers())) {
+    if (Status s = cluster->Drain(co.drain_timeout); !s.ok()) GLOG_WARN("cluster: {}", s.ToString());
+  }
   std::vector<std::function<void()>> hooks;
   {
     std::lock_guard lock(stop_mu_);

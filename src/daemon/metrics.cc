@@ -205,6 +205,20 @@ void RenderCluster(Writer& w, const EngineStats& e, const StoreStats& s, const C
         c.members);
   w.One("granary_cluster_remote_hits_total", "counter", "Blocks read from their owner peers.",
         e.peer_blocks);
+  w.One("granary_cluster_views_total", "counter",
+        "Member sets this node has seen (each change of a member, its address or its capacity "
+        "is one more).",
+        c.placement_generation);
+  w.One("granary_cluster_handover_previous_sets", "gauge",
+        "Earlier member sets this node still takes its share over from (0: no handover in "
+        "progress).",
+        c.handover.previous_sets);
+  w.One("granary_cluster_handover_blocks_total", "counter",
+        "Blocks this node received from their owners before a membership change.",
+        c.handover.blocks);
+  w.One("granary_cluster_handover_bytes_total", "counter",
+        "Bytes this node received from their owners before a membership change.",
+        c.handover.bytes);
   w.One("granary_cluster_remote_bytes_total", "counter", "Bytes read from owner peers.",
         e.peer_bytes);
   w.One("granary_cluster_fallbacks_total", "counter",

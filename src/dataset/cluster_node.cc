@@ -6,9 +6,11 @@
 #include <future>
 
 #include "cluster/etcd_membership.h"
+#include "cluster/node_identity.h"
 #include "cluster/static_membership.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "dataset/cluster_stats_json.h"
 #include "dataset/dataset.h"
 #include "net/auth.h"
 
@@ -72,7 +74,8 @@ Status ClusterOptions::Validate() const {
 ClusterNode::ClusterNode(const ClusterOptions& options, Dataset* dataset)
     : options_(options),
       dataset_(dataset),
-      self_id_(options.advertise.empty() ? options.listen : options.advertise) {}
+      self_id_(options.advertise.empty() ? options.listen : options.advertise),
+      self_address_(self_id_) {}
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& options,
                                                         Dataset* dataset) {
@@ -93,6 +96,13 @@ Status ClusterNode::StartAll() {
   if (!options_.secret_file.empty()) {
     ASSIGN_OR_RETURN(secret_, net::ReadSecretFile(options_.secret_file));
   }
+  // With etcd the id lives on the disk, so the node keeps its share at any
+  // address; a static list names its members by address.
+  if (!options_.etcd.empty()) {
+    ASSIGN_OR_RETURN(self_id_, cluster::LoadOrCreateNodeId(dataset_->dir()));
+  }
+  history_ = std::make_unique<cluster::PlacementHistory>(self_id_, options_.replicas);
+  handover_thread_ = std::thread([this] { HandoverLoop(); });
   // A client-only member owns nothing, so no peer ever asks it for a block:
   // it opens no port (a pod need not expose one). Its listen/advertise
   // address only names it.
@@ -110,7 +120,7 @@ Status ClusterNode::StartAll() {
                                   this));
   }
   const Member self{.node_id = self_id_,
-                    .address = self_id_,
+                    .address = self_address_,
                     .capacity = options_.client_only ? 0 : StoreCapacity(dataset_->store()),
                     .started_unix_ms = NowUnixMs()};
   if (!options_.etcd.empty()) {
@@ -139,8 +149,9 @@ Status ClusterNode::StartAll() {
   }
   membership_->OnChange([this](std::shared_ptr<const Placement> next) { OnMembership(next); });
   RETURN_IF_ERROR(membership_->Start());
-  placement_.store(membership_->placement());
-  GLOG_INFO("cluster: node {} {} ({}; {} members, {} replica{})", self_id_,
+  // A static list publishes no change: its one view is the first.
+  if (!placement_.load()) OnMembership(membership_->placement());
+  GLOG_INFO("cluster: node {} at {} {} ({}; {} members, {} replica{})", self_id_, self_address_,
             server_ ? "serving peers on " + server_->address()
                     : std::string("client-only: owns nothing, no peer port"),
             membership_->Describe(), placement()->members().size(), options_.replicas,
@@ -149,9 +160,36 @@ Status ClusterNode::StartAll() {
 }
 
 void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
-  std::shared_ptr<const Placement> prev = placement_.exchange(next);
+  // Callbacks run one at a time: load, record, then publish, so that a
+  // status showing the new set also shows the handover it started.
+  std::shared_ptr<const Placement> prev = placement_.load();
+  const std::shared_ptr<const Placement> old = prev;
   GLOG_INFO("cluster: membership changed: {} -> {} members", prev ? prev->members().size() : 0,
             next->members().size());
+  if (next->Find(self_id_) != nullptr) last_with_self_.store(next);
+  // The first view from etcd: before this node registered, the others there
+  // owned its share (a node joining, or one back after a while). A static
+  // list's first view names nodes that may not be up yet: nothing is asked
+  // of them (a node starting early would only learn they are down).
+  if (!prev && !options_.etcd.empty()) {
+    std::vector<Member> others;
+    for (const Member& m : next->members()) {
+      if (m.node_id != self_id_) others.push_back(m);
+    }
+    prev = std::make_shared<const Placement>(std::move(others));
+  }
+  const uint64_t generation = history_->Record(prev, *next);
+  placement_.store(next);
+  if (old) {
+    for (const Member& m : old->members()) {
+      if (next->Find(m.node_id) == nullptr) health_.Forget(m.node_id);
+    }
+  }
+  {
+    std::lock_guard lock(handover_mu_);
+    handover_wanted_ = generation;
+  }
+  handover_cv_.notify_all();
   // The store's owned-object counters follow the new placement. Not under
   // clients_mu_: the recount calls Owns() for every complete object.
   dataset_->store().RecountOwnership();
@@ -162,7 +200,6 @@ void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
     if (live) {
       ++it;
     } else {
-      health_.Forget(it->first);
       retired_.push_back(std::move(it->second));
       it = clients_.erase(it);
     }
@@ -171,6 +208,7 @@ void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
 
 void ClusterNode::Stop() {
   if (stopped_.exchange(true)) return;
+  StopHandover();
   if (membership_) membership_->Stop();
   server_.reset();
 }
@@ -318,6 +356,9 @@ Result<std::string> ClusterNode::StatusJson() {
   }
   if (!provider) return Unavailable("node " + self_id_ + " is starting");
   ASSIGN_OR_RETURN(nlohmann::json j, provider());
+  // Its member set and handover: what a draining node waits on, and the
+  // handover's progress in `granary status --cluster`.
+  j["cluster"] = ToJson(stats());
   return j.dump();
 }
 
@@ -352,11 +393,20 @@ nlohmann::json ClusterNode::MemberStatuses() {
 
 ClusterStats ClusterNode::stats() const {
   ClusterStats s{.self = self_id_,
+                 .address = self_address_,
                  .membership = membership_ ? membership_->Describe() : ""};
   if (std::shared_ptr<const Placement> p = placement_.load()) {
     s.members = p->members().size();
     s.placement_generation = p->generation();
+    for (const Member& m : p->members()) s.member_ids.push_back(m.node_id);
   }
+  auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.handover = HandoverStats{.previous_sets = history_ ? history_->kept() : 0,
+                             .objects_total = ld(handover_.objects_total),
+                             .objects_checked = ld(handover_.objects_checked),
+                             .passes = ld(handover_.passes),
+                             .blocks = ld(handover_.blocks),
+                             .bytes = ld(handover_.bytes)};
   s.peer_latency_buckets.assign(net::kPeerLatencyBuckets, 0);
   for (size_t k = 0; k < net::kPeerErrorKinds; ++k) {
     s.peer_errors[net::PeerErrorKindName(static_cast<net::PeerErrorKind>(k))] = 0;

@@ -10,18 +10,35 @@
 // list (the engine then reads the origin). A peer's failure never fails a
 // read.
 //
+// Membership changes are handovers (cluster_handover.cc): after a change,
+// a block this node now owns but does not hold is asked of the members that
+// owned it before (cached copies only) before the origin, and a background
+// pass pulls the node's new share from them at low priority; when the pass
+// ends the earlier member sets are forgotten. Drain() is the leaving side:
+// out of the member set first, serving what it holds until the others have
+// taken it over.
+//
+// Identity: with etcd a node's id is kept in its dataset directory
+// (cluster/node_identity.h), so a node back on the same disk is the same
+// member at any address; with a static list the id is the listed address.
+//
 // Thread safety: every public method may be called from any thread once
 // Start() returned. clients_mu_ guards clients_; the placement is an atomic
-// shared_ptr replaced on membership changes.
+// shared_ptr replaced on membership changes; handover_mu_ guards the
+// handover thread's wake-up state. Lock order: none of these is held while
+// another is taken.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +47,7 @@
 #include "cluster/membership.h"
 #include "cluster/peer_health.h"
 #include "cluster/placement.h"
+#include "cluster/placement_history.h"
 #include "common/shared_slot.h"
 #include "dataset/cluster_options.h"
 #include "net/peer_client.h"
@@ -41,11 +59,24 @@ namespace granary {
 class Dataset;
 
 // The cluster's counters and view, for status and /metrics.
+// Progress of the handover after membership changes (see ClusterNode).
+struct HandoverStats {
+  uint64_t previous_sets = 0;    // earlier member sets still asked (0: no handover in progress)
+  uint64_t objects_total = 0;    // objects the running pass walks (the snapshot's files)
+  uint64_t objects_checked = 0;  // of those, walked so far
+  uint64_t passes = 0;           // passes that ended (each ends a handover)
+  uint64_t blocks = 0;           // blocks received from earlier owners (pass and reads)
+  uint64_t bytes = 0;            // their bytes
+};
+
 struct ClusterStats {
-  std::string self;                 // this node's id (advertised address)
+  std::string self;                 // this node's id (etcd: from its cache dir; static: its address)
+  std::string address;              // the address peers reach it at
   std::string membership;           // Membership::Describe()
   uint64_t members = 0;             // live members, this node included
   uint64_t placement_generation = 0;
+  std::vector<std::string> member_ids;  // the live members' ids, sorted
+  HandoverStats handover;
   // (Blocks read from peers and fallbacks to the origin are the engine's
   // peer_blocks, peer_bytes and peer_fallbacks.)
   // Peer client errors by kind (connect, timeout, auth, protocol, checksum, remote).
@@ -68,6 +99,18 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   // Leaves the membership and stops the peer server. Idempotent.
   void Stop();
 
+  // Graceful leave: leaves the member set (etcd: its key is deleted at once;
+  // static: the other nodes' lists decide) while the peer server keeps
+  // serving what this node holds, and returns once every other member
+  // answers with a member set without this node and no handover in
+  // progress (each has taken over its part of this node's share), or at
+  // `timeout` (DeadlineExceeded saying who had not). Reads on this node keep
+  // working throughout (as a client of the others). Stop() follows.
+  Status Drain(std::chrono::milliseconds timeout);
+  // True when some member's last answered status lists a member set without
+  // this node: it is being removed from a static list (SIGTERM drains then).
+  bool RemovedByOthers();
+
   // --- ClusterSource (the engine's read path) ---
   std::string_view name() const override { return "peer"; }
   bool Owns(const ObjectKey& key, uint64_t block) const override;
@@ -75,9 +118,11 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   Result<BlockData> ReadFromOwner(const BlockRef& ref, Priority priority,
                                   bool* next_in_line) override;
   Result<bool> WarmRemote(const ObjectKey& key) override;
+  Result<BlockData> ReadFromPrevious(const BlockRef& ref, Priority priority) override;
 
   // --- net::PeerService (other nodes' requests) ---
   Result<net::BlockPayload> GetBlock(const net::BlockRequest& r) override;
+  Result<net::BlockPayload> GetCachedBlock(const net::BlockRequest& r) override;
   Result<bool> Warm(const net::BlockRequest& r) override;
   Result<std::string> StatusJson() override;
 
@@ -92,6 +137,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
 
   ClusterStats stats() const;
   const std::string& self_id() const { return self_id_; }
+  const std::string& self_address() const { return self_address_; }
   std::shared_ptr<const cluster::Placement> placement() const { return placement_.load(); }
   std::string listen_address() const;
 
@@ -105,10 +151,19 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   std::shared_ptr<net::PeerClient> ClientFor(const cluster::Member& m);
   net::BlockRequest RequestOf(const ObjectKey& key, uint64_t block) const;
   void OnMembership(std::shared_ptr<const cluster::Placement> next);
+  // The handover thread: one pass over the snapshot per batch of changes.
+  void HandoverLoop();
+  // Pulls every block this node owns, lacks and an earlier owner may hold.
+  // false: interrupted (a newer change, or stopping) before the end.
+  bool RunHandoverPass(uint64_t generation);
+  void StopHandover();
+  // Each other member's status ({"node", "state", "status"?}); no lock held.
+  std::vector<nlohmann::json> OtherMemberStatuses(const std::vector<cluster::Member>& members);
 
   ClusterOptions options_;
   Dataset* dataset_;
-  std::string self_id_;
+  std::string self_id_;       // set by StartAll before anything uses it
+  std::string self_address_;  // advertise, or listen
   std::string secret_;  // never logged
   std::unique_ptr<cluster::Membership> membership_;
   std::unique_ptr<net::PeerServer> server_;
@@ -122,6 +177,20 @@ class ClusterNode : public ClusterSource, public net::PeerService {
 
   std::mutex provider_mu_;  // guards status_provider_
   std::function<Result<nlohmann::json>()> status_provider_;
+
+  std::unique_ptr<cluster::PlacementHistory> history_;  // set by StartAll
+  // Members of the last view that held this node, for a drain to ask.
+  SharedSlot<const cluster::Placement> last_with_self_;
+
+  std::mutex handover_mu_;  // guards handover_wanted_, handover_stop_
+  std::condition_variable handover_cv_;
+  uint64_t handover_wanted_ = 0;  // history generation a pass should cover
+  bool handover_stop_ = false;
+  std::thread handover_thread_;
+  struct HandoverCounters {
+    std::atomic<uint64_t> objects_total{0}, objects_checked{0}, passes{0}, blocks{0}, bytes{0};
+  };
+  HandoverCounters handover_;
 
   std::atomic<bool> stopped_{false};
 };

@@ -41,6 +41,9 @@ struct ClusterOptions {
   bool client_only = false;
   // etcd lease TTL: a member that stops renewing is gone after this.
   std::chrono::milliseconds etcd_ttl{3000};
+  // Graceful leave on SIGTERM: how long a leaving node waits for the other
+  // members to take over its share (ClusterNode::Drain); 0 = leave at once.
+  std::chrono::milliseconds drain_timeout{60000};
 
   bool enabled() const { return !listen.empty(); }
   // Checks the combination once; errors name the flag and the value.

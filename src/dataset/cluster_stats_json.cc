@@ -13,6 +13,14 @@ constexpr std::array kClusterCounters = {
     JsonCounter<ClusterStats>{"members", &ClusterStats::members},
     JsonCounter<ClusterStats>{"placement_generation", &ClusterStats::placement_generation},
 };
+constexpr std::array kHandoverCounters = {
+    JsonCounter<HandoverStats>{"previous_sets", &HandoverStats::previous_sets},
+    JsonCounter<HandoverStats>{"objects_total", &HandoverStats::objects_total},
+    JsonCounter<HandoverStats>{"objects_checked", &HandoverStats::objects_checked},
+    JsonCounter<HandoverStats>{"passes", &HandoverStats::passes},
+    JsonCounter<HandoverStats>{"blocks", &HandoverStats::blocks},
+    JsonCounter<HandoverStats>{"bytes", &HandoverStats::bytes},
+};
 using net::PeerServerStats;
 constexpr std::array kServerCounters = {
     JsonCounter<PeerServerStats>{"connections_accepted", &PeerServerStats::connections_accepted},
@@ -46,8 +54,13 @@ Result<PeerServerStats> ServerFromJson(const nlohmann::json& j) {
 nlohmann::json ToJson(const ClusterStats& s) {
   nlohmann::json j = nlohmann::json::object();
   j["self"] = s.self;
+  j["address"] = s.address;
   j["membership"] = s.membership;
   PutCounters(j, s, kClusterCounters);
+  j["member_ids"] = s.member_ids;
+  nlohmann::json handover = nlohmann::json::object();
+  PutCounters(handover, s.handover, kHandoverCounters);
+  j["handover"] = std::move(handover);
   j["peer_errors"] = s.peer_errors;
   j["peer_latency_buckets"] = s.peer_latency_buckets;
   j["peer_latency_sum_s"] = s.peer_latency_sum_s;
@@ -59,8 +72,10 @@ Result<ClusterStats> ClusterStatsFromJson(const nlohmann::json& j) {
   ClusterStats s;
   JsonFields in(j, "cluster stats");
   in.Get("self", s.self);
+  in.Get("address", s.address);
   in.Get("membership", s.membership);
   in.GetCounters(s, kClusterCounters);
+  in.Get("member_ids", s.member_ids);
   in.Get("peer_errors", s.peer_errors);
   in.Get("peer_latency_buckets", s.peer_latency_buckets);
   in.Get("peer_latency_sum_s", s.peer_latency_sum_s);
@@ -69,6 +84,11 @@ Result<ClusterStats> ClusterStatsFromJson(const nlohmann::json& j) {
     return InvalidArgument("cluster stats: field 'peer_latency_buckets' has " +
                            std::to_string(s.peer_latency_buckets.size()) + " buckets, not " +
                            std::to_string(net::kPeerLatencyBuckets));
+  }
+  if (const nlohmann::json* handover = in.Find("handover")) {
+    JsonFields h(*handover, "cluster stats: handover");
+    h.GetCounters(s.handover, kHandoverCounters);
+    RETURN_IF_ERROR(h.status());
   }
   if (const nlohmann::json* server = in.Find("server")) {
     ASSIGN_OR_RETURN(s.server, ServerFromJson(*server));

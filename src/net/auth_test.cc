@@ -76,9 +76,9 @@ TEST(AuthTest, DatasetMismatch) {
 
 TEST(AuthTest, VersionMismatch) {
   HelloBody hello = MakeHello(Node(""), {});
-  hello.version = 2;
+  hello.version = 3;
   Status s = CheckHello(hello, Node(""), "p:1");
-  EXPECT_NE(s.message().find("speaks peer protocol version 2, this node version 1"),
+  EXPECT_NE(s.message().find("speaks peer protocol version 3, this node version 2"),
             std::string::npos)
       << s.ToString();
 }

@@ -56,6 +56,7 @@ std::string OpName(Op op) {
     case Op::kError: return "error";
     case Op::kPing: return "ping";
     case Op::kPong: return "pong";
+    case Op::kGetCachedBlock: return "get_cached_block";
   }
   return "op_" + std::to_string(static_cast<int>(op));
 }

@@ -26,7 +26,7 @@ namespace granary::net {
 // "GRNY" as it appears on the wire (bytes 'G' 'R' 'N' 'Y'), read as a little-endian u32.
 inline constexpr uint32_t kFrameMagic = 0x594E5247;
 // The only protocol version this build speaks.
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;
 // Bytes in a frame header.
 inline constexpr size_t kFrameHeaderSize = 32;
 // Largest payload a frame may carry (64 MiB): one block plus nothing else.
@@ -46,9 +46,11 @@ enum class Op : uint8_t {
   kError = 10,        // either way: a request (or the handshake) failed: Code + message
   kPing = 11,         // client → server: liveness probe (empty body)
   kPong = 12,         // server → client: answer to kPing (empty body)
+  kGetCachedBlock = 13,  // client → server: one block only if the server holds it (BlockRequest);
+                         // never fetched for it: NotFound otherwise (a handover's request)
 };
 // One past the largest Op value: the size of per-op counter arrays.
-inline constexpr size_t kOpSlots = 13;
+inline constexpr size_t kOpSlots = 14;
 
 // "get_block" style name, or "op_<n>" for an unknown value.
 std::string OpName(Op op);

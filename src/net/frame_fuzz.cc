@@ -26,10 +26,10 @@ void DecodeBodies(std::string_view payload) {
   if (auto h = DecodeHello(payload); h.ok()) Check(EncodeHello(*h) == payload);
   if (auto a = DecodeAuth(payload); a.ok()) Check(EncodeAuth(*a) == payload);
   if (auto o = DecodeAuthOk(payload); o.ok()) Check(EncodeAuthOk(*o) == payload);
-  for (Op op : {Op::kGetBlock, Op::kWarm}) {
+  for (Op op : {Op::kGetBlock, Op::kGetCachedBlock, Op::kWarm}) {
     if (auto r = DecodeBlockRequest(payload, op); r.ok()) {
       Check(EncodeBlockRequest(*r) == payload);
-      if (op == Op::kGetBlock) Check(r->offset + r->length <= r->size && r->length <= kMaxPayload);
+      if (op != Op::kWarm) Check(r->offset + r->length <= r->size && r->length <= kMaxPayload);
     }
   }
   if (auto w = DecodeWarmDone(payload); w.ok()) Check(EncodeWarmDone(*w) == payload);

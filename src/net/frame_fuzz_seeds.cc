@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   Nonce nonce{};
   for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(i * 37);
   std::vector<std::pair<std::string, std::pair<Op, std::string>>> bodies = {
-      {"hello", {Op::kHello, EncodeHello({.version = 1, .mode = AuthMode::kHmacSha256,
+      {"hello", {Op::kHello, EncodeHello({.version = kProtocolVersion, .mode = AuthMode::kHmacSha256,
                                           .server_nonce = nonce, .node_id = "node-a",
                                           .dataset = "imagenet"})}},
       {"auth", {Op::kAuth, EncodeAuth({.mode = AuthMode::kHmacSha256, .client_nonce = nonce,
@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
                                         .node_id = "node-b"})}},
       {"auth_ok", {Op::kAuthOk, EncodeAuthOk({.proof = nonce})}},
       {"get_block", {Op::kGetBlock, EncodeBlockRequest(req)}},
+      {"get_cached_block", {Op::kGetCachedBlock, EncodeBlockRequest(req)}},
       {"block", {Op::kBlock, std::string(300, 'b')}},
       {"warm", {Op::kWarm, EncodeBlockRequest(req)}},
       {"warm_done", {Op::kWarmDone, EncodeWarmDone(true)}},

@@ -23,7 +23,7 @@ TEST(FrameTest, HeaderIsThirtyTwoBytesStartingWithMagic) {
   std::string h = EncodeFrameHeader(Op::kPing, 0, 7, 0, PayloadChecksum(""));
   ASSERT_EQ(h.size(), kFrameHeaderSize);
   EXPECT_EQ(h.substr(0, 4), "GRNY");
-  EXPECT_EQ(h[4], 1);
+  EXPECT_EQ(h[4], kProtocolVersion);
   EXPECT_EQ(h[5], static_cast<char>(Op::kPing));
   EXPECT_EQ(h[8], 7);
 }
@@ -91,8 +91,8 @@ TEST(FrameTest, BadMagic) {
 
 TEST(FrameTest, BadVersion) {
   std::string wire = EncodeFrame(Op::kPing, 1, "");
-  wire[4] = 2;
-  ExpectCorruption(DecodeOne(wire).status(), "unsupported peer protocol version 2");
+  wire[4] = 3;
+  ExpectCorruption(DecodeOne(wire).status(), "unsupported peer protocol version 3");
 }
 
 TEST(FrameTest, LengthOverLimit) {
@@ -155,7 +155,7 @@ BlockRequest SampleRequest() {
 }
 
 TEST(BodyTest, RoundTrips) {
-  HelloBody hello{.version = 1, .mode = AuthMode::kHmacSha256, .server_nonce = {1, 2, 3},
+  HelloBody hello{.version = kProtocolVersion, .mode = AuthMode::kHmacSha256, .server_nonce = {1, 2, 3},
                   .node_id = "node-a", .dataset = "ds"};
   EXPECT_EQ(*DecodeHello(EncodeHello(hello)), hello);
   AuthBody auth{.mode = AuthMode::kNone, .client_nonce = {9}, .proof = {7, 7},

@@ -166,7 +166,7 @@ Result<BlockRequest> DecodeBlockRequest(std::string_view payload, Op op) {
   ASSIGN_OR_RETURN(q.length, r.Int("length", 8));
   RETURN_IF_ERROR(r.Finish());
   if (q.key.empty()) return InvalidArgument(OpName(op) + " request: empty key");
-  if (op == Op::kGetBlock) {
+  if (op == Op::kGetBlock || op == Op::kGetCachedBlock) {
     if (q.length > kMaxPayload) {
       return InvalidArgument(OpName(op) + " request: length " + std::to_string(q.length) +
                              " over the frame limit of " + std::to_string(kMaxPayload));

@@ -83,7 +83,8 @@ Result<AuthBody> DecodeAuth(std::string_view payload);
 std::string EncodeAuthOk(const AuthOkBody& b);
 Result<AuthOkBody> DecodeAuthOk(std::string_view payload);
 
-// kGetBlock / kWarm. For kGetBlock the decoder also checks the range:
+// kGetBlock / kGetCachedBlock / kWarm. For the block requests the decoder
+// also checks the range:
 // offset + length <= size, length <= kMaxPayload.
 std::string EncodeBlockRequest(const BlockRequest& r);
 Result<BlockRequest> DecodeBlockRequest(std::string_view payload, Op op);

@@ -378,8 +378,11 @@ Result<std::string> PeerClient::Call(Op op, const std::string& payload, Op expec
   }
   Frame& f = *o.frame;
   if (f.op == Op::kError) {
-    CountError(PeerErrorKind::kRemote);
     auto e = DecodeError(f.payload);
+    // "Not held here" is get_cached_block's ordinary answer, not an error.
+    if (!e.ok() || op != Op::kGetCachedBlock || e->code != Code::kNotFound) {
+      CountError(PeerErrorKind::kRemote);
+    }
     if (!e.ok()) return e.status().WithContext("peer " + address_);
     return Status(e->code, "peer " + address_ + ": " + e->message);
   }
@@ -392,8 +395,16 @@ Result<std::string> PeerClient::Call(Op op, const std::string& payload, Op expec
 }
 
 Result<BlockData> PeerClient::GetBlock(const BlockRequest& r) {
+  return BlockCall(Op::kGetBlock, r);
+}
+
+Result<BlockData> PeerClient::GetCachedBlock(const BlockRequest& r) {
+  return BlockCall(Op::kGetCachedBlock, r);
+}
+
+Result<BlockData> PeerClient::BlockCall(Op op, const BlockRequest& r) {
   BlockData block;
-  RETURN_IF_ERROR(Call(Op::kGetBlock, EncodeBlockRequest(r), Op::kBlock, &block).status());
+  RETURN_IF_ERROR(Call(op, EncodeBlockRequest(r), Op::kBlock, &block).status());
   if (r.length != 0 && block->size() != r.length) {
     CountError(PeerErrorKind::kProtocol);
     return Corruption("peer " + address_ + ": returned " + std::to_string(block->size()) +

@@ -91,6 +91,9 @@ class PeerClient {
   Result<BlockData> GetBlock(const BlockRequest& r);
   // Asks the peer to cache the whole object; true = cached there.
   Result<bool> Warm(const BlockRequest& r);
+  // GetBlock, answered only from what the peer holds: NotFound when it does
+  // not (it fetches nothing for this request).
+  Result<BlockData> GetCachedBlock(const BlockRequest& r);
   // The peer's status JSON.
   Result<std::string> StatusJson();
   // A kPing round trip (opens a connection if none is open): OK if the peer answers.
@@ -108,6 +111,8 @@ class PeerClient {
   // The reply's payload; a kBlock reply's goes to *block instead (when set).
   Result<std::string> Call(Op op, const std::string& payload, Op expected,
                            BlockData* block = nullptr);
+  // GetBlock / GetCachedBlock.
+  Result<BlockData> BlockCall(Op op, const BlockRequest& r);
   Outcome CallOnce(Op op, const std::string& payload, Deadline deadline, bool* reused);
   Result<std::shared_ptr<Connection>> Acquire(Deadline deadline, bool* reused);
   Result<std::shared_ptr<Connection>> OpenConnection(Deadline deadline);

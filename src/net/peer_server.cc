@@ -316,7 +316,8 @@ void PeerServer::State::ReadRequests(const std::shared_ptr<ServerConn>& conn,
 }
 
 bool PeerServer::State::Dispatch(const std::shared_ptr<ServerConn>& conn, Frame f) {
-  if (f.op != Op::kGetBlock && f.op != Op::kWarm && f.op != Op::kStatus && f.op != Op::kPing) {
+  if (f.op != Op::kGetBlock && f.op != Op::kGetCachedBlock && f.op != Op::kWarm &&
+      f.op != Op::kStatus && f.op != Op::kPing) {
     c.protocol_errors.fetch_add(1);
     Status s = Corruption("unexpected " + OpName(f.op) + " frame from a client");
     GLOG_WARN("peer server {}: dropping {}: {}", address, conn->peer, s.ToString());
@@ -350,7 +351,8 @@ bool PeerServer::State::Dispatch(const std::shared_ptr<ServerConn>& conn, Frame 
 void PeerServer::State::Handle(ServerConn& conn, const Frame& f) {
   Status s;
   switch (f.op) {
-    case Op::kGetBlock: s = HandleGetBlock(conn, f); break;
+    case Op::kGetBlock:
+    case Op::kGetCachedBlock: s = HandleGetBlock(conn, f); break;
     case Op::kWarm: s = HandleWarm(conn, f); break;
     default: s = HandleStatus(conn, f); break;
   }
@@ -376,7 +378,8 @@ Result<BlockRequest> PeerServer::State::DecodeRequest(const Frame& f) {
 
 Status PeerServer::State::HandleGetBlock(ServerConn& conn, const Frame& f) {
   ASSIGN_OR_RETURN(BlockRequest r, DecodeRequest(f));
-  ASSIGN_OR_RETURN(BlockPayload p, service->GetBlock(r));
+  ASSIGN_OR_RETURN(BlockPayload p, f.op == Op::kGetCachedBlock ? service->GetCachedBlock(r)
+                                                                 : service->GetBlock(r));
   if (p.bytes) {
     FdGuard unused{p.fd};
     if (p.bytes->size() > kMaxPayload) {

@@ -18,7 +18,7 @@
 
 namespace granary::net {
 
-// A kGetBlock or kWarm request.
+// A kGetBlock, kGetCachedBlock or kWarm request.
 struct BlockRequest {
   std::string dataset;              // dataset id; must be the serving node's
   std::string key;                  // object key
@@ -50,6 +50,10 @@ class PeerService {
   virtual ~PeerService() = default;
   // The bytes of r's block. Stale if r.etag is not the current version.
   virtual Result<BlockPayload> GetBlock(const BlockRequest& r) = 0;
+  // The bytes of r's block only if this node holds them (cached, or fetched
+  // and waiting for admission); NotFound otherwise, and nothing is fetched
+  // for the request. Asked by a node that took over the block's ownership.
+  virtual Result<BlockPayload> GetCachedBlock(const BlockRequest& r) = 0;
   // Makes the whole object cached here; true = cached (false: refused, e.g. by admission).
   virtual Result<bool> Warm(const BlockRequest& r) = 0;
   // This node's status as JSON text.

@@ -61,6 +61,11 @@ class FakeService : public PeerService {
     auto bytes = BlockBuffer::Adopt(Content(r.key, r.size).substr(r.offset, r.length));
     return BlockPayload{.bytes = bytes};
   }
+  // Holds only the keys under "held/".
+  Result<BlockPayload> GetCachedBlock(const BlockRequest& r) override {
+    if (!r.key.starts_with("held/")) return NotFound(r.key + ": not held here");
+    return GetBlock(r);
+  }
   Result<bool> Warm(const BlockRequest& r) override { return r.key != "refuse"; }
   Result<std::string> StatusJson() override { return std::string("{\"node\":\"fake\"}"); }
 
@@ -133,6 +138,19 @@ TEST_F(PeerTest, GetBlockFromBytes) {
   EXPECT_GE(client.stats().bytes_received, 50000u + kFrameHeaderSize);
   EXPECT_EQ(server->stats().requests_by_op[static_cast<size_t>(Op::kGetBlock)], 1u);
   EXPECT_GE(server->stats().bytes_sent, 50000u);
+}
+
+// A handover's request: the block when the peer holds it; "not held" is an
+// answer, not a peer error.
+TEST_F(PeerTest, GetCachedBlockAnswersOnlyWhatThePeerHolds) {
+  auto server = StartServer();
+  PeerClient client(server->address(), ClientOpts());
+  auto got = client.GetCachedBlock(Req("held/a"));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)->view(), Content("held/a", 100000).substr(1000, 50000));
+  EXPECT_EQ(client.GetCachedBlock(Req("cold/a")).status().code(), Code::kNotFound);
+  EXPECT_EQ(client.stats().errors[static_cast<size_t>(PeerErrorKind::kRemote)], 0u);
+  EXPECT_EQ(server->stats().requests_by_op[static_cast<size_t>(Op::kGetCachedBlock)], 2u);
 }
 
 // Replies are received in pieces of a 256 KiB buffer and straight into

@@ -1,0 +1,219 @@
+// ClusterNode's handovers: the taking-over side after a membership change
+// (asking earlier owners, the background pass) and the leaving side (Drain).
+// See cluster_node.h.
+#include <algorithm>
+#include <future>
+#include <thread>
+
+#include "common/log.h"
+#include "dataset/cluster_node.h"
+#include "dataset/dataset.h"
+
+namespace granary {
+namespace {
+
+using cluster::Member;
+using cluster::Placement;
+
+// How often a draining node asks the others whether they have taken over.
+constexpr std::chrono::milliseconds kDrainPoll{200};
+
+}  // namespace
+
+Result<BlockData> ClusterNode::ReadFromPrevious(const BlockRef& ref, Priority priority) {
+  if (history_ == nullptr || history_->kept() == 0 || stopped_.load()) {
+    return NotFound("no handover in progress");
+  }
+  const std::string pk = cluster::PlacementKey(ref.key.dataset, ref.key.key, ref.key.size,
+                                               ref.block, dataset_->engine().block_size());
+  const std::vector<Member> owners = history_->PreviousOwners(pk);
+  if (owners.empty()) return NotFound("no earlier owner");
+  const net::BlockRequest req = RequestOf(ref.key, ref.block);
+  for (const Member& m : owners) {
+    if (!health_.Usable(m.node_id)) continue;
+    auto got = ClientFor(m)->GetCachedBlock(req);
+    if (got.ok() && (*got)->size() == ref.length) {
+      health_.RecordSuccess(m.node_id);
+      handover_.blocks.fetch_add(1, std::memory_order_relaxed);
+      handover_.bytes.fetch_add(ref.length, std::memory_order_relaxed);
+      return std::move(*got);
+    }
+    const Code c = got.ok() ? Code::kCorruption : got.status().code();
+    if (c == Code::kUnavailable || c == Code::kCorruption || c == Code::kPermissionDenied ||
+        c == Code::kIoError) {
+      health_.RecordFailure(m.node_id);
+    }
+  }
+  return NotFound("no earlier owner holds " + ref.key.key);
+}
+
+Result<net::BlockPayload> ClusterNode::GetCachedBlock(const net::BlockRequest& r) {
+  const ObjectKey key{.dataset = r.dataset, .key = r.key, .etag = r.etag, .size = r.size};
+  ASSIGN_OR_RETURN(ServedBlock b, dataset_->engine().ServeCached(key, r.block));
+  if (b.fd >= 0) {
+    return net::BlockPayload{
+        .fd = b.fd, .file_offset = b.file_offset, .length = b.length, .checksum = b.checksum};
+  }
+  return net::BlockPayload{.bytes = b.bytes, .length = b.length};
+}
+
+void ClusterNode::HandoverLoop() {
+  uint64_t done = 0;
+  while (true) {
+    uint64_t generation = 0;
+    {
+      std::unique_lock lock(handover_mu_);
+      handover_cv_.wait(lock, [&] { return handover_stop_ || handover_wanted_ != done; });
+      if (handover_stop_) return;
+      generation = handover_wanted_;
+    }
+    if (history_->kept() == 0) {
+      done = generation;
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t blocks0 = handover_.blocks.load();
+    if (!RunHandoverPass(generation)) continue;  // a newer change (or stopping): start over
+    history_->Forget(generation);
+    handover_.passes.fetch_add(1, std::memory_order_relaxed);
+    done = generation;
+    GLOG_INFO("cluster: handover ended: {} blocks from earlier owners in {:.1f} s",
+              handover_.blocks.load() - blocks0,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
+bool ClusterNode::RunHandoverPass(uint64_t generation) {
+  CacheEngine& engine = dataset_->engine();
+  const std::shared_ptr<const Snapshot> snap = engine.snapshot();
+  const uint64_t bs = engine.block_size();
+  handover_.objects_total.store(snap->file_count());
+  handover_.objects_checked.store(0);
+  auto interrupted = [&] {
+    std::lock_guard lock(handover_mu_);
+    return handover_stop_ || handover_wanted_ != generation;
+  };
+  bool stop = false;
+  snap->ForEachFile([&](const EntryView& e) {
+    if (stop || (stop = interrupted())) return;
+    handover_.objects_checked.fetch_add(1, std::memory_order_relaxed);
+    if (e.size == 0) return;
+    const ObjectKey key = engine.KeyOf(*snap, e);
+    const uint64_t blocks = bs == 0 ? 1 : (e.size + bs - 1) / bs;
+    for (uint64_t b = 0; b < blocks; ++b) {
+      if (!Owns(key, b)) continue;
+      auto pulled = engine.PullFromPrevious(key, b);
+      if (!pulled.ok()) {
+        GLOG_DEBUG("cluster: handover of {} block {}: {}", key.key, b, pulled.status().ToString());
+      }
+    }
+  });
+  return !stop;
+}
+
+void ClusterNode::StopHandover() {
+  {
+    std::lock_guard lock(handover_mu_);
+    handover_stop_ = true;
+  }
+  handover_cv_.notify_all();
+  if (handover_thread_.joinable()) handover_thread_.join();
+}
+
+std::vector<nlohmann::json> ClusterNode::OtherMemberStatuses(const std::vector<Member>& members) {
+  std::vector<std::future<nlohmann::json>> pending;
+  for (const Member& m : members) {
+    if (m.node_id == self_id_) continue;
+    pending.push_back(std::async(std::launch::async, [this, m]() -> nlohmann::json {
+      nlohmann::json row = {{"node", m.node_id}, {"address", m.address}};
+      Result<std::string> text = ClientFor(m)->StatusJson();
+      auto parsed = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+      if (!text.ok() || parsed.is_discarded()) {
+        row["state"] = "down";
+        return row;
+      }
+      row["state"] = "up";
+      row["status"] = std::move(parsed);
+      return row;
+    }));
+  }
+  std::vector<nlohmann::json> rows;
+  for (auto& f : pending) rows.push_back(f.get());
+  return rows;
+}
+
+namespace {
+
+// Whether a member's status lists `id` in its member set.
+bool Lists(const nlohmann::json& row, const std::string& id) {
+  const nlohmann::json* ids = nullptr;
+  if (row.contains("status") && row["status"].contains("cluster")) {
+    const nlohmann::json& c = row["status"]["cluster"];
+    if (c.contains("member_ids") && c["member_ids"].is_array()) ids = &c["member_ids"];
+  }
+  if (ids == nullptr) return true;  // an older node: assume it still does
+  return std::find(ids->begin(), ids->end(), id) != ids->end();
+}
+
+uint64_t PreviousSets(const nlohmann::json& row) {
+  if (!row.contains("status")) return 0;
+  const nlohmann::json& s = row["status"];
+  if (!s.contains("cluster") || !s["cluster"].contains("handover")) return 0;
+  return s["cluster"]["handover"].value("previous_sets", uint64_t{0});
+}
+
+}  // namespace
+
+bool ClusterNode::RemovedByOthers() {
+  std::shared_ptr<const Placement> p = last_with_self_.load();
+  if (!p) return false;
+  for (const nlohmann::json& row : OtherMemberStatuses(p->members())) {
+    if (row.value("state", "") == "up" && !Lists(row, self_id_)) return true;
+  }
+  return false;
+}
+
+Status ClusterNode::Drain(std::chrono::milliseconds timeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + timeout;
+  std::shared_ptr<const Placement> last = last_with_self_.load();
+  if (!last || stopped_.load()) return Status::Ok();
+  // Out of the member set: etcd deletes this node's key now; the peer
+  // server stays up for the others' handover requests.
+  if (membership_) membership_->Stop();
+  StopHandover();
+  // Reads here go to the others from now on, as a client's do.
+  std::vector<Member> others;
+  for (const Member& m : last->members()) {
+    if (m.node_id != self_id_) others.push_back(m);
+  }
+  placement_.store(std::make_shared<const Placement>(others));
+  GLOG_INFO(
+      "cluster: draining: left the member set; waiting (at most {} s) for {} member{} to "
+      "take over this node's share",
+      timeout.count() / 1000, others.size(), others.size() == 1 ? "" : "s");
+  std::string waiting;
+  while (true) {
+    waiting.clear();
+    for (const nlohmann::json& row : OtherMemberStatuses(others)) {
+      if (row.value("state", "") != "up") continue;  // a dead member takes over nothing
+      const std::string who = row.value("address", "");
+      if (Lists(row, self_id_)) {
+        waiting += " " + who + " (still lists this node)";
+      } else if (PreviousSets(row) > 0) {
+        waiting += " " + who + " (handover in progress)";
+      }
+    }
+    if (waiting.empty()) {
+      GLOG_INFO("cluster: drained in {:.1f} s: every member has taken over",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      return Status::Ok();
+    }
+    if (std::chrono::steady_clock::now() + kDrainPoll > deadline) break;
+    std::this_thread::sleep_for(kDrainPoll);  // polling the other nodes' status
+  }
+  return Unavailable("drain: after " + std::to_string(timeout.count() / 1000) +
+                     " s, still waiting for:" + waiting);
+}
+
+}  // namespace granary
