@@ -373,7 +373,7 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
     // A warm-up waits for the fetch and its admission whatever happens, has
     // nothing to interrupt it, and its origin ends every request on its own
     // timeouts: handing the fetch to a fetch thread and back would cost two
-    // thread switches per block for nothing (issue 24: 8.2 -> 4.2 switches
+    // thread switches per block for nothing (8.2 -> 4.2 switches
     // and 0.48 -> 0.42 ms of daemon CPU per file of `granary load`).
     RunFetch(flight, key, block, want, fk, deadline);
   } else if (leader) {

@@ -272,10 +272,10 @@ void Eventually(Pred pred) {
   while (!pred()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
-// Issue 23: a stalled origin. An interrupted reader leaves with Cancelled
+// A stalled origin. An interrupted reader leaves with Cancelled
 // (EINTR through FUSE) at once; the fetch goes on and another reader of the
 // same block gets the bytes once the origin answers.
-TEST_F(EngineTest, Issue23InterruptedReaderLeavesAndTheFlightCompletesForOthers) {
+TEST_F(EngineTest, InterruptedReaderLeavesAndTheFlightCompletesForOthers) {
   Put("stuck", RandomBytes(10 << 10, 1));
   Open();
   StallGate gate;
@@ -304,10 +304,10 @@ TEST_F(EngineTest, Issue23InterruptedReaderLeavesAndTheFlightCompletesForOthers)
   EXPECT_EQ(engine_->stats().read_waits_ended, 1u);
 }
 
-// Issue 23: a source that never answers fails the read after origin_timeout
+// A source that never answers fails the read after origin_timeout
 // instead of hanging; so does a read waiting for an origin permit that the
 // stalled requests hold.
-TEST_F(EngineTest, Issue23DeadlineFiresOnAnOriginThatNeverAnswers) {
+TEST_F(EngineTest, DeadlineFiresOnAnOriginThatNeverAnswers) {
   Put("stuck", RandomBytes(10 << 10, 1));
   Put("other", RandomBytes(10 << 10, 2));
   origin_concurrency_ = 1;
@@ -359,14 +359,14 @@ class FetchThreads {
   std::map<std::string, std::thread::id> on_;
 };
 
-// Issue 24: a warm-up (granary load, mount --load) waits for its fetch and
+// A warm-up (granary load, mount --load) waits for its fetch and
 // the admission anyway, so it fetches on its own thread: no hand-off to a
 // fetch thread and back. A demand read still fetches on a fetch thread (it
 // must be able to stop waiting: deadline, interrupt). A warm-up that meets a
 // demand read's fetch of the same block joins it. Only over an origin whose
 // requests end on their own (S3, HTTP): over one that may hang (POSIX) the
 // warm-up keeps waiting on another thread, as before.
-TEST_F(EngineTest, Issue24AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread) {
+TEST_F(EngineTest, AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread) {
   ufs_->set_bounds_request_time(true);
   Put("warm", RandomBytes(10 << 10, 1));
   Put("demand", RandomBytes(10 << 10, 2));
@@ -409,7 +409,7 @@ TEST_F(EngineTest, Issue24AWarmUpFetchesOnItsOwnThreadADemandReadOnAFetchThread)
   EXPECT_EQ(ufs_->stats().read_requests, 4u);
 }
 
-TEST_F(EngineTest, Issue24OverAnOriginThatMayHangAWarmUpStillWaitsOnAnotherThread) {
+TEST_F(EngineTest, OverAnOriginThatMayHangAWarmUpStillWaitsOnAnotherThread) {
   Put("warm", RandomBytes(10 << 10, 1));
   Open();
   FetchThreads fetched_on;
@@ -419,7 +419,7 @@ TEST_F(EngineTest, Issue24OverAnOriginThatMayHangAWarmUpStillWaitsOnAnotherThrea
 }
 
 // Shutdown ends the waits of readers stuck on a stalled origin.
-TEST_F(EngineTest, Issue23ShutdownReleasesWaitingReaders) {
+TEST_F(EngineTest, ShutdownReleasesWaitingReaders) {
   Put("stuck", RandomBytes(10 << 10, 1));
   Open();
   StallGate gate;

@@ -113,7 +113,7 @@ TEST(Config, ErrorsNameFieldAndValue) {
   }
 }
 
-// Issue 22: dataset.accessModes with a ReadWrite mode makes the mount
+// Dataset.accessModes with a ReadWrite mode makes the mount
 // writable (what `granary mount --config` then passes on as --writable).
 TEST(Config, ReadWriteAccessModesMakeTheMountWritable) {
   auto ro = ParseConfig("dataset: {accessModes: [ReadOnlyMany]}", "ro.yaml");

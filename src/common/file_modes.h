@@ -1,4 +1,4 @@
-// Permission bits of what Granary creates in a cache (issue 23).
+// Permission bits of what Granary creates in a cache.
 //
 // A cache holds copies of private datasets, so its directories and files are
 // the daemon user's alone: who may read the data is decided by the mount

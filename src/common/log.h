@@ -4,7 +4,7 @@
 // arguments. Anything that may hold a credential (URLs with signatures, headers,
 // config options) must go through RedactSecrets() before it reaches a log line.
 //
-// Rate limit (issue 23): a failing disk or origin must not fill the log. Each
+// Rate limit: a failing disk or origin must not fill the log. Each
 // GLOG_INFO / GLOG_WARN / GLOG_ERROR call site writes at most kLogBurst lines
 // per kLogWindow and counts the rest; its first line after the window ends is
 // preceded by "(N similar messages suppressed: <format string>)". Time is read

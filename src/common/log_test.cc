@@ -1,5 +1,5 @@
 // Tests of the log: the per-call-site rate limit and the capped, private log file
-// (issue 23).
+//.
 #include "common/log.h"
 
 #include <gtest/gtest.h>
@@ -54,7 +54,7 @@ class LogTest : public ::testing::Test {
 // One call site, as in a read path that fails for every block.
 void WarnReadFailed(int i) { GLOG_WARN("read of block {} failed: disk error", i); }
 
-TEST_F(LogTest, Issue23RepeatedWarningsAreRateLimitedAndCounted) {
+TEST_F(LogTest, RepeatedWarningsAreRateLimitedAndCounted) {
   for (int i = 0; i < 1000; ++i) WarnReadFailed(i);
   std::vector<std::string> lines = TakeLines();
   ASSERT_EQ(lines.size(), kLogBurst);
@@ -76,7 +76,7 @@ TEST_F(LogTest, Issue23RepeatedWarningsAreRateLimitedAndCounted) {
   EXPECT_EQ(lines[1], "read of block 1001 failed: disk error");
 }
 
-TEST_F(LogTest, Issue23DistinctMessagesAreNotSuppressed) {
+TEST_F(LogTest, DistinctMessagesAreNotSuppressed) {
   for (int i = 0; i < 1000; ++i) WarnReadFailed(i);  // this site is over its limit
   TakeLines();
   for (int i = 0; i < 5; ++i) {
@@ -91,14 +91,14 @@ TEST_F(LogTest, Issue23DistinctMessagesAreNotSuppressed) {
   EXPECT_EQ(lines[14], "mounted 4");
 }
 
-TEST_F(LogTest, Issue23LinesBelowTheLevelAreNotCounted) {
+TEST_F(LogTest, LinesBelowTheLevelAreNotCounted) {
   spdlog::set_level(spdlog::level::err);
   for (int i = 0; i < 100; ++i) GLOG_WARN("hidden {}", i);
   spdlog::set_level(spdlog::level::info);
   EXPECT_TRUE(TakeLines().empty());
 }
 
-TEST_F(LogTest, Issue23LogFileIsPrivateAndCapped) {
+TEST_F(LogTest, LogFileIsPrivateAndCapped) {
   std::string tmpl = (fs::temp_directory_path() / "granary-log-XXXXXX").string();
   ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
   const std::string path = tmpl + "/daemon.log";

@@ -86,7 +86,7 @@ TEST(Retry, NonRetryableErrorsReturnAtOnce) {
   }
 }
 
-// Issue 23: an origin whose every attempt runs into a 100 s timeout must not be
+// An origin whose every attempt runs into a 100 s timeout must not be
 // retried for maxAttempts x 100 s; no attempt starts after max_elapsed.
 TEST(Retry, TimedOutAttemptsStopOnceMaxElapsedHasPassed) {
   testing::FakeClock clock;

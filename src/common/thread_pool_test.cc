@@ -1,5 +1,5 @@
 // ThreadPool: TrySubmit refuses work past max_queue instead of queueing
-// without bound (issue 23); Submit and shutdown run everything queued.
+// without bound; Submit and shutdown run everything queued.
 #include "common/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 namespace granary {
 namespace {
 
-TEST(ThreadPool, Issue23TrySubmitRefusesPastMaxQueue) {
+TEST(ThreadPool, TrySubmitRefusesPastMaxQueue) {
   std::mutex mu;
   std::condition_variable cv;
   bool started = false, release = false;

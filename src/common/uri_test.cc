@@ -70,7 +70,7 @@ TEST(ParseUri, BadInputNamesValueAndProblem) {
   }
 }
 
-TEST(Uri, Issue23UserinfoIsNeverEchoed) {
+TEST(Uri, UserinfoIsNeverEchoed) {
   EXPECT_EQ(StripUserinfo("http://u:hunter2@host:9000/x?y"), "http://***@host:9000/x?y");
   EXPECT_EQ(StripUserinfo("https://host/a@b"), "https://host/a@b");  // '@' in the path
   EXPECT_EQ(StripUserinfo("s3://bucket/key"), "s3://bucket/key");

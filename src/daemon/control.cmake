@@ -1,5 +1,5 @@
 # Control socket, warm-up loads, dataset status and Prometheus metrics served
-# by the mount daemon (Issue 5). Included from src/daemon/CMakeLists.txt.
+# by the mount daemon. Included from src/daemon/CMakeLists.txt.
 target_sources(granary PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/loader.cc
   ${CMAKE_CURRENT_LIST_DIR}/status.cc

@@ -106,7 +106,7 @@ void WriteAllFd(int fd, std::string_view text) {
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
   // The log is the daemon user's alone (it names datasets and paths) and its
-  // size is capped (issue 23): log lines go through a rotating sink; stdout
+  // size is capped: log lines go through a rotating sink; stdout
   // and stderr keep pointing at the file for what does not use the logger.
   int log = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log >= 0) {

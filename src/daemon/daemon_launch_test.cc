@@ -1,6 +1,6 @@
-// Pid files (issue 23): after a kill -9 and pid reuse, `granary umount` must
+// Pid files: after a kill -9 and pid reuse, `granary umount` must
 // not signal the unrelated process that now has the daemon's pid. And the read
-// mode `--read-mode auto` picks (issue 24).
+// mode `--read-mode auto` picks.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -56,7 +56,7 @@ TEST_F(PidFileTest, StartTimeIsReadFromProc) {
   EXPECT_EQ(ProcessStartTicks(999'999'999), 0u);
 }
 
-TEST_F(PidFileTest, Issue23ReusedPidIsNeverSignalled) {
+TEST_F(PidFileTest, ReusedPidIsNeverSignalled) {
   Sleeper other;  // stands for the process that got the dead daemon's pid
   ASSERT_GT(other.pid, 0);
   // Until the child has exec'd sleep (a forked child still runs this program).
@@ -91,11 +91,11 @@ TEST_F(PidFileTest, Issue23ReusedPidIsNeverSignalled) {
   EXPECT_TRUE(PidFileProcessAlive(DaemonPidInfo{.pid = other.pid, .start_ticks = start}));
 }
 
-// --read-mode auto (issue 24): cached mode for a dataset up to the machine's
+// --read-mode auto: cached mode for a dataset up to the machine's
 // memory (measured to lead up to 1.5x the page cache), passthrough beyond it
 // (measured to lead at 3x) or whenever --passthrough on requires it; an
 // explicit --auto-cached-max replaces the memory as the limit.
-TEST(AutoReadModeTest, Issue24CachedUpToThePhysicalMemoryPassthroughBeyond) {
+TEST(AutoReadModeTest, CachedUpToThePhysicalMemoryPassthroughBeyond) {
   constexpr uint64_t kGiB = uint64_t{1} << 30;
   const uint64_t memory = 24 * kGiB;
   // Half of the memory: what the old default still gave cached mode.

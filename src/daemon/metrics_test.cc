@@ -28,7 +28,7 @@ bool Connects(const char* ip, int port) {
   return ok;
 }
 
-TEST(MetricsServerTest, Issue23AnAddressWithoutAHostListensOnLoopbackOnly) {
+TEST(MetricsServerTest, AnAddressWithoutAHostListensOnLoopbackOnly) {
   auto server = MetricsServer::Start(":0", [] { return std::string("granary_up 1\n"); });
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   EXPECT_EQ(BoundHostOf(**server), "127.0.0.1");

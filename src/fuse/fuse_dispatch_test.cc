@@ -358,7 +358,7 @@ TEST(FuseOptionsTest, ParsesAndValidates) {
   EXPECT_NE(ValidateFuseOptions(o).message().find("threads"), std::string::npos);
 }
 
-// Issue 23: a filesystem with one cached file (ino 2, served by TryRead)
+// A filesystem with one cached file (ino 2, served by TryRead)
 // and one cold file (ino 5) whose reads wait for an origin that answers
 // only when Release() is called -- or the read is cancelled.
 class StallFs : public TinyFs {
@@ -465,7 +465,7 @@ class WaitingReadTest : public ::testing::Test {
 // Reads waiting for a stalled origin leave the transport thread at once:
 // more of them than there are transport threads, and a lookup, a getattr
 // and a read of a cached file are still answered right away.
-TEST_F(WaitingReadTest, Issue23WaitingReadsDoNotBlockLookupsOrCachedReads) {
+TEST_F(WaitingReadTest, WaitingReadsDoNotBlockLookupsOrCachedReads) {
   Start(8);
   for (uint64_t u = 1; u <= 4; ++u) {
     HandlerReply r = Send(FUSE_READ, u, 5, ReadIn(4096));
@@ -496,7 +496,7 @@ TEST_F(WaitingReadTest, Issue23WaitingReadsDoNotBlockLookupsOrCachedReads) {
 
 // FUSE_INTERRUPT of a waiting read: that read is answered EINTR at once;
 // another waiting read is not disturbed.
-TEST_F(WaitingReadTest, Issue23InterruptGivesTheWaitingReadEintr) {
+TEST_F(WaitingReadTest, InterruptGivesTheWaitingReadEintr) {
   Start(8);
   EXPECT_FALSE(Send(FUSE_READ, 1, 5, ReadIn(4096)).send);
   EXPECT_FALSE(Send(FUSE_READ, 2, 5, ReadIn(4096)).send);
@@ -517,7 +517,7 @@ TEST_F(WaitingReadTest, Issue23InterruptGivesTheWaitingReadEintr) {
 
 // The kernel may send an INTERRUPT before the request it names: the request
 // is cancelled when it arrives.
-TEST_F(WaitingReadTest, Issue23InterruptBeforeItsRequestCancelsItOnArrival) {
+TEST_F(WaitingReadTest, InterruptBeforeItsRequestCancelsItOnArrival) {
   Start(8);
   EXPECT_FALSE(Send(FUSE_INTERRUPT, 9, 0, InterruptIn(8)).send);
   EXPECT_FALSE(Send(FUSE_READ, 8, 5, ReadIn(4096)).send);
@@ -529,7 +529,7 @@ TEST_F(WaitingReadTest, Issue23InterruptBeforeItsRequestCancelsItOnArrival) {
 // With every read waiter busy a waiting read is served on the calling
 // thread; an INTERRUPT (from another transport thread) still ends it, and
 // unmount (CancelWaits) ends the deferred one.
-TEST_F(WaitingReadTest, Issue23FullWaiterPoolServesInlineAndStaysInterruptible) {
+TEST_F(WaitingReadTest, FullWaiterPoolServesInlineAndStaysInterruptible) {
   Start(1);
   EXPECT_FALSE(Send(FUSE_READ, 1, 5, ReadIn(4096)).send);
   fs_.AwaitWaiting(1);

@@ -94,7 +94,7 @@ Result<int> ReceiveFd(int sock) {
 
 // Runs `argv` with a minimal environment (PATH, and _FUSE_COMMFD=<commfd>):
 // the daemon's own environment may hold AWS_* secrets, which a setuid helper
-// has no business seeing (issue 23). Returns the exit status.
+// has no business seeing. Returns the exit status.
 Result<int> RunHelper(const std::vector<std::string>& argv, int commfd) {
   std::vector<std::string> env_storage;
   for (char** e = environ; *e != nullptr; ++e) {

@@ -327,9 +327,9 @@ void EditAndReseal(const std::string& path,
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
 }
 
-// Issue 23: snapshots whose checksums are right but whose structure is not are
+// Snapshots whose checksums are right but whose structure is not are
 // refused by the structural checks, each naming what is wrong.
-TEST(Snapshot, Issue23StructuralDamageBehindGoodChecksumsIsRejectedByName) {
+TEST(Snapshot, StructuralDamageBehindGoodChecksumsIsRejectedByName) {
   using snapshot_format::FileHeader;
   using snapshot_format::Record;
   using Records = std::vector<Record>;

@@ -293,7 +293,7 @@ Status Store::Impl::Recover() {
   MakeFilesPrivate(options.index_dir);
   ValidateFiles();
   RemoveOrphans();
-  // A full disk does not refuse the store (issue 23): it serves what it
+  // A full disk does not refuse the store: it serves what it
   // holds and admits again once the index can be written.
   {
     std::lock_guard lock(journal_mu);

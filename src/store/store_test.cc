@@ -374,10 +374,10 @@ TEST(StoreTest, TornJournalTailLosesOnlyTheTornRecord) {
   EXPECT_EQ((*store)->stats().tiers[0].files, 8u);
 }
 
-// Issue 24: a small file's first read after a restart asks for its whole
+// A small file's first read after a restart asks for its whole
 // (only) block; the block is verified in the caller's buffer, with and
 // without drop_read_pages, and a corrupt one is still refused.
-TEST(StoreTest, Issue24AWholeBlockReadAfterARestartIsVerifiedInTheCallersBuffer) {
+TEST(StoreTest, AWholeBlockReadAfterARestartIsVerifiedInTheCallersBuffer) {
   for (bool drop : {false, true}) {
     TempDir dir;
     StoreOptions opt = OneTier(dir.path(), 64 << 20);
@@ -421,10 +421,10 @@ TEST(StoreTest, Issue24AWholeBlockReadAfterARestartIsVerifiedInTheCallersBuffer)
 
 // A cold read into a buffer aligned as O_DIRECT needs and large enough for
 // the read rounded up (as a FUSE reply buffer is) is read straight into it
-// (issue 24: no copy from a bounce buffer). What a reader sees: the exact
+// (no copy from a bounce buffer). What a reader sees: the exact
 // bytes, the count cut at the object's end although the disk read is
 // rounded up, later blocks too, and a corrupt file still refused.
-TEST(StoreTest, Issue24AColdReadIntoAnAlignedReplyBufferReturnsExactlyTheObject) {
+TEST(StoreTest, AColdReadIntoAnAlignedReplyBufferReturnsExactlyTheObject) {
   TempDir dir(TempDir::Where::kOnDisk);
   StoreOptions opt = OneTier(dir.path(), 64 << 20);
   opt.drop_read_pages = true;  // cold ranges are read with O_DIRECT
@@ -764,10 +764,10 @@ TEST(StoreTest, ServedBlocksOfALargeObjectBypassThePageCacheInDropReadPagesMode)
   std::filesystem::remove_all(tmpl);
 }
 
-// Issue 24: on ext4 the tier directory is marked FS_TOPDIR_FL before its
+// On ext4 the tier directory is marked FS_TOPDIR_FL before its
 // fan-out directories are made, so they (and the cache files) spread over the
 // block groups instead of sharing the group of whatever was just deleted.
-TEST(StoreTest, Issue24TierDirectorySpreadsItsFanOutDirectories) {
+TEST(StoreTest, TierDirectorySpreadsItsFanOutDirectories) {
   std::string tmpl = DiskTempDir("topdir");
   if (tmpl.empty()) GTEST_SKIP() << "/var/tmp is tmpfs: no inode flags";
   const std::string tier = tmpl + "/ssd";

@@ -16,7 +16,7 @@
 // sections, AWS_CONFIG_FILE (default ~/.aws/config) with [profile name]
 // sections ([default] for the default profile). Missing files are fine.
 //
-// Temporary credentials (issue 23): NewAwsCredentialsProvider() walks the AWS
+// Temporary credentials: NewAwsCredentialsProvider() walks the AWS
 // SDKs' default chain -- explicit options/secrets -> environment -> web
 // identity (STS AssumeRoleWithWebIdentity) -> profile files -> container
 // credentials endpoint -> EC2 instance metadata (IMDSv2) -- and returns an

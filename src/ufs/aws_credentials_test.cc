@@ -1,6 +1,6 @@
 // Credential and setting resolution in AWS order, with a fake environment and
 // temporary ~/.aws files; plus S3 option parsing (ResolveS3Options).
-// Issue 23: the temporary-credential sources (container endpoint, IMDSv2, STS
+// The temporary-credential sources (container endpoint, IMDSv2, STS
 // web identity on moto_server) against servers on loopback, refresh ahead of
 // expiry on a fake clock, and S3 reads that keep working when the server
 // expires the credentials in the middle of an epoch.
@@ -207,7 +207,7 @@ TEST(ParseIni, SectionsKeysCommentsAndSpaces) {
   EXPECT_EQ(ini["profile dev"]["b"], "2");
 }
 
-// ---- Issue 23: temporary credentials ----
+// ---- Temporary credentials ----
 
 struct LoopbackRequest {
   std::string method;
@@ -330,7 +330,7 @@ std::string CredentialsJson(const std::string& key, int64_t expiration_ns) {
 int64_t WallNowNs() { return Clock::Real()->WallNanos(); }
 constexpr int64_t kHourNs = 3600LL * 1'000'000'000;
 
-TEST_F(AwsCredentialsTest, Issue23ContainerCredentialsSendTheTokenFromTheFile) {
+TEST_F(AwsCredentialsTest, ContainerCredentialsSendTheTokenFromTheFile) {
   std::atomic<int> fetches{0}, refused{0};
   std::string expected_token = "Bearer one";
   LoopbackHttpServer server([&](const LoopbackRequest& r) {
@@ -374,7 +374,7 @@ TEST_F(AwsCredentialsTest, Issue23ContainerCredentialsSendTheTokenFromTheFile) {
   EXPECT_EQ(bad.status().message().find("Bearer two"), std::string::npos);
 }
 
-TEST_F(AwsCredentialsTest, Issue23InstanceMetadataV2UsesASessionToken) {
+TEST_F(AwsCredentialsTest, InstanceMetadataV2UsesASessionToken) {
   std::atomic<int> without_token{0}, credential_gets{0};
   LoopbackHttpServer server([&](const LoopbackRequest& r) {
     if (r.method == "PUT" && r.path == "/latest/api/token") {
@@ -419,7 +419,7 @@ TEST_F(AwsCredentialsTest, Issue23InstanceMetadataV2UsesASessionToken) {
   EXPECT_EQ(*provider, nullptr);
 }
 
-TEST_F(AwsCredentialsTest, Issue23WebIdentityAssumesTheRoleOnMotoSts) {
+TEST_F(AwsCredentialsTest, WebIdentityAssumesTheRoleOnMotoSts) {
   auto moto = testing::MotoServer::Start();
   if (!moto.ok()) GTEST_SKIP() << moto.status().ToString();
   Write(dir_ / "web-token", "eyJhbGciOiJSUzI1NiJ9.payload.signature\n");
@@ -470,7 +470,7 @@ struct RotatingEndpoint {
   LoopbackHttpServer server;
 };
 
-TEST_F(AwsCredentialsTest, Issue23RefreshesBeforeExpiryAndKeepsValidOnesWhenTheRefreshFails) {
+TEST_F(AwsCredentialsTest, RefreshesBeforeExpiryAndKeepsValidOnesWhenTheRefreshFails) {
   testing::FakeClock clock;
   RotatingEndpoint endpoint(&clock, 60LL * 1'000'000'000);  // 60 s credentials
   env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = endpoint.server.url() + "/creds";
@@ -502,7 +502,7 @@ TEST_F(AwsCredentialsTest, Issue23RefreshesBeforeExpiryAndKeepsValidOnesWhenTheR
   EXPECT_EQ((*p.Get())->access_key_id, "KEY3");
 }
 
-TEST_F(AwsCredentialsTest, Issue23ProfileFilesAreReReadWhenTheyChange) {
+TEST_F(AwsCredentialsTest, ProfileFilesAreReReadWhenTheyChange) {
   testing::FakeClock clock;
   Write(dir_ / ".aws/credentials", "[default]\naws_access_key_id=OLD\naws_secret_access_key=S\n");
   auto settings = ResolveAwsSettings({}, {}, Env());
@@ -529,7 +529,7 @@ TEST_F(AwsCredentialsTest, Issue23ProfileFilesAreReReadWhenTheyChange) {
 // expires. The endpoint's credentials claim an hour of life, so the provider
 // cannot see the expiry coming: only the ExpiredToken answer tells it. Every
 // 40 successful reads the server expires the current key.
-TEST_F(AwsCredentialsTest, Issue23ExpiryInTheMiddleOfAReadEpochFailsNoRead) {
+TEST_F(AwsCredentialsTest, ExpiryInTheMiddleOfAReadEpochFailsNoRead) {
   constexpr int kObjects = 20, kEpochs = 6, kThreads = 4;
   std::atomic<int> generation{1}, ok_since_rotation{0}, expired_answers{0}, fetches{0};
   std::atomic<int> bad_signatures{0};

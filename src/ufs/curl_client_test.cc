@@ -1,7 +1,7 @@
 // CurlClient against a tiny in-process HTTP/1.1 server on loopback: header
 // lowercasing, buffered bodies, bodies written into the caller's span, error
 // documents, servers that ignore Range, refused connections, the in-flight
-// bound, and origins that stall (issue 23: accept and never answer, or answer
+// bound, and origins that stall (accept and never answer, or answer
 // one byte a second).
 #include "ufs/curl_client.h"
 
@@ -211,11 +211,11 @@ class StallingServer {
 
 using Clock = std::chrono::steady_clock;
 
-// Issue 23: a response trickling in at a few bytes a second is below the
+// A response trickling in at a few bytes a second is below the
 // default low-speed limit (1 KiB/s), so the request ends after low_speed_time
 // instead of holding the caller for as long as the origin keeps dribbling.
 // (The old limit, 1 byte/s, let 4 bytes/s through for as long as it lasted.)
-TEST(CurlClient, Issue23TrickleOfAFewBytesPerSecondEndsAfterTheLowSpeedTime) {
+TEST(CurlClient, TrickleOfAFewBytesPerSecondEndsAfterTheLowSpeedTime) {
   StallingServer server(StallingServer::Mode::kTrickle);
   CurlClient http(CurlClientOptions{.low_speed_time = std::chrono::seconds(2)});
   const auto t0 = Clock::now();
@@ -228,9 +228,9 @@ TEST(CurlClient, Issue23TrickleOfAFewBytesPerSecondEndsAfterTheLowSpeedTime) {
   EXPECT_LT(took, std::chrono::seconds(20));
 }
 
-// Issue 23: a server that accepts and never answers ends the request after
+// A server that accepts and never answers ends the request after
 // request_timeout, with libcurl's reason.
-TEST(CurlClient, Issue23ServerThatNeverAnswersEndsAfterTheRequestTimeout) {
+TEST(CurlClient, ServerThatNeverAnswersEndsAfterTheRequestTimeout) {
   StallingServer server(StallingServer::Mode::kSilent);
   CurlClient http(
       CurlClientOptions{.request_timeout = std::chrono::milliseconds(1500), .low_speed_bytes = 0});
@@ -242,10 +242,10 @@ TEST(CurlClient, Issue23ServerThatNeverAnswersEndsAfterTheRequestTimeout) {
       << r.status().message();
 }
 
-// Issue 23: while every request slot is held by a stuck transfer, the next
+// While every request slot is held by a stuck transfer, the next
 // caller gets an error naming the endpoint after slot_wait_timeout instead of
 // queueing behind it; Abort() then ends the stuck transfer within seconds.
-TEST(CurlClient, Issue23WaitForASlotIsBoundedAndAbortEndsAStuckTransfer) {
+TEST(CurlClient, WaitForASlotIsBoundedAndAbortEndsAStuckTransfer) {
   StallingServer server(StallingServer::Mode::kSilent);
   CurlClient http(CurlClientOptions{.max_in_flight = 1,
                                     .request_timeout = std::chrono::seconds(60),
@@ -272,7 +272,7 @@ TEST(CurlClient, Issue23WaitForASlotIsBoundedAndAbortEndsAStuckTransfer) {
   EXPECT_EQ(http.Send(HttpRequest{.url = server.url("/c")}).status().code(), Code::kCancelled);
 }
 
-TEST(CurlClient, Issue23DefaultsBoundEveryRequest) {
+TEST(CurlClient, DefaultsBoundEveryRequest) {
   const CurlClientOptions o;
   EXPECT_GT(o.request_timeout.count(), 0);
   EXPECT_GT(o.slot_wait_timeout.count(), 0);

@@ -294,9 +294,9 @@ std::unique_ptr<UnderStorage> PosixWith(std::map<std::string, std::string> optio
   return ufs.ok() ? std::move(*ufs) : nullptr;
 }
 
-// Issue 23: a read of a file on a hung NFS server ends with an error naming
+// A read of a file on a hung NFS server ends with an error naming
 // the path after requestTimeout, instead of blocking the reader for ever.
-TEST(PosixUfsDeadline, Issue23ReadOfAHungFileFailsWithinTheTimeout) {
+TEST(PosixUfsDeadline, ReadOfAHungFileFailsWithinTheTimeout) {
   TempDir dir;
   HungFile hung(dir);
   auto ufs = PosixWith({{"requestTimeout", "500ms"}});
@@ -312,10 +312,10 @@ TEST(PosixUfsDeadline, Issue23ReadOfAHungFileFailsWithinTheTimeout) {
   EXPECT_EQ(r.status().message(), "origin read of " + hung.path() + " did not finish within 0.5 s");
 }
 
-// Issue 23: threads stuck in a hung origin are capped: past maxStuckCalls,
+// Threads stuck in a hung origin are capped: past maxStuckCalls,
 // calls fail at once (no new thread parks in the kernel), and once the server
 // comes back the stuck calls drain and reads work again.
-TEST(PosixUfsDeadline, Issue23StuckCallsAreCappedAndDrainWhenTheOriginRecovers) {
+TEST(PosixUfsDeadline, StuckCallsAreCappedAndDrainWhenTheOriginRecovers) {
   TempDir dir;
   dir.Write("ok.txt", "fine");
   HungFile hung(dir);
@@ -350,7 +350,7 @@ TEST(PosixUfsDeadline, BadDeadlineOptionsAreRejected) {
   }
 }
 
-// Writes (issue 22): a staged file lands under a temporary name and is
+// Writes: a staged file lands under a temporary name and is
 // renamed into place: readers see the old file or the whole new one.
 TEST_F(PosixUfsTest, WriteReplacesTheFileWholeAndLeavesNoTemporaryName) {
   TempDir src, staged;

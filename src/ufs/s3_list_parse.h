@@ -5,7 +5,7 @@
 //
 // Invariant: an ObjectInfo returned from here has a size that parsed fully as
 // a decimal number and is at most kMaxS3ObjectSize; a listing entry that does
-// not is skipped and counted in ListPage::skipped_entries (issue 23: a huge
+// not is skipped and counted in ListPage::skipped_entries (a huge
 // size overflowed block counts and sized per-object arrays).
 //
 // Thread safety: pure functions.

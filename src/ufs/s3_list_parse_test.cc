@@ -1,5 +1,5 @@
 // S3 ListObjectsV2 / Content-Length parsing: sizes that are not plain decimal
-// numbers of at most 5 TiB are skipped and counted, never taken (issue 23).
+// numbers of at most 5 TiB are skipped and counted, never taken.
 #include "ufs/s3_list_parse.h"
 
 #include <gtest/gtest.h>
@@ -34,7 +34,7 @@ const std::vector<std::pair<std::string, std::string>> kMixed = {
     {"ok/max", "5497558138880"},  // exactly 5 TiB
 };
 
-TEST(S3ListParseTest, Issue23InvalidSizesAreSkippedAndCounted) {
+TEST(S3ListParseTest, InvalidSizesAreSkippedAndCounted) {
   auto page = ParseListPage(Page(kMixed), "s3://b/");
   ASSERT_TRUE(page.ok()) << page.status().ToString();
   ASSERT_EQ(page->objects.size(), 3u);
@@ -48,7 +48,7 @@ TEST(S3ListParseTest, Issue23InvalidSizesAreSkippedAndCounted) {
   EXPECT_EQ(page->skipped_entries, 7u);
 }
 
-TEST(S3ListParseTest, Issue23ObjectSizeParsesFully) {
+TEST(S3ListParseTest, ObjectSizeParsesFully) {
   EXPECT_EQ(ParseObjectSize("0"), 0u);
   EXPECT_EQ(ParseObjectSize("5497558138880"), kMaxS3ObjectSize);
   for (const char* bad : {"", "-1", "+1", " 1", "1 ", "12abc", "0x10", "5497558138881",
@@ -74,7 +74,7 @@ class FixedPageUfs : public UnderStorage {
   std::string body_;
 };
 
-TEST(S3ListParseTest, Issue23SkippedEntriesShowInUfsStats) {
+TEST(S3ListParseTest, SkippedEntriesShowInUfsStats) {
   FixedPageUfs ufs(Page(kMixed));
   auto all = ufs.ListAll("");
   ASSERT_TRUE(all.ok()) << all.status().ToString();
@@ -92,7 +92,7 @@ TEST(S3ListParseTest, MalformedPagesAreUnavailable) {
             Code::kUnavailable);
 }
 
-TEST(S3ListParseTest, Issue23ErrorDocumentsGiveCodeAndMessageOrNothing) {
+TEST(S3ListParseTest, ErrorDocumentsGiveCodeAndMessageOrNothing) {
   S3ErrorDocument e = ParseS3Error("<Error><Code>NoSuchKey</Code><Message>gone</Message></Error>");
   EXPECT_EQ(e.code, "NoSuchKey");
   EXPECT_EQ(e.message, "gone");

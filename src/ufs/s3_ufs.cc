@@ -145,7 +145,7 @@ std::string HeaderOr(const HttpResponse& r, const std::string& name) {
 }  // namespace
 
 Status S3Options::Validate() const {
-  // Never echo credentials someone put into the endpoint (issue 23).
+  // Never echo credentials someone put into the endpoint.
   const std::string shown = StripUserinfo(endpoint);
   if (!endpoint.starts_with("http://") && !endpoint.starts_with("https://")) {
     return InvalidArgument("s3 option endpoint: '" + shown +

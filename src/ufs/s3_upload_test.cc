@@ -1,4 +1,4 @@
-// S3 uploads as the origin sees them (issue 22): every part of a multipart
+// S3 uploads as the origin sees them: every part of a multipart
 // upload carries a checksum of its own body that the origin can check — the
 // body's SHA-256 in the signed x-amz-content-sha256 header, or, for an
 // anonymous request, Content-MD5. Against a recording HTTP server.

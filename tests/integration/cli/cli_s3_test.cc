@@ -166,10 +166,10 @@ TEST(CliS3KillTest, KilledServerGivesAClearErrorNotAHang) {
   EXPECT_TRUE(IsErrorLine(r.err, "s3://granary-gone/x", "unreachable")) << r.err;
 }
 
-// Issue 23: a whole session — listing, reading, stat, a mount with its log at
+// A whole session — listing, reading, stat, a mount with its log at
 // debug level, status JSON, the metrics page, a failed command with
 // credentials in the endpoint — never shows a secret value.
-TEST_F(CliS3Test, Issue23SecretsNeverAppearInLogsErrorsStatusOrMetrics) {
+TEST_F(CliS3Test, SecretsNeverAppearInLogsErrorsStatusOrMetrics) {
   const std::vector<std::string> secrets = {"AKIAGRANARYSECRET0001", "granary-secret-value-9d3f",
                                             "granary-session-token-77aa", "hunter2pass"};
   ::setenv("AWS_ACCESS_KEY_ID", secrets[0].c_str(), 1);

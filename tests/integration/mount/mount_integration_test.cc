@@ -565,7 +565,7 @@ class StallProxy {
   std::vector<std::thread> pipes_;
 };
 
-// Issue 23: an S3 origin that stalls (accepts, never answers) behind a real
+// An S3 origin that stalls (accepts, never answers) behind a real
 // mount with --origin-timeout 3s and 4 transport threads.
 class StalledOriginTest : public MountTest {
  protected:
@@ -600,7 +600,7 @@ class StalledOriginTest : public MountTest {
   std::unique_ptr<StallProxy> proxy_;
 };
 
-TEST_F(StalledOriginTest, Issue23ColdReadsFailInTimeCachedFilesStayServedAndUmountIsQuick) {
+TEST_F(StalledOriginTest, ColdReadsFailInTimeCachedFilesStayServedAndUmountIsQuick) {
   // 4 transport threads (Mount()); 6 stuck readers in CheckStalledOrigin.
   CheckStalledOrigin({});
 }
@@ -608,7 +608,7 @@ TEST_F(StalledOriginTest, Issue23ColdReadsFailInTimeCachedFilesStayServedAndUmou
 // The same over FUSE-over-io_uring: a READ that must wait leaves its ring
 // entry to a read waiter, whose reply the ring's thread commits later; the
 // queue's other entries keep serving (8 per CPU queue; 6 stuck readers).
-TEST_F(StalledOriginTest, Issue23OverIoUringWaitingReadsDoNotHoldTheRingThread) {
+TEST_F(StalledOriginTest, OverIoUringWaitingReadsDoNotHoldTheRingThread) {
   const std::string param = "/sys/module/fuse/parameters/enable_uring";
   if (::access(param.c_str(), F_OK) != 0) GTEST_SKIP() << "kernel has no FUSE over io_uring";
   SysfsOverride enable(param, "Y");
@@ -699,9 +699,9 @@ class HangingDirFs : public DirFs {
   bool released_ = false;
 };
 
-// Issue 23: a POSIX origin whose reads hang (NFS server gone): a read
+// A POSIX origin whose reads hang (NFS server gone): a read
 // through Granary fails with EIO after --origin-timeout, and umount is quick.
-TEST_F(MountTest, Issue23HungPosixOriginFailsReadsWithEioInTime) {
+TEST_F(MountTest, HungPosixOriginFailsReadsWithEioInTime) {
   TempDir tree;
   tree.Write("f.bin", std::string(4096, 'x'));
   const std::string nfs = work_.path() + "/nfs";
