@@ -1,4 +1,4 @@
-// BlockSource: where the bytes of a block come from (DESIGN §3.4).
+// BlockSource: where the bytes of a block come from.
 //
 // The engine asks its sources in order -- the local store, the owner peer
 // (cluster), the origin -- and takes the first answer. A source that has

@@ -1,4 +1,4 @@
-// CacheEngine: the read path of one dataset (DESIGN §3.4).
+// CacheEngine: the read path of one dataset.
 //
 //   Read(ino, offset, out): snapshot lookup (inode -> key, size, etag)
 //     -> store hit: serve from the cache file

@@ -1,5 +1,5 @@
 // ReadaheadWindows: which blocks of a large object to fetch ahead of its
-// readers (DESIGN §3.4, "Large objects stream").
+// readers (docs/architecture.md).
 //
 // Per file it tracks up to `streams_per_file` sequential streams -- a whole-
 // file reader is one, a checkpoint loader reading eight ranges at once is

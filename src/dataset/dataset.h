@@ -1,4 +1,4 @@
-// Dataset: the one way to open a dataset on a node (DESIGN §3).
+// Dataset: the one way to open a dataset on a node.
 //
 //   UnderStorage (source URI) -> Snapshot (listing, cached on disk)
 //     -> Store (tiered cache dirs) -> CacheEngine [-> ClusterNode: membership,

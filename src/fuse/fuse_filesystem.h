@@ -9,8 +9,9 @@
 // protocol layer counts the kernel's lookup references itself (from LOOKUP
 // and READDIRPLUS replies, minus FORGETs) and calls Forget() once, when the
 // count drops to zero; the root is never forgotten.
-// The tree is read-only and immutable while mounted: the kernel caches
-// entries and attributes for the configured timeouts.
+// The tree the origin gave is immutable while mounted (the kernel caches its
+// entries and attributes for the configured timeouts); a writable mount adds,
+// changes and removes files only through the write operations below.
 //
 // Errors: return a Status; FuseErrno() maps it (NotFound -> ENOENT, ...).
 //

@@ -1,4 +1,4 @@
-// Overlay: the files and directories a writable mount created (DESIGN §3.8),
+// Overlay: the files and directories a writable mount created,
 // layered over the snapshot, and the staging area that holds their bytes.
 //
 // A new file is staged whole in <staging dir>/<n>.data (any write pattern:

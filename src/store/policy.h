@@ -6,8 +6,8 @@
 //    capacity (sum of high × quota over all tiers), refuse it instead of
 //    evicting others. Under random-permutation epochs (every object read once
 //    per epoch, fresh order) LRU evicts exactly what the next epoch needs; a
-//    cache that stops admitting keeps its hit rate at the cached fraction
-//    (DESIGN §1). Victims, when eviction does run, are still taken LRU-first.
+//    cache that stops admitting keeps its hit rate at the cached fraction.
+//    Victims, when eviction does run, are still taken LRU-first.
 //
 // Thread safety: policies are stateless; every method is const and may be
 // called from any thread.

@@ -1,4 +1,4 @@
-// Store: the tiered local cache of object bytes (DESIGN §3.3).
+// Store: the tiered local cache of object bytes.
 //
 // A cached object is one file in one tier directory (MEM/SSD/HDD, fastest
 // first), named by a 128-bit hash of (dataset, key, etag) and fanned out into
@@ -180,7 +180,7 @@ struct StoreStats {
   uint64_t owned_block_bytes = 0;
 };
 
-// Why a block is admitted (cluster placement, DESIGN §3.6).
+// Why a block is admitted (cluster placement).
 enum class AdmitKind {
   kOwned,  // this node is responsible for the object (always so without a cluster)
   kNear,   // a copy of an object another node owns: admitted only while the

@@ -507,7 +507,7 @@ TEST(StoreTest, CorruptCheckpointComesBackColdNeverWrong) {
   EXPECT_EQ((*store)->stats().tiers[0].files, 0u);
 }
 
-// DESIGN §1: under random-permutation epochs a cache holding 35% of the
+// Under random-permutation epochs a cache holding 35% of the
 // dataset should hit ~35% of reads from epoch 2 on with the training policy
 // (LRU thrashes; printed for comparison, asserted only loosely).
 TEST(StorePolicyTest, TrainingKeepsHitRateAtCachedFraction) {
