@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mountinfo.h"
 #include "common/uri.h"
 #include "daemon/daemon.h"
 #include "daemon/holder_channel.h"
@@ -32,21 +33,6 @@ std::string Hex12(std::string_view text) {
   std::snprintf(buf, sizeof buf, "%016llx",
                 static_cast<unsigned long long>(XXH3_64bits(text.data(), text.size())));
   return std::string(buf, 12);
-}
-
-// Undoes the escaping of /proc/self/mountinfo fields ("\040" = space).
-std::string UnescapeMountField(std::string_view f) {
-  std::string out;
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] == '\\' && i + 3 < f.size()) {
-      int v = (f[i + 1] - '0') * 64 + (f[i + 2] - '0') * 8 + (f[i + 3] - '0');
-      out += static_cast<char>(v);
-      i += 3;
-    } else {
-      out += f[i];
-    }
-  }
-  return out;
 }
 
 // A live process that is not a zombie.
@@ -197,20 +183,10 @@ namespace {
 // "fstype source" of the mount at `path` from /proc/self/mountinfo; "" when
 // `path` is not a mount point.
 std::string MountType(std::string_view path) {
-  std::string want = CanonicalMountpoint(path);
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
+  const std::string want = CanonicalMountpoint(path);
   std::string found;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, mp;
-    fields >> id >> parent >> dev >> root >> mp;
-    if (UnescapeMountField(mp) != want) continue;
-    size_t sep = line.find(" - ");
-    std::istringstream rest(sep == std::string::npos ? "" : line.substr(sep + 3));
-    std::string fstype, source;
-    rest >> fstype >> source;
-    found = fstype + " " + UnescapeMountField(source);  // the last (top) mount wins
+  for (const MountEntry& e : ReadMountinfo()) {
+    if (e.mountpoint == want) found = e.fstype + " " + e.source;  // the last (top) mount wins
   }
   return found;
 }

@@ -272,15 +272,15 @@ std::string JoinPath(const std::string& dir, std::string_view name) {
   return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
 }
 
-// Status -> the errno a writer sees.
+// Status -> the errno a writer sees: FuseErrno's, except for failures of the
+// staging dir or the upload that would read as a mistake in the writer's own
+// call (EINVAL, ENOSYS, ESTALE): those are the I/O error they are to it.
 int WriteErrno(const Status& s) {
   switch (s.code()) {
-    case Code::kOk: return 0;
-    case Code::kNoSpace: return ENOSPC;
-    case Code::kNotFound: return ENOENT;
-    case Code::kPermissionDenied: return EACCES;
-    case Code::kCancelled: return EINTR;
-    default: return EIO;
+    case Code::kInvalidArgument:
+    case Code::kUnimplemented:
+    case Code::kStale: return EIO;
+    default: return FuseErrno(s);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/mountinfo.h"
 
 extern char** environ;
 
@@ -31,28 +32,9 @@ namespace {
 constexpr long kFusectlMagic = 0x65735543;
 constexpr const char* kFusectlDir = "/sys/fs/fuse/connections";
 
-// Decodes the octal escapes (\040 for space ...) of /proc/self/mountinfo.
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      out += static_cast<char>(std::strtol(s.substr(i + 1, 3).c_str(), nullptr, 8));
-      i += 3;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 bool IsListedMountPoint(const std::string& real) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mountpoint;
-    fields >> id >> parent >> devno >> root >> mountpoint;
-    if (Unescape(mountpoint) == real) return true;
+  for (const MountEntry& e : ReadMountinfo()) {
+    if (e.mountpoint == real) return true;
   }
   return false;
 }
