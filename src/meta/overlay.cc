@@ -14,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_modes.h"
 #include "common/log.h"
+#include "common/replace_file.h"
 
 namespace granary {
 
@@ -91,32 +93,15 @@ Status Overlay::WriteMeta(const File& f) const {
             {"uploaded", f.uploaded}, {"mtime_ns", f.mtime_ns}};
   // A crash leaves this multipart upload unfinished: the next mount aborts it.
   if (f.upload) j["upload_id"] = f.upload->id();
-  const std::string base = options_.staging_dir + "/" + std::to_string(f.id);
-  const std::string tmp = base + ".meta.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump();
-    out.flush();
-    if (!out) return IoError("staging: cannot write " + tmp);
-  }
-  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  if (::rename(tmp.c_str(), (base + ".meta").c_str()) != 0) return Errno("staging: rename " + tmp, errno);
-  return Status::Ok();
+  return ReplaceFileContents(options_.staging_dir + "/" + std::to_string(f.id) + ".meta", j.dump(),
+                             {.durable = true, .mode = kCacheFileMode})
+      .WithContext("staging");
 }
 
 static Status WriteSmallMeta(const std::string& dir, uint64_t id, const json& j) {
-  const std::string base = dir + "/" + std::to_string(id);
-  std::ofstream out(base + ".meta.tmp", std::ios::trunc);
-  out << j.dump();
-  out.close();
-  if (!out) return IoError("staging: cannot write " + base + ".meta.tmp");
-  if (::rename((base + ".meta.tmp").c_str(), (base + ".meta").c_str()) != 0)
-    return Errno("staging: rename " + base + ".meta.tmp", errno);
-  return Status::Ok();
+  return ReplaceFileContents(dir + "/" + std::to_string(id) + ".meta", j.dump(),
+                             {.durable = true, .mode = kCacheFileMode})
+      .WithContext("staging");
 }
 
 Status Overlay::Load() {
