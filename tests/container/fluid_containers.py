@@ -390,6 +390,7 @@ def main():
         if not args.no_restart:
             known = client_restart.measure(cluster, c, data)
         client_restart.non_root_client(cluster, c)
+        client_restart.dataload_without_run_dir(cluster, c)
     except KeyboardInterrupt as e:
         c.failed.append(f"interrupted ({e})")
         log(f"interrupted: {e}")
