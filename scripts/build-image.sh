@@ -20,8 +20,8 @@
 #
 # The build context is the repository root with
 # deploy/docker/Dockerfile.dockerignore (BuildKit reads it beside the
-# Dockerfile; podman is given it explicitly). RUN steps use the host's network
-# (apt inside a rootful podman build).
+# Dockerfile, and so does podman 4.3; it is also passed explicitly, for older
+# podman). RUN steps use the host's network (apt inside a rootful podman build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

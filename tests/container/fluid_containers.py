@@ -106,15 +106,20 @@ class Cluster:
         return path
 
     def _write_secrets(self):
-        # Secret volumes: files 0644 (Kubernetes' default mode), read-only mounts.
-        for rel, text in (("secrets/minio-secret/access-key", "testing\n"),
-                          ("secrets/minio-secret/secret-key", "testing\n"),
-                          ("peer/secret", "a shared peer secret of the container test\n")):
+        # Secret volumes, mounted read-only: the Dataset's with Kubernetes'
+        # default mode 0644; the peer secret as the kubelet writes it for
+        # pods with fsGroup 1000 and defaultMode 0440 (root:1000), readable by
+        # the uid-1000 workers and the root client, by nobody else.
+        for rel, text, mode, gid in (
+                ("secrets/minio-secret/access-key", "testing\n", 0o644, 0),
+                ("secrets/minio-secret/secret-key", "testing\n", 0o644, 0),
+                ("peer/secret", "a shared peer secret of the container test\n", 0o440, 1000)):
             path = os.path.join(self.work, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as f:
                 f.write(text)
-            os.chmod(path, 0o644)
+            os.chown(path, 0, gid)
+            os.chmod(path, mode)
         self._dir("config")
 
     def mount_spec(self, bucket, prefix, name):
