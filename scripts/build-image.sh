@@ -111,14 +111,14 @@ make_base_image() {
 
 ensure_base_images() {
   local image
-  for image in $(awk 'toupper($1) == "FROM" { print $2 }' "$dockerfile" | sort -u); do
+  while read -r image; do
     podman image exists "$image" && continue
     if [[ "${GRANARY_BASE_IMAGES:-local}" == pull ]]; then
-      podman pull --quiet "docker.io/library/$image" >/dev/null
+      podman pull --quiet "docker.io/library/$image" </dev/null >/dev/null
     else
-      make_base_image "$image"
+      make_base_image "$image" </dev/null
     fi
-  done
+  done < <(awk 'toupper($1) == "FROM" { print $2 }' "$dockerfile" | sort -u)
 }
 
 [[ $(id -u) -eq 0 ]] || command -v sudo >/dev/null ||
@@ -134,8 +134,8 @@ log "built $tag in $((SECONDS - start)) s"
 
 # The Dockerfile's own check fails the build on a missing library; this one
 # guards an image built from an older Dockerfile too.
-missing=$(podman run --rm --entrypoint sh "$tag" -c 'ldd /usr/local/bin/granary' | grep 'not found' || true)
-[[ -z "$missing" ]] || die "$tag: granary misses shared libraries: $missing"
+unresolved=$(podman run --rm --entrypoint sh "$tag" -c 'ldd /usr/local/bin/granary' | grep 'not found' || true)
+[[ -z "$unresolved" ]] || die "$tag: granary misses shared libraries: $unresolved"
 
 size=$(podman image inspect --format '{{.Size}}' "$tag")
 echo "image $tag: $((size / 1024 / 1024)) MiB ($size bytes)"
