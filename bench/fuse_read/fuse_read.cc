@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "fuse/dir_fs.h"
+#include "testing/dir_fs.h"
 #include "fuse/fuse_kernel.h"
 #include "fuse/fuse_server.h"
 

@@ -1,6 +1,6 @@
 // FuseFilesystem: the small interface between the FUSE kernel-protocol layer
 // (FuseServer) and whatever serves the files (the cache engine adapter, or
-// DirFs in tests and benchmarks). Adapters translate; the protocol layer owns
+// testing/dir_fs.h's DirFs in tests and benchmarks). Adapters translate; the protocol layer owns
 // framing, INIT, passthrough backing ids, attribute normalisation (files 0444,
 // dirs 0555, uid/gid from FuseOptions), timeouts and the Status -> errno map.
 //

@@ -19,28 +19,14 @@
 
 #include "meta/snapshot_format.h"
 #include "testing/mem_ufs.h"
+#include "testing/temp_dir.h"
 
 namespace granary {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under /tmp, removed (with its contents) on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "granary-meta-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 // The reference model: files by relative path, and each directory's children.
 struct Model {

@@ -9,37 +9,17 @@
 #include <random>
 #include <string>
 
+#include "testing/temp_dir.h"
+
 namespace granary::testing_util {
 
 // A fresh directory, removed with everything in it. Under /dev/shm when it is
 // usable (fsync is free there, which keeps restart-heavy tests fast), else
 // under $TMPDIR or /tmp; with kOnDisk under $TMPDIR or /var/tmp, for a test
 // of what only a disk file system does (O_DIRECT, the page cache).
-class TempDir {
+class TempDir : public ::granary::testing::TempDir {
  public:
-  enum class Where {
-    kFastest,  // /dev/shm when usable
-    kOnDisk,   // $TMPDIR or /var/tmp
-  };
-  explicit TempDir(Where where = Where::kFastest) {
-    const char* env = std::getenv("TMPDIR");
-    const char* fallback = where == Where::kOnDisk ? "/var/tmp" : "/tmp";
-    std::string base = where == Where::kFastest && ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
-                       : env && *env                                               ? env
-                                                                                   : fallback;
-    std::string tmpl = base + "/granary-store-XXXXXX";
-    path_ = ::mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  explicit TempDir(Where where = Where::kFastest) : ::granary::testing::TempDir(where, "granary-store") {}
 };
 
 // `size` pseudo-random bytes determined by `seed`.

@@ -1,5 +1,5 @@
 // DirFs: a local directory tree as a read-only FuseFilesystem. See dir_fs.h.
-#include "fuse/dir_fs.h"
+#include "testing/dir_fs.h"
 
 #include <dirent.h>
 #include <fcntl.h>

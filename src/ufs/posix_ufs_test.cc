@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "testing/temp_dir.h"
 #include "ufs/open.h"
 
 namespace granary {
@@ -21,31 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under /tmp, removed with everything in it on destruction.
-class TempDir {
+// A temporary directory that also names its files as this connector's keys.
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "granary-posix-XXXXXX").string();
-    char* p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
   // The key of `rel` inside this directory (absolute path without the leading slash).
-  std::string Key(const std::string& rel = "") const { return path_.substr(1) + "/" + rel; }
-
-  void Write(const std::string& rel, const std::string& data) const {
-    fs::create_directories(fs::path(path_ + "/" + rel).parent_path());
-    std::ofstream out(path_ + "/" + rel, std::ios::binary);
-    out << data;
-  }
-
- private:
-  std::string path_;
+  std::string Key(const std::string& rel = "") const { return path().substr(1) + "/" + rel; }
 };
 
 class PosixUfsTest : public ::testing::Test {

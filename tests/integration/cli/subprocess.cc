@@ -24,24 +24,6 @@ extern char** environ;
 namespace granary::testing {
 namespace fs = std::filesystem;
 
-TempDir::TempDir() {
-  std::string tmpl = (fs::temp_directory_path() / "granary-cli-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
-void TempDir::Write(const std::string& rel, const std::string& data) const {
-  fs::path p = fs::path(path_) / rel;
-  fs::create_directories(p.parent_path());
-  std::ofstream out(p, std::ios::binary);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
-
 namespace {
 
 std::string ReadFile(const std::string& path) {

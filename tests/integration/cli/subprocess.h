@@ -13,23 +13,11 @@
 #include "granary/status.h"
 #include "testing/random_bytes.h"
 
+#include "testing/temp_dir.h"
+
 namespace granary::testing {
 
 // A fresh directory under $TMPDIR (or /tmp), removed recursively on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // Writes `data` to path()/rel, creating parent directories.
-  void Write(const std::string& rel, const std::string& data) const;
-
- private:
-  std::string path_;
-};
 
 struct ProcessResult {
   int exit_code = -1;      // the exit status; 128+N when killed by signal N

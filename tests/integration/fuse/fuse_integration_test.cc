@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "fuse/dir_fs.h"
+#include "testing/dir_fs.h"
 #include "fuse/fuse_server.h"
 
 namespace granary {
@@ -101,13 +101,15 @@ void BuildTree() {
   g_tree->dirs.push_back("empty_dir");
 }
 
-class TempDir {
+// An empty directory to mount on, removed (rmdir: never through a mount
+// still on it) when it goes.
+class MountPointDir {
  public:
-  TempDir() {
+  MountPointDir() {
     char tmpl[] = "/tmp/granary-fuse-mnt-XXXXXX";
     path_ = mkdtemp(tmpl);
   }
-  ~TempDir() { rmdir(path_.c_str()); }
+  ~MountPointDir() { rmdir(path_.c_str()); }
   const std::string& path() const { return path_; }
 
  private:
@@ -137,7 +139,7 @@ class SysfsOverride {
 };
 
 struct Mounted {
-  TempDir dir;
+  MountPointDir dir;
   std::unique_ptr<DirFs> fs;
   std::unique_ptr<FuseServer> server;
   std::string Path(const std::string& rel) const {
@@ -480,7 +482,7 @@ TEST_F(FuseIntegrationTest, UringRequestedButDisabledFailsLoudly) {
   if (access(param.c_str(), F_OK) != 0) GTEST_SKIP() << "kernel has no FUSE over io_uring";
   SysfsOverride disable(param, "N");
   if (!disable.ok()) GTEST_SKIP() << "cannot set " << param;
-  TempDir dir;
+  MountPointDir dir;
   DirFs dirfs(DirFsOptions{.root = g_tree->root});
   FuseServer server(&dirfs, FuseOptions{.mountpoint = dir.path(), .transport = FuseTransport::kUring});
   Status st = server.Start();

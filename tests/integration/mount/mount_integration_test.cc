@@ -34,7 +34,7 @@
 #include "cli_runner.h"
 #include "moto_bucket.h"
 #include "daemon/daemon.h"
-#include "fuse/dir_fs.h"
+#include "testing/dir_fs.h"
 #include "fuse/fuse_server.h"
 #include "testing/moto_server.h"
 #include "ufs/s3_ufs.h"
