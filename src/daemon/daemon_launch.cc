@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -277,6 +278,27 @@ Status RunHeldDaemon(DaemonOptions options, std::shared_ptr<HolderChannel> holde
   ExitHeldDaemon(s, handed_over);
 }
 
+// A granary mount whose connection is gone (ENOTCONN) because its daemon and
+// holder died together -- a container killed with SIGKILL or OOM, whose
+// preStop hook never ran -- serves nobody and would refuse every new mount
+// on its mount point. It is detached (as `umount -l` does), with a warning;
+// a live mount, or a dead one of another file system, is left to
+// CheckMountpoint's refusal.
+Status DetachDeadGranaryMount(const std::string& mp) {
+  if (!MountType(mp).starts_with("fuse.granary ")) return Status::Ok();
+  // STATFS always reaches the connection (stat may be answered from cached
+  // attributes); a dead one fails at once.
+  struct statfs sfs {};
+  if (::statfs(mp.c_str(), &sfs) == 0 || errno != ENOTCONN) return Status::Ok();
+  if (Status s = UnmountFuse(mp); !s.ok()) {
+    return s.WithContext("detaching the dead granary mount at " + mp);
+  }
+  GLOG_WARN("mount point {}: detached a granary mount whose daemon had died (its readers got "
+            "ENOTCONN); mounting again",
+            mp);
+  return Status::Ok();
+}
+
 // The holder of `mountpoint` running this process's own command line.
 Result<MountHolderOptions> HolderOfThisCommand(const std::string& mountpoint,
                                                const std::string& source,
@@ -286,6 +308,7 @@ Result<MountHolderOptions> HolderOfThisCommand(const std::string& mountpoint,
     return InvalidArgument("mount point " + mp + " is already served by granary (pid " +
                            std::to_string(pid->pid) + ")");
   }
+  RETURN_IF_ERROR(DetachDeadGranaryMount(mp));
   RETURN_IF_ERROR(CheckMountpoint(mp, allow_non_empty));
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -636,6 +637,34 @@ TEST_F(RestartTest, AFastCrashLoopIsGivenUpWithErrorsNotHangs) {
   ProcessResult r = RunGranary({"umount", "--run-dir", RunDir(), mp_});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(testing::IsErrorLine(r.err, "umount " + mp_, "not mounted")) << r.err;
+}
+
+// A container killed with SIGKILL (or OOM) takes the holder and the daemon
+// with it and leaves a dead mount (ENOTCONN) behind: the next `granary mount`
+// on that mount point detaches it and serves, instead of refusing until
+// someone unmounts by hand on the node.
+TEST_F(RestartTest, TheNextMountReplacesAMountWhoseHolderAndDaemonWereKilled) {
+  MustMount();
+  const pid_t daemon = HolderStatus().value("daemon_pid", 0);
+  Result<DaemonPidInfo> holder = ReadPidFile(RunDir(), mp_);
+  ASSERT_TRUE(holder.ok());
+  ASSERT_GT(daemon, 0);
+  ASSERT_EQ(::kill(holder->pid, SIGKILL), 0);
+  ASSERT_EQ(::kill(daemon, SIGKILL), 0);
+  // The kernel ends the connection once the daemon's descriptors are closed.
+  auto dead = [&] {
+    struct statfs st {};
+    return ::statfs(mp_.c_str(), &st) != 0 && errno == ENOTCONN;
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!dead() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // another process exiting
+  }
+  ASSERT_TRUE(dead()) << "the killed mount still answers";
+  MustMount();
+  EpochReaders readers(mp_, *tree_, /*epochs=*/1);
+  Report(readers.Join(), "reads on the mount that replaced the dead one");
+  ExpectCleanUmount();
 }
 
 TEST_F(RestartTest, UmountWorksWhileTheDaemonIsDeadOrOrphaned) {
