@@ -24,12 +24,6 @@ struct StatusFlags {
   bool cluster = false;
 };
 
-std::string Percent(double ratio) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", ratio * 100);
-  return buf;
-}
-
 // A member's handover after a membership change: "-" when none is in
 // progress, else how far its pass over the snapshot got.
 std::string Handover(const nlohmann::json& status) {
@@ -38,7 +32,7 @@ std::string Handover(const nlohmann::json& status) {
   if (h.value("previous_sets", uint64_t{0}) == 0) return "-";
   const uint64_t total = h.value("objects_total", uint64_t{0});
   const uint64_t checked = h.value("objects_checked", uint64_t{0});
-  return Percent(total ? static_cast<double>(checked) / static_cast<double>(total) : 0.0);
+  return FormatPercent(total ? static_cast<double>(checked) / static_cast<double>(total) : 0.0);
 }
 
 // The cluster table: totals, then one row per member.
@@ -57,8 +51,8 @@ std::string FormatClusterTable(const nlohmann::json& c) {
                 FluidSize(t.value("ufs_total_bytes", uint64_t{0})).c_str(),
                 FluidSize(t.value("cached_bytes", uint64_t{0})).c_str(),
                 FluidSize(t.value("capacity", uint64_t{0})).c_str(),
-                Percent(t.value("cached_ratio", 0.0)).c_str(),
-                Percent(t.value("hit_ratio_reads", 0.0)).c_str(),
+                FormatPercent(t.value("cached_ratio", 0.0)).c_str(),
+                FormatPercent(t.value("hit_ratio_reads", 0.0)).c_str(),
                 static_cast<unsigned long long>(t.value("origin_requests", uint64_t{0})));
   out += line;
   std::snprintf(line, sizeof line, "\n%-22s %-6s %-12s %-12s %-9s %-9s %-11s %s\n", "NODE",
@@ -74,8 +68,8 @@ std::string FormatClusterTable(const nlohmann::json& c) {
     } else {
       std::snprintf(line, sizeof line, "%-22s %-6s %-12s %-12s %-9s %-9s %-11llu %s\n",
                     node.c_str(), "up", FluidSize(st->cached_bytes).c_str(),
-                    FluidSize(st->capacity).c_str(), Percent(st->cached_ratio).c_str(),
-                    Percent(st->hit_ratio_reads).c_str(),
+                    FluidSize(st->capacity).c_str(), FormatPercent(st->cached_ratio).c_str(),
+                    FormatPercent(st->hit_ratio_reads).c_str(),
                     static_cast<unsigned long long>(st->origin_requests),
                     Handover(m["status"]).c_str());
     }

@@ -72,20 +72,36 @@ Result<uint64_t> ParseSize(std::string_view text) {
   return static_cast<uint64_t>(std::llround(bytes));
 }
 
-std::string FormatSize(uint64_t bytes) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+namespace {
+
+// `bytes` in the largest binary unit below it, with `decimals` digits and
+// `gap` between the number and the unit; whole bytes without decimals.
+std::string SizeIn(uint64_t bytes, int decimals, const char* gap) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);
   int u = 0;
   while (v >= 1024 && u < 5) {
     v /= 1024;
     ++u;
   }
-  char buf[32];
+  char buf[48];
   if (u == 0) {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+    std::snprintf(buf, sizeof buf, "%llu%sB", static_cast<unsigned long long>(bytes), gap);
   } else {
-    std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+    std::snprintf(buf, sizeof buf, "%.*f%s%s", decimals, v, gap, kUnits[u]);
   }
+  return buf;
+}
+
+}  // namespace
+
+std::string FormatSize(uint64_t bytes) { return SizeIn(bytes, 1, " "); }
+
+std::string FluidSize(uint64_t bytes) { return SizeIn(bytes, 2, ""); }
+
+std::string FormatPercent(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", ratio * 100.0);
   return buf;
 }
 

@@ -24,6 +24,13 @@ Result<uint64_t> ParseSize(std::string_view text);
 // "1.5 GiB", "110.2 KiB", "512 B".
 std::string FormatSize(uint64_t bytes);
 
+// Fluid's way of writing a size in a Dataset's status (ReportSummary, `granary
+// status`): two decimals and no space, "1.50GiB", "512B".
+std::string FluidSize(uint64_t bytes);
+
+// "12.5%" for 0.125.
+std::string FormatPercent(double ratio);
+
 // Duration in `text`, or InvalidArgument naming the value.
 Result<std::chrono::nanoseconds> ParseDuration(std::string_view text);
 

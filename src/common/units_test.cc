@@ -32,6 +32,19 @@ TEST(FormatSize, IsReadable) {
   EXPECT_EQ(FormatSize(3ull << 30), "3.0 GiB");
 }
 
+TEST(FluidSize, IsFluidsTwoDecimalsWithoutASpace) {
+  EXPECT_EQ(FluidSize(0), "0B");
+  EXPECT_EQ(FluidSize(1023), "1023B");
+  EXPECT_EQ(FluidSize(1536), "1.50KiB");
+  EXPECT_EQ(FluidSize(3ull << 30), "3.00GiB");
+}
+
+TEST(FormatPercent, OneDecimal) {
+  EXPECT_EQ(FormatPercent(0.125), "12.5%");
+  EXPECT_EQ(FormatPercent(1.0), "100.0%");
+  EXPECT_EQ(FormatPercent(0.0), "0.0%");
+}
+
 TEST(ParseDuration, AcceptsCommonUnits) {
   using namespace std::chrono;
   EXPECT_EQ(*ParseDuration("10ms"), milliseconds(10));

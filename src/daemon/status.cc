@@ -11,12 +11,6 @@ namespace {
 
 double Ratio(uint64_t num, uint64_t den) { return den == 0 ? 0.0 : static_cast<double>(num) / den; }
 
-std::string Percent(double ratio) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f%%", ratio * 100.0);
-  return buf;
-}
-
 // Reads a field of the expected type, or records the first error.
 template <typename T>
 void Field(const nlohmann::json& j, const char* name, T& out, Status& err) {
@@ -285,23 +279,9 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   return s;
 }
 
-std::string FluidSize(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return std::to_string(bytes) + "B";
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f%s", v, kUnits[u]);
-  return buf;
-}
-
 nlohmann::json FluidSummary(const DatasetStatus& s) {
-  return {{"cached", FluidSize(s.cached_bytes)},    {"cachedPercentage", Percent(s.cached_ratio)},
-          {"cacheCapacity", FluidSize(s.capacity)}, {"cacheHitRatio", Percent(s.hit_ratio_reads)},
+  return {{"cached", FluidSize(s.cached_bytes)},    {"cachedPercentage", FormatPercent(s.cached_ratio)},
+          {"cacheCapacity", FluidSize(s.capacity)}, {"cacheHitRatio", FormatPercent(s.hit_ratio_reads)},
           {"fileNum", std::to_string(s.ufs_files)}, {"ufsTotal", FluidSize(s.ufs_total_bytes)}};
 }
 
@@ -310,12 +290,12 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
       {"NAME", "UFS TOTAL", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "FILES", "PHASE"}};
   for (const DatasetStatus& s : rows) {
     cells.push_back({s.name, FluidSize(s.ufs_total_bytes), FluidSize(s.cached_bytes),
-                     FluidSize(s.capacity), Percent(s.cached_ratio), Percent(s.hit_ratio_reads),
+                     FluidSize(s.capacity), FormatPercent(s.cached_ratio), FormatPercent(s.hit_ratio_reads),
                      std::to_string(s.cached_files) + "/" + std::to_string(s.ufs_files), s.phase});
     if (!verbose) continue;
     for (const TierUsage& t : s.tiers) {
       cells.push_back({"  " + t.medium + " " + t.path, "", FluidSize(t.used_bytes),
-                       FluidSize(t.quota), Percent(Ratio(t.used_bytes, t.quota)), "",
+                       FluidSize(t.quota), FormatPercent(Ratio(t.used_bytes, t.quota)), "",
                        std::to_string(t.files), ""});
     }
   }

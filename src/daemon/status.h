@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "cache/engine.h"
+#include "common/units.h"  // FluidSize, FormatPercent: the sizes and ratios of a status
 #include "daemon/loader.h"
 #include "meta/overlay.h"
 #include "fuse/fuse_server.h"
@@ -170,8 +171,5 @@ nlohmann::json FluidSummary(const DatasetStatus& s);
 // mount is in cached read mode, a note under the table says what its HIT
 // RATIO cannot see.
 std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbose);
-
-// "1.20GiB", "512B": Fluid's size strings.
-std::string FluidSize(uint64_t bytes);
 
 }  // namespace granary
