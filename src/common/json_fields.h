@@ -1,6 +1,7 @@
-// JsonFields: reading the fields of one JSON object into a struct, for the
-// stats codecs (EngineStats, StoreStats, FuseStats, ClusterStats), with one
-// error per object that names the object and the field.
+// JsonFields: reading the fields of one JSON object into a struct -- the
+// stats codecs (EngineStats, StoreStats, FuseStats, ClusterStats), a
+// dataset's status, a held FUSE connection's state -- with one error per
+// object that names the object and the field.
 //
 //   JsonFields in(j, "engine stats");
 //   in.Get("reads", s.reads);
@@ -8,7 +9,7 @@
 //   RETURN_IF_ERROR(in.status());
 //
 // A missing field leaves its value as it was (the struct's default): a stats
-// file written by an older version lacks newer counters. A field of another
+// file written by an older version lacks newer counters; Require() refuses it. A field of another
 // type -- a string for a count, a negative or fractional count, an array of
 // the wrong length -- is InvalidArgument; after the first error Get() does
 // nothing.
@@ -63,6 +64,16 @@ class JsonFields {
     if (!Read(*it, out)) {
       status_ = InvalidArgument(what_ + ": field '" + name + "' has the wrong type or length");
     }
+  }
+
+  // As Get, for a field every writer has always written: a missing one is
+  // InvalidArgument ("field 'name' is missing").
+  template <typename T>
+  void Require(const char* name, T& out) {
+    if (status_.ok() && !j_.contains(name)) {
+      status_ = InvalidArgument(what_ + ": field '" + name + "' is missing");
+    }
+    Get(name, out);
   }
 
   // Reads every counter of `table` into `s` (PutCounters' inverse).

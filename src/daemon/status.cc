@@ -4,28 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/json_fields.h"
 #include "daemon/control.h"
 
 namespace granary {
 namespace {
 
 double Ratio(uint64_t num, uint64_t den) { return den == 0 ? 0.0 : static_cast<double>(num) / den; }
-
-// Reads a field of the expected type, or records the first error.
-template <typename T>
-void Field(const nlohmann::json& j, const char* name, T& out, Status& err) {
-  if (!err.ok()) return;
-  auto it = j.find(name);
-  if (it == j.end()) {
-    err = InvalidArgument(std::string("status: field '") + name + "' is missing");
-    return;
-  }
-  try {
-    out = it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    err = InvalidArgument(std::string("status: field '") + name + "' has the wrong type");
-  }
-}
 
 }  // namespace
 
@@ -205,75 +190,78 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
 Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return InvalidArgument("status: not a JSON object");
   DatasetStatus s;
-  Status err;
-  Field(j, "name", s.name, err);
-  Field(j, "mountpoint", s.mountpoint, err);
-  Field(j, "ufs_total_bytes", s.ufs_total_bytes, err);
-  Field(j, "ufs_files", s.ufs_files, err);
-  Field(j, "snapshot_version", s.snapshot_version, err);
-  Field(j, "cached_bytes", s.cached_bytes, err);
-  Field(j, "cached_files", s.cached_files, err);
-  Field(j, "owned_cached_bytes", s.owned_cached_bytes, err);
-  Field(j, "owned_cached_files", s.owned_cached_files, err);
-  Field(j, "owned_block_bytes", s.owned_block_bytes, err);
-  Field(j, "capacity", s.capacity, err);
-  Field(j, "cached_ratio", s.cached_ratio, err);
-  Field(j, "reads", s.reads, err);
-  Field(j, "hit_reads", s.hit_reads, err);
-  Field(j, "hit_bytes", s.hit_bytes, err);
-  Field(j, "miss_bytes", s.miss_bytes, err);
-  Field(j, "hit_ratio_reads", s.hit_ratio_reads, err);
-  Field(j, "hit_ratio_bytes", s.hit_ratio_bytes, err);
-  Field(j, "origin_requests", s.origin_requests, err);
-  Field(j, "origin_bytes", s.origin_bytes, err);
-  Field(j, "origin_errors", s.origin_errors, err);
-  Field(j, "passthrough_opens", s.passthrough_opens, err);
-  Field(j, "userspace_opens", s.userspace_opens, err);
-  if (j.contains("page_cache_stores")) Field(j, "page_cache_stores", s.page_cache_stores, err);
+  JsonFields in(j, "status");
+  in.Require("name", s.name);
+  in.Require("mountpoint", s.mountpoint);
+  in.Require("ufs_total_bytes", s.ufs_total_bytes);
+  in.Require("ufs_files", s.ufs_files);
+  in.Require("snapshot_version", s.snapshot_version);
+  in.Require("cached_bytes", s.cached_bytes);
+  in.Require("cached_files", s.cached_files);
+  in.Require("owned_cached_bytes", s.owned_cached_bytes);
+  in.Require("owned_cached_files", s.owned_cached_files);
+  in.Require("owned_block_bytes", s.owned_block_bytes);
+  in.Require("capacity", s.capacity);
+  in.Require("cached_ratio", s.cached_ratio);
+  in.Require("reads", s.reads);
+  in.Require("hit_reads", s.hit_reads);
+  in.Require("hit_bytes", s.hit_bytes);
+  in.Require("miss_bytes", s.miss_bytes);
+  in.Require("hit_ratio_reads", s.hit_ratio_reads);
+  in.Require("hit_ratio_bytes", s.hit_ratio_bytes);
+  in.Require("origin_requests", s.origin_requests);
+  in.Require("origin_bytes", s.origin_bytes);
+  in.Require("origin_errors", s.origin_errors);
+  in.Require("passthrough_opens", s.passthrough_opens);
+  in.Require("userspace_opens", s.userspace_opens);
+  in.Get("page_cache_stores", s.page_cache_stores);
   // Absent in the status of older members.
-  if (j.contains("peer_served_blocks")) Field(j, "peer_served_blocks", s.peer_served_blocks, err);
-  if (j.contains("peer_served_hits")) Field(j, "peer_served_hits", s.peer_served_hits, err);
-  if (j.contains("read_mode")) Field(j, "read_mode", s.read_mode, err);
-  Field(j, "phase", s.phase, err);
-  RETURN_IF_ERROR(err);
+  in.Get("peer_served_blocks", s.peer_served_blocks);
+  in.Get("peer_served_hits", s.peer_served_hits);
+  in.Get("read_mode", s.read_mode);
+  in.Require("phase", s.phase);
+  RETURN_IF_ERROR(in.status());
   if (auto t = j.find("tiers"); t != j.end() && t->is_array()) {
     for (const auto& tj : *t) {
       TierUsage u;
-      Field(tj, "medium", u.medium, err);
-      Field(tj, "path", u.path, err);
-      Field(tj, "quota", u.quota, err);
-      Field(tj, "used_bytes", u.used_bytes, err);
-      Field(tj, "files", u.files, err);
-      RETURN_IF_ERROR(err);
+      JsonFields tier(tj, "status: tier");
+      tier.Require("medium", u.medium);
+      tier.Require("path", u.path);
+      tier.Require("quota", u.quota);
+      tier.Require("used_bytes", u.used_bytes);
+      tier.Require("files", u.files);
+      RETURN_IF_ERROR(tier.status());
       s.tiers.push_back(std::move(u));
     }
   }
   if (auto l = j.find("load"); l != j.end() && l->is_object()) {
     LoadProgress p;
-    Field(*l, "files_total", p.files_total, err);
-    Field(*l, "bytes_total", p.bytes_total, err);
-    Field(*l, "files_done", p.files_done, err);
-    Field(*l, "bytes_done", p.bytes_done, err);
-    Field(*l, "running", p.running, err);
-    Field(*l, "eta_s", p.eta_s, err);
-    Field(*l, "bytes_per_s", p.bytes_per_s, err);
-    RETURN_IF_ERROR(err);
+    JsonFields load(*l, "status: load");
+    load.Require("files_total", p.files_total);
+    load.Require("bytes_total", p.bytes_total);
+    load.Require("files_done", p.files_done);
+    load.Require("bytes_done", p.bytes_done);
+    load.Require("running", p.running);
+    load.Require("eta_s", p.eta_s);
+    load.Require("bytes_per_s", p.bytes_per_s);
+    RETURN_IF_ERROR(load.status());
     s.load = p;
   }
   if (auto wj = j.find("writes"); wj != j.end() && wj->is_object()) {
     OverlayStats w;
-    Field(*wj, "files", w.files, err);
-    Field(*wj, "dirs", w.dirs, err);
-    Field(*wj, "pending_files", w.pending_files, err);
-    Field(*wj, "pending_bytes", w.pending_bytes, err);
-    Field(*wj, "unclosed_files", w.unclosed_files, err);
-    Field(*wj, "staged_bytes", w.staged_bytes, err);
-    Field(*wj, "uploads", w.uploads, err);
-    Field(*wj, "upload_failures", w.upload_failures, err);
-    Field(*wj, "uploaded_bytes", w.uploaded_bytes, err);
-    Field(*wj, "upload_seconds", w.upload_seconds, err);
-    Field(*wj, "deletes", w.deletes, err);
-    RETURN_IF_ERROR(err);
+    JsonFields writes(*wj, "status: writes");
+    writes.Require("files", w.files);
+    writes.Require("dirs", w.dirs);
+    writes.Require("pending_files", w.pending_files);
+    writes.Require("pending_bytes", w.pending_bytes);
+    writes.Require("unclosed_files", w.unclosed_files);
+    writes.Require("staged_bytes", w.staged_bytes);
+    writes.Require("uploads", w.uploads);
+    writes.Require("upload_failures", w.upload_failures);
+    writes.Require("uploaded_bytes", w.uploaded_bytes);
+    writes.Require("upload_seconds", w.upload_seconds);
+    writes.Require("deletes", w.deletes);
+    RETURN_IF_ERROR(writes.status());
     s.writes = w;
   }
   return s;

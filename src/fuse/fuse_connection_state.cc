@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
+
 namespace granary {
 
 std::string FuseConnectionStateToJson(const FuseConnectionState& st) {
@@ -26,27 +28,13 @@ std::string FuseConnectionStateToJson(const FuseConnectionState& st) {
   return j.dump();
 }
 
-namespace {
-
-template <typename T>
-Status Take(const nlohmann::json& j, const char* name, T& out) {
-  auto it = j.find(name);
-  if (it == j.end()) return InvalidArgument(std::string("fuse connection state: no ") + name);
-  try {
-    out = it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    return InvalidArgument(std::string("fuse connection state: bad ") + name);
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<FuseConnectionState> FuseConnectionStateFromJson(std::string_view text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgument("fuse connection state: not a JSON object");
+  JsonFields in(j, "fuse connection state");
   int version = 0;
-  RETURN_IF_ERROR(Take(j, "version", version));
+  in.Require("version", version);
+  RETURN_IF_ERROR(in.status());
   if (version != kFuseConnectionStateVersion) {
     return InvalidArgument("fuse connection state: version " + std::to_string(version) +
                            " is not " + std::to_string(kFuseConnectionStateVersion));
@@ -54,19 +42,20 @@ Result<FuseConnectionState> FuseConnectionStateFromJson(std::string_view text) {
   FuseConnectionState st;
   FuseSessionInfo& s = st.session;
   std::string transport, read_mode;
-  RETURN_IF_ERROR(Take(j, "kernel_major", s.kernel_major));
-  RETURN_IF_ERROR(Take(j, "kernel_minor", s.kernel_minor));
-  RETURN_IF_ERROR(Take(j, "kernel_flags", s.kernel_flags));
-  RETURN_IF_ERROR(Take(j, "granted_flags", s.granted_flags));
-  RETURN_IF_ERROR(Take(j, "max_pages", s.max_pages));
-  RETURN_IF_ERROR(Take(j, "max_readahead", s.max_readahead));
-  RETURN_IF_ERROR(Take(j, "passthrough", s.passthrough));
-  RETURN_IF_ERROR(Take(j, "transport", transport));
-  RETURN_IF_ERROR(Take(j, "threads", s.threads));
-  RETURN_IF_ERROR(Take(j, "passthrough_note", s.passthrough_note));
-  RETURN_IF_ERROR(Take(j, "read_mode", read_mode));
-  RETURN_IF_ERROR(Take(j, "dev", st.dev));
-  RETURN_IF_ERROR(Take(j, "device_fds", st.device_fds));
+  in.Require("kernel_major", s.kernel_major);
+  in.Require("kernel_minor", s.kernel_minor);
+  in.Require("kernel_flags", s.kernel_flags);
+  in.Require("granted_flags", s.granted_flags);
+  in.Require("max_pages", s.max_pages);
+  in.Require("max_readahead", s.max_readahead);
+  in.Require("passthrough", s.passthrough);
+  in.Require("transport", transport);
+  in.Require("threads", s.threads);
+  in.Require("passthrough_note", s.passthrough_note);
+  in.Require("read_mode", read_mode);
+  in.Require("dev", st.dev);
+  in.Require("device_fds", st.device_fds);
+  RETURN_IF_ERROR(in.status());
   Result<FuseTransport> t = ParseFuseTransport(transport);
   if (!t.ok() || *t == FuseTransport::kAuto) {
     return InvalidArgument("fuse connection state: bad transport '" + transport + "'");
