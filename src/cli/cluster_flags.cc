@@ -14,6 +14,10 @@ void AddClusterFlags(CLI::App* cmd, ClusterFlags* f) {
   cmd->add_option("--cluster-peers", f->peers,
                   "Static members, this node may be among them")
       ->option_text("HOST:PORT,...");
+  cmd->add_option("--cluster-peers-file", f->peers_file,
+                  "Static members from a file (one HOST:PORT a line, '#' comments), read again "
+                  "on SIGHUP: a changed list is handed over without a restart")
+      ->option_text("FILE");
   cmd->add_option("--cluster-etcd", f->etcd, "Membership through etcd (v3) instead of a list")
       ->option_text("http://HOST:PORT,...");
   cmd->add_option("--cluster-name", f->name, "Cluster name in etcd (default: the dataset id)");
@@ -45,6 +49,9 @@ Result<ClusterOptions> BuildClusterOptions(const ClusterFlags& f, const ClusterC
   o.listen = pick(f.listen, c.listen);
   o.advertise = pick(f.advertise, c.advertise);
   o.peers = pick(f.peers, c.peers);
+  o.peers_file = f.peers_file;
+  // The file replaces the config's list.
+  if (!o.peers_file.empty() && f.peers.empty()) o.peers.clear();
   o.etcd = pick(f.etcd, c.etcd);
   o.name = pick(f.name, c.name);
   o.secret_file = pick(f.secret_file, c.secret_file);

@@ -16,6 +16,7 @@ struct ClusterFlags {
   std::string listen;
   std::string advertise;
   std::string peers;
+  std::string peers_file;
   std::string etcd;
   std::string name;
   std::string secret_file;

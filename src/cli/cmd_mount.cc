@@ -1,7 +1,9 @@
 // `granary mount SOURCE MOUNTPOINT [flags]`: mounts a dataset read-only through
 // the cache (docs/mount.md). `granary worker SOURCE [flags]`: the same daemon
 // without a mount, in the foreground: a cluster node that caches its share of
-// the dataset for its peers (docs/cluster.md). Flags become DaemonOptions; --config lends the
+// the dataset for its peers (docs/cluster.md); `granary worker --drain SOURCE`
+// makes a running worker leave its cluster gracefully and follows the drain
+// until the worker stopped. Flags become DaemonOptions; --config lends the
 // source's connector options plus tiers, policy and block size where the
 // flags do not say otherwise. Without --foreground the command returns once
 // the mount is ready (exit 0) or prints "granary: mount <mp>: <reason>" and
@@ -9,17 +11,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "common/origin_defaults.h"
 #include "common/units.h"
+#include "daemon/control.h"
+#include "daemon/control_request.h"
 #include "daemon/daemon.h"
 #include "daemon/holder_channel.h"
+#include "dataset/dataset.h"
 
 namespace granary::cli {
 namespace {
@@ -40,6 +48,7 @@ struct MountFlags {
   std::string log_file;
   std::string run_dir = "/run/granary";
   bool foreground = false;
+  bool drain = false;  // worker --drain SOURCE
   bool no_restart = false;
   std::string upgrade;  // --upgrade MOUNTPOINT
   std::string binary;   // --binary PATH (with --upgrade)
@@ -253,6 +262,65 @@ int RunWorker(MountFlags flags, const GlobalFlags& globals) {
   return kExitOk;
 }
 
+// One line of a drain's progress ({"state", "elapsed_s", "timeout_s", "waiting"}).
+std::string DrainLine(const nlohmann::json& d) {
+  char head[96];
+  std::snprintf(head, sizeof(head), "drain: %s, %.1f s of %.0f s", d.value("state", "?").c_str(),
+                d.value("elapsed_s", 0.0), d.value("timeout_s", 0.0));
+  std::string line = head;
+  const nlohmann::json waiting = d.value("waiting", nlohmann::json::array());
+  if (!waiting.empty()) {
+    line += "; waiting for";
+    for (const auto& w : waiting) line += " " + w.get<std::string>();
+  }
+  return line;
+}
+
+// `granary worker --drain SOURCE`: asks the worker to leave (the control
+// socket's drain op), prints each change of its progress, waits for the
+// process to exit and reports the drain's end from its stats file.
+int RunDrain(const MountFlags& flags) {
+  auto socket = WorkerSocketPath(flags.run_dir, flags.source);
+  if (!socket.ok()) return ReportError("worker --drain", socket.status());
+  const std::string run_name = WorkerRunName(DatasetId(flags.source));
+  auto pid = ReadPidFile(flags.run_dir, run_name);
+  if (!pid.ok()) return ReportError("worker --drain", pid.status());
+  const nlohmann::json request = {{"v", kControlProtocolVersion}, {"op", "drain"}};
+  std::string last;
+  for (bool asked = false;; asked = true) {
+    auto reply = ControlCall(*socket, request);
+    if (!reply.ok()) {
+      if (!asked) return ReportError("worker --drain", reply.status());
+      break;  // the control socket is gone: the drain ended and the worker is stopping
+    }
+    const std::string line = DrainLine(reply->value("drain", nlohmann::json::object()));
+    if (line != last) std::cout << line << std::endl;
+    last = line;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling the worker's progress
+  }
+  // The rest of a stop is bounded (the daemon's shutdown grace).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (PidFileProcessAlive(*pid) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // waiting for its exit
+  }
+  if (PidFileProcessAlive(*pid)) {
+    return ReportError("worker --drain", Unavailable("the worker (pid " + std::to_string(pid->pid) +
+                                                     ") still runs 60 s after its drain ended"));
+  }
+  std::ifstream in(RunFilePath(flags.run_dir, run_name, "stats.json"));
+  const nlohmann::json stats = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json drain = nlohmann::json::object();
+  if (stats.is_object() && stats.contains("cluster")) {
+    drain = stats["cluster"].value("drain", nlohmann::json::object());
+  }
+  std::cout << DrainLine(drain) << "; the worker stopped" << std::endl;
+  if (drain.value("state", "") != "drained") {
+    return ReportError("worker --drain",
+                       Unavailable("the drain did not end with every member taken over"));
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
@@ -318,8 +386,11 @@ void RegisterWorkerCommand(CLI::App& app, CliContext& ctx) {
       "worker", "Serve a dataset's cache to its cluster without a mount (foreground)");
   cmd->add_option("SOURCE", f->source, "s3://bucket/prefix, file:///path or a path")->required();
   AddDatasetFlags(cmd, f.get());
+  cmd->add_flag("--drain", f->drain,
+                "Make the running worker of SOURCE leave its cluster gracefully: follow its "
+                "handover, exit once it stopped (see --run-dir)");
   cmd->callback([&ctx, f] {
-    ctx.action = [&ctx, f] { return RunWorker(*f, ctx.flags); };
+    ctx.action = [&ctx, f] { return f->drain ? RunDrain(*f) : RunWorker(*f, ctx.flags); };
   });
 }
 

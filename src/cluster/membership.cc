@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 namespace granary::cluster {
 namespace {
@@ -116,6 +119,42 @@ Result<std::vector<Member>> ParsePeerList(std::string_view csv, uint64_t default
                              .capacity = default_capacity});
   }
   return members;
+}
+
+std::string PeerListFromFileText(std::string_view text) {
+  std::string out;
+  std::string entry;
+  bool comment = false;
+  auto flush = [&] {
+    if (entry.empty()) return;
+    out += (out.empty() ? "" : ",") + entry;
+    entry.clear();
+  };
+  for (char c : text) {
+    if (c == '\n') comment = false;
+    if (comment) continue;
+    if (c == '#') {
+      comment = true;
+      flush();
+    } else if (c == ',' || std::isspace(static_cast<unsigned char>(c))) {
+      flush();
+    } else {
+      entry += c;
+    }
+  }
+  flush();
+  return out;
+}
+
+Result<std::string> ReadPeerListFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return ErrnoStatus("peer list file " + path, errno);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IoError("peer list file " + path + ": read failed");
+  std::string list = PeerListFromFileText(text.str());
+  if (list.empty()) return InvalidArgument("peer list file " + path + " lists no member");
+  return list;
 }
 
 }  // namespace granary::cluster

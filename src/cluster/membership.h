@@ -72,4 +72,14 @@ Result<HostPort> ParseHostPort(std::string_view text);
 // errors. An empty or all-blank list gives an empty vector.
 Result<std::vector<Member>> ParsePeerList(std::string_view csv, uint64_t default_capacity);
 
+// The text of a peer-list file (--cluster-peers-file) as a ParsePeerList
+// list: entries separated by commas, spaces or newlines; '#' starts a
+// comment to the end of its line. "a:1\n# gone: b:1\nc:1 d:1" -> "a:1,c:1,d:1".
+std::string PeerListFromFileText(std::string_view text);
+
+// Reads `path` and returns its list as ParsePeerList expects it. An errno
+// status naming the file when it cannot be read; InvalidArgument when it lists no
+// member (an empty file is a mistake, not a cluster of one).
+Result<std::string> ReadPeerListFile(const std::string& path);
+
 }  // namespace granary::cluster

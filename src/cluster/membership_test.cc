@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "cluster/static_membership.h"
 
 namespace granary::cluster {
@@ -97,6 +100,72 @@ TEST(StaticMembershipTest, StartRejectsBadMembers) {
   EXPECT_NE(s.message().find("'nope' is not HOST:PORT"), std::string::npos) << s.message();
   StaticMembership no_capacity({}, Member{.address = "h1:1", .capacity = 0});
   EXPECT_EQ(no_capacity.Start().code(), Code::kInvalidArgument);
+}
+
+TEST(PeerListFileTest, TakesCommasSpacesNewlinesAndComments) {
+  EXPECT_EQ(PeerListFromFileText("# the cache nodes\nh1:7070\nh2:7070, h3:7070 # rack b\n\n"
+                                 "  h4:7070\th5:7070\n#h6:7070\n"),
+            "h1:7070,h2:7070,h3:7070,h4:7070,h5:7070");
+  EXPECT_EQ(PeerListFromFileText(" \n# nothing\n"), "");
+}
+
+TEST(PeerListFileTest, AMissingOrEmptyFileIsAnError) {
+  const std::string dir = ::testing::TempDir();
+  auto missing = ReadPeerListFile(dir + "/no-such-peers");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no-such-peers"), std::string::npos);
+  const std::string empty = dir + "/empty-peers";
+  std::ofstream(empty) << "# all gone\n";
+  auto none = ReadPeerListFile(empty);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "peer list file " + empty + " lists no member");
+  const std::string good = dir + "/good-peers";
+  std::ofstream(good) << "h1:7070\nh2:7070\n";
+  auto list = ReadPeerListFile(good);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(*list, "h1:7070,h2:7070");
+  std::filesystem::remove(empty);
+  std::filesystem::remove(good);
+}
+
+TEST(StaticMembershipTest, AnUpdatedListIsANewViewForTheCallbacks) {
+  auto three = ParsePeerList("h1:7070,h2:7070,h3:7070", 1);
+  auto four = ParsePeerList("h1:7070,h2:7070,h3:7070,h4:7070", 1);
+  ASSERT_TRUE(three.ok() && four.ok());
+  StaticMembership m(*three, Member{.address = "h1:7070", .capacity = 1});
+  ASSERT_TRUE(m.Start().ok());
+  std::vector<std::shared_ptr<const Placement>> seen;
+  m.OnChange([&](std::shared_ptr<const Placement> p) { seen.push_back(p); });
+
+  auto grown = m.Update(*four);
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_TRUE(*grown);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0]->members().size(), 4u);
+  EXPECT_EQ(seen[0]->generation(), 1u);
+  EXPECT_EQ(m.placement(), seen[0]);
+  EXPECT_EQ(m.Describe(), "static, 4 peers");
+
+  // The same set in another order is no change.
+  auto shuffled = ParsePeerList("h4:7070,h3:7070,h2:7070,h1:7070", 1);
+  ASSERT_TRUE(shuffled.ok());
+  auto same = m.Update(*shuffled);
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(*same);
+  EXPECT_EQ(seen.size(), 1u);
+
+  // A bad list is refused and the current view kept.
+  auto bad = m.Update({Member{.address = "nope", .capacity = 1}});
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(m.placement()->members().size(), 4u);
+
+  // A list without this node still has it (its own view; the others decide).
+  auto shrunk = m.Update(*ParsePeerList("h2:7070,h3:7070", 1));
+  ASSERT_TRUE(shrunk.ok());
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1]->members().size(), 3u);
+  EXPECT_NE(seen[1]->Find("h1:7070"), nullptr);
+  EXPECT_EQ(seen[1]->generation(), 2u);
 }
 
 }  // namespace

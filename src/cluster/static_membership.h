@@ -1,17 +1,22 @@
-// StaticMembership: a fixed member list (--cluster-peers, or Fluid's worker
-// replicas), the same on every node.
+// StaticMembership: a member list given by the operator (--cluster-peers,
+// --cluster-peers-file, or Fluid's worker replicas), the same on every node.
 //
 // The members are the list, each with the given capacity (node_id =
 // address). This node (`self`) is added when its node id is not in the list,
 // with its own capacity (0 for a client-only node that owns nothing); when it
 // is listed, the list's entry is kept so every node computes the same
-// placement. The set never changes, so OnChange callbacks are never called.
+// placement. The list changes only when the operator gives a new one
+// (Update: a re-read peers file, a rewritten runtime.json); each change is a
+// new view handed to the OnChange callbacks, as an etcd membership's are.
 //
-// Thread safety: all methods are thread-safe (the view is immutable after
-// construction; callbacks are accepted and dropped).
+// Thread safety: all methods are thread-safe. mu_ guards the list and the
+// view; callbacks run on the thread calling Update, one change at a time
+// (update_mu_, taken before mu_ and never held by a callback's callers).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,13 +33,27 @@ class StaticMembership : public Membership {
   // member has capacity. InvalidArgument naming the bad entry.
   Status Start() override;
   void Stop() override {}
-  std::shared_ptr<const Placement> placement() const override { return placement_; }
-  void OnChange(std::function<void(std::shared_ptr<const Placement>)> cb) override {}
+  std::shared_ptr<const Placement> placement() const override;
+  void OnChange(std::function<void(std::shared_ptr<const Placement>)> cb) override;
   std::string Describe() const override;
 
+  // Replaces the list (with the constructor's rule for `self`). A list that
+  // fails Start()'s checks is refused (InvalidArgument) and the old one
+  // kept. When the member set differs, the next view (generation + 1) is
+  // published to every callback before this returns; an equal set
+  // publishes nothing. Returns whether a new view was published.
+  Result<bool> Update(std::vector<Member> peers);
+
  private:
-  std::vector<Member> members_;  // as given (validated by Start)
+  // The list with `self_` added where it is missing; ids default to addresses.
+  std::vector<Member> WithSelf(std::vector<Member> peers) const;
+
+  Member self_;
+  std::mutex update_mu_;         // serializes Update (and its callbacks); before mu_
+  mutable std::mutex mu_;        // guards members_, placement_, callbacks_; a leaf lock
+  std::vector<Member> members_;  // as given, with self (validated by Start/Update)
   std::shared_ptr<const Placement> placement_;
+  std::vector<std::function<void(std::shared_ptr<const Placement>)>> callbacks_;
 };
 
 }  // namespace granary::cluster

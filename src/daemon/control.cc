@@ -256,6 +256,13 @@ bool ControlServer::HandleLine(Connection* conn, std::string_view line) {
         Status s = handler_->CancelLoad();
         return WriteLine(conn->fd, s.ok() ? OkReply() : ErrorReply(s.ToString()));
       }
+      case ControlOp::kDrain: {
+        Result<json> r = handler_->Drain();
+        if (!r.ok()) return WriteLine(conn->fd, ErrorReply(r.status().ToString()));
+        json reply = OkReply();
+        reply["drain"] = *r;
+        return WriteLine(conn->fd, reply);
+      }
       case ControlOp::kSync: {
         Result<json> r = handler_->Sync();
         if (!r.ok()) return WriteLine(conn->fd, ErrorReply(r.status().ToString()));

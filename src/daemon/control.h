@@ -73,6 +73,12 @@ class ControlHandler {
   virtual Result<nlohmann::json> GetClusterStatus() {
     return Unimplemented("this daemon is not part of a cluster (no --cluster-listen)");
   }
+  // Starts this member's graceful leave (the first call; later ones only
+  // look) and returns its progress (DrainStats as JSON). The daemon stops
+  // once the drain ends. Unimplemented on a single node.
+  virtual Result<nlohmann::json> Drain() {
+    return Unimplemented("this daemon is not part of a cluster (no --cluster-listen)");
+  }
 };
 
 class ControlServer {

@@ -61,6 +61,8 @@ Result<ControlRequest> ParseControlRequest(std::string_view line) {
     out.op = ControlOp::kCancel;
   } else if (op == "sync") {
     out.op = ControlOp::kSync;
+  } else if (op == "drain") {
+    out.op = ControlOp::kDrain;
   } else if (op == "load") {
     out.op = ControlOp::kLoad;
     try {
@@ -70,7 +72,7 @@ Result<ControlRequest> ParseControlRequest(std::string_view line) {
     }
   } else {
     return InvalidArgument("unknown op '" + op +
-                           "' (expected status, cluster_status, load, cancel or sync)");
+                           "' (expected status, cluster_status, load, cancel, sync or drain)");
   }
   return out;
 }

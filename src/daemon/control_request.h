@@ -1,7 +1,7 @@
 // Parsing of one control-socket request line (the protocol is in control.h and
 // docs/load-status.md) into a validated request. Kept apart from the server's
 // sockets and threads so that it is unit-tested and fuzzed on its own
-// (fuzz/control_request_fuzz.cc, issue 23).
+// (fuzz/control_request_fuzz.cc).
 //
 // Thread safety: pure functions.
 #pragma once
@@ -23,6 +23,7 @@ enum class ControlOp {
   kLoad,           // warm the cache (fields in ControlRequest::load)
   kCancel,         // cancel the running load
   kSync,           // re-list the origin and switch to the new snapshot
+  kDrain,          // start a graceful leave of the cluster (once), report its progress
 };
 
 // One request as the server acts on it.

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "dataset/cluster_node.h"
+#include "dataset/cluster_stats_json.h"
 
 namespace granary {
 
@@ -136,6 +137,15 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
                  {"origin_requests", origin},
                  {"handovers_in_progress", handovers}};
   return j;
+}
+
+Result<nlohmann::json> DaemonServices::Drain() {
+  if (!options_.cluster) return ControlHandler::Drain();
+  if (!options_.request_drain) return Unimplemented("this daemon cannot drain");
+  RETURN_IF_ERROR(options_.request_drain());
+  DrainStats d = options_.cluster->stats().drain;
+  if (d.state.empty()) d.state = "starting";  // asked; the daemon's stop has not reached it yet
+  return ToJson(d);
 }
 
 std::string DaemonServices::metrics_addr() const {

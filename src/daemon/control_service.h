@@ -1,4 +1,4 @@
-// DaemonServices: what a mount daemon hosts besides FUSE for Issue 5: the
+// DaemonServices: what a mount daemon hosts besides FUSE: the
 // control socket (status / load / cancel / sync), the one-at-a-time LoadManager
 // (foreground loads from `granary load`, background ones from `mount --load`
 // and `load --background`), the StatusReporter, and the Prometheus endpoint
@@ -49,6 +49,9 @@ struct ServicesOptions {
   // A writable mount's overlay counters (status "writes", granary_write_*
   // metrics); empty = read-only.
   std::function<OverlayStats()> write_stats;
+  // Starts the daemon's graceful leave and stop (`granary worker --drain`);
+  // empty = Unimplemented. Called again while draining: must do nothing.
+  std::function<Status()> request_drain;
 };
 
 class DaemonServices : public ControlHandler {
@@ -66,6 +69,7 @@ class DaemonServices : public ControlHandler {
   Status CancelLoad() override;
   Result<nlohmann::json> Sync() override;
   Result<nlohmann::json> GetClusterStatus() override;
+  Result<nlohmann::json> Drain() override;
 
   LoadManager& loads() { return loads_; }
   StatusReporter& status() { return reporter_; }

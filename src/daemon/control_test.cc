@@ -92,14 +92,18 @@ TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
   r = SendRaw(path, R"({"v":1,"op":"explode"})"
                     "\n");
   EXPECT_NE(r["error"].get<std::string>().find("unknown op 'explode'"), std::string::npos);
+  // A drain is a cluster member's: a single node says so and keeps serving.
+  r = SendRaw(path, R"({"v":1,"op":"drain"})"
+                    "\n");
+  EXPECT_NE(r["error"].get<std::string>().find("not part of a cluster"), std::string::npos);
   r = SendRaw(path, R"({"v":1,"op":"load","threads":"many"})"
                     "\n");
   EXPECT_NE(r["error"].get<std::string>().find("bad request"), std::string::npos);
-  // A non-string op once crashed the daemon (issue 23).
+  // A non-string op once crashed the daemon.
   r = SendRaw(path, R"({"v":1,"op":7})"
                     "\n");
   EXPECT_NE(r["error"].get<std::string>().find("\"op\" must be a string"), std::string::npos);
-  // A huge thread count once started that many threads (issue 23).
+  // A huge thread count once started that many threads.
   r = SendRaw(path, R"({"v":1,"op":"load","threads":100000000})"
                     "\n");
   EXPECT_NE(r["error"].get<std::string>().find("threads must be 1.."), std::string::npos)
@@ -259,10 +263,10 @@ TEST_F(ControlTest, MetricsParseAndCountersMove) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << body;
 }
 
-// Found while writing fuzz/control_request_fuzz.cc (issue 23): a float "threads" was
+// Found while writing fuzz/control_request_fuzz.cc: a float "threads" was
 // converted to int64 unchecked (undefined for 1e300), and a deeply nested "v"
 // was dumped into the version error one recursion per level.
-TEST(ControlRequestTest, Issue23FloatThreadsAreClampedAndNestedVersionsNamed) {
+TEST(ControlRequestTest, FloatThreadsAreClampedAndNestedVersionsNamed) {
   auto huge = ParseControlRequest(R"({"v":1,"op":"load","threads":1e300})");
   ASSERT_TRUE(huge.ok()) << huge.status().ToString();
   EXPECT_EQ(huge->load.threads, kMaxLoadThreads + 1);  // refused later as out of range

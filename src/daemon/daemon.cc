@@ -42,6 +42,7 @@ sigset_t HandledSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGUSR1);
   sigaddset(&set, SIGUSR2);
+  sigaddset(&set, SIGHUP);
   return set;
 }
 
@@ -224,18 +225,19 @@ Status Daemon::Open() {
   ASSIGN_OR_RETURN(
       services_,
       StartServices(&dataset_->engine(),
-                    ServicesOptions{.run_dir = o.run_dir,
-                                    .mountpoint = run_name_,
-                                    .read_mode = is_worker() ? std::string()
-                                                             : std::string(FuseReadModeName(
-                                                                   o.fuse.read_mode)),
-                                    .metrics_addr = o.metrics_addr,
-                                    .load_on_start = o.load_on_start,
-                                    .load_threads = o.load_threads,
-                                    .cluster = dataset_->cluster(),
-                                    .write_stats = overlay_ ? std::function<OverlayStats()>(
-                                                                  [ov = overlay_.get()] { return ov->stats(); })
-                                                            : std::function<OverlayStats()>()},
+                    ServicesOptions{
+                        .run_dir = o.run_dir,
+                        .mountpoint = run_name_,
+                        .read_mode = is_worker() ? std::string()
+                                                 : std::string(FuseReadModeName(o.fuse.read_mode)),
+                        .metrics_addr = o.metrics_addr,
+                        .load_on_start = o.load_on_start,
+                        .load_threads = o.load_threads,
+                        .cluster = dataset_->cluster(),
+                        .write_stats = overlay_ ? std::function<OverlayStats()>(
+                                                      [ov = overlay_.get()] { return ov->stats(); })
+                                                : std::function<OverlayStats()>(),
+                        .request_drain = [this] { return RequestDrain(); }},
                     std::move(fuse_stats), [this]() -> Result<nlohmann::json> {
                       ASSIGN_OR_RETURN(SyncResult r, Sync());
                       return SyncResultToJson(r);
@@ -440,11 +442,45 @@ void Daemon::SignalLoop() {
       } else {
         GLOG_WARN("signal {} ignored: no mount holder to hand the mount to", sig);
       }
+    } else if (sig == SIGHUP) {
+      ReloadPeers();
     } else if (sig == SIGTERM || sig == SIGINT) {
       GLOG_INFO("signal {}: stopping", sig);
       RequestStop();
     }
   }
+}
+
+void Daemon::ReloadPeers() {
+  ClusterNode* cluster = dataset_ ? dataset_->cluster() : nullptr;
+  if (cluster == nullptr || options_.dataset.cluster.peers_file.empty()) {
+    GLOG_WARN("SIGHUP ignored: no --cluster-peers-file to read again");
+    return;
+  }
+  auto changed = cluster->ReloadPeersFile();
+  if (!changed.ok()) {
+    GLOG_ERROR("SIGHUP: member list not changed: {}", changed.status().ToString());
+  } else if (!*changed) {
+    GLOG_INFO("SIGHUP: {} lists the same members", options_.dataset.cluster.peers_file);
+  }
+}
+
+Status Daemon::RequestDrain() {
+  ClusterNode* cluster = dataset_ ? dataset_->cluster() : nullptr;
+  if (cluster == nullptr) return Unimplemented("this daemon is not part of a cluster");
+  if (drain_requested_.load()) return Status::Ok();
+  const ClusterOptions& co = options_.dataset.cluster;
+  // A static member still listed by the others would wait for nothing:
+  // they keep it as an owner until their lists drop it.
+  if (co.etcd.empty() && !co.client_only && !cluster->RemovedByOthers()) {
+    return InvalidArgument(
+        "every other member still lists this node: take it out of their member lists first "
+        "(--cluster-peers-file and SIGHUP, or Fluid's worker.replicas), then drain");
+  }
+  if (drain_requested_.exchange(true)) return Status::Ok();
+  GLOG_INFO("drain requested: leaving the cluster, then stopping");
+  RequestStop();
+  return Status::Ok();
 }
 
 void Daemon::RequestStop() {
@@ -471,11 +507,12 @@ Status Daemon::Shutdown() {
   // A cluster member leaving (not a mount handed over) first lets the others
   // take over its share, still serving reads and peers meanwhile. A member
   // of a static list leaves only when the others' lists no longer name it
-  // (otherwise it is a restart, and its share comes back with it).
+  // (otherwise it is a restart, and its share comes back with it); a drain
+  // asked for (`granary worker --drain`) was checked when asked.
   ClusterNode* cluster = dataset_ && !handover_.load() ? dataset_->cluster() : nullptr;
   const ClusterOptions& co = options_.dataset.cluster;
   if (cluster && co.drain_timeout.count() > 0 && !co.client_only &&
-      (!co.etcd.empty() || cluster->RemovedByOthers())) {
+      (drain_requested_.load() || !co.etcd.empty() || cluster->RemovedByOthers())) {
     if (Status s = cluster->Drain(co.drain_timeout); !s.ok()) GLOG_WARN("cluster: {}", s.ToString());
   }
   std::vector<std::function<void()>> hooks;

@@ -245,6 +245,12 @@ class Daemon {
   bool StreamsPastMemory(const Snapshot& snap) const;
   Status Shutdown();
   void SignalLoop();
+  // SIGHUP: reads --cluster-peers-file again and applies a changed member
+  // list (logged; a bad list keeps the current one).
+  void ReloadPeers();
+  // The control socket's drain: checks this member can leave, then stops
+  // the daemon with a drain (Shutdown). OK when already asked.
+  Status RequestDrain();
   // push_fetched: puts fetched bytes into the mount's page cache. When the
   // kernel does not know the file yet, its directory is listed through the
   // mount first (once per directory and snapshot version). false: not stored.
@@ -267,6 +273,7 @@ class Daemon {
   std::vector<std::function<void()>> stop_hooks_;
   std::atomic<bool> shut_down_{false};  // Shutdown() began (signal thread exits)
   std::atomic<bool> handover_{false};   // SIGUSR2 under a holder: Shutdown() detaches
+  std::atomic<bool> drain_requested_{false};  // RequestDrain(): Shutdown() drains
   bool streams_past_memory_ = false;  // StreamsPastMemory of the opened snapshot
   std::atomic<bool> detaching_{false};  // the mount is no longer served (PushFetched stops)
   std::unique_ptr<HeldConnection> held_;  // the connection the holder keeps (a restart)
@@ -322,7 +329,7 @@ uint64_t ProcessStartTicks(pid_t pid);
 // True when the process a pid file names is still that daemon: alive, not a
 // zombie, and started at the recorded time (or, for a pid file without one,
 // running the same executable as this process). After a kill -9 and pid
-// reuse this is false, so nobody signals an unrelated process (issue 23).
+// reuse this is false, so nobody signals an unrelated process.
 bool PidFileProcessAlive(const DaemonPidInfo& info);
 
 // Reads the pid file of `mountpoint`. NotFound when there is none.

@@ -208,8 +208,9 @@ void Holder::OnSignals() {
           Finish(Status::Ok(), /*abort=*/false);
         }
         break;
-      case SIGUSR1:
-        if (daemon_ > 0) ::kill(daemon_, SIGUSR1);
+      case SIGUSR1:  // write the stats file
+      case SIGHUP:   // read --cluster-peers-file again
+        if (daemon_ > 0) ::kill(daemon_, static_cast<int>(si.ssi_signo));
         break;
       default: break;
     }

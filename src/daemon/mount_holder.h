@@ -22,7 +22,7 @@
 //     nothing hangs), lazily unmounts, exits 1.
 //   - SIGTERM/SIGINT to the holder: forwarded to the daemon, which
 //     unmounts; after stop_timeout it is killed and the holder unmounts.
-//     SIGUSR1 is forwarded (stats file).
+//     SIGUSR1 (stats file) and SIGHUP (peer list file) are forwarded.
 // The holder writes the mount's pid file with its own pid (so `granary
 // umount` stops it) and removes it, its control socket and the backing-id
 // journal when it exits.

@@ -21,12 +21,25 @@ constexpr std::chrono::milliseconds kDrainPoll{200};
 }  // namespace
 
 Result<BlockData> ClusterNode::ReadFromPrevious(const BlockRef& ref, Priority priority) {
-  if (history_ == nullptr || history_->kept() == 0 || stopped_.load()) {
-    return NotFound("no handover in progress");
-  }
+  if (history_ == nullptr || stopped_.load()) return NotFound("no handover in progress");
+  const bool owned = Owns(ref.key, ref.block);
+  if (owned && history_->kept() == 0) return NotFound("no handover in progress");
   const std::string pk = cluster::PlacementKey(ref.key.dataset, ref.key.key, ref.key.size,
                                                ref.block, dataset_->engine().block_size());
-  const std::vector<Member> owners = history_->PreviousOwners(pk);
+  std::vector<Member> owners = history_->PreviousOwners(pk);
+  // A block this node does not own under its view: a peer that has seen a
+  // membership change this node has not yet (etcd's poll, a SIGHUP that
+  // reached it first) asked it as the new owner, or a read here found its
+  // owners failing. The owners this node knows of may still hold it (a
+  // leaving member serves until everyone has seen it go): asked for their
+  // cached copy, never for a fetch, so no request goes round in a circle.
+  if (std::shared_ptr<const Placement> p = placement_.load(); p && !owned) {
+    for (const Member* m : p->Rank(pk, static_cast<size_t>(options_.replicas))) {
+      const bool listed = std::any_of(owners.begin(), owners.end(),
+                                      [&](const Member& o) { return o.node_id == m->node_id; });
+      if (m->node_id != self_id_ && !listed) owners.push_back(*m);
+    }
+  }
   if (owners.empty()) return NotFound("no earlier owner");
   const net::BlockRequest req = RequestOf(ref.key, ref.block);
   for (const Member& m : owners) {
@@ -142,6 +155,17 @@ std::vector<nlohmann::json> ClusterNode::OtherMemberStatuses(const std::vector<M
   return rows;
 }
 
+std::vector<Member> ClusterNode::Answering(const std::vector<Member>& members) {
+  std::vector<Member> up;
+  for (const nlohmann::json& row : OtherMemberStatuses(members)) {
+    if (row.value("state", "") != "up") continue;
+    for (const Member& m : members) {
+      if (m.address == row.value("address", "")) up.push_back(m);
+    }
+  }
+  return up;
+}
+
 namespace {
 
 // Whether a member's status lists `id` in its member set.
@@ -153,6 +177,12 @@ bool Lists(const nlohmann::json& row, const std::string& id) {
   }
   if (ids == nullptr) return true;  // an older node: assume it still does
   return std::find(ids->begin(), ids->end(), id) != ids->end();
+}
+
+// Whether a member says it is leaving too (draining): it takes nothing over.
+bool Leaving(const nlohmann::json& row) {
+  if (!row.contains("status") || !row["status"].contains("cluster")) return false;
+  return row["status"]["cluster"].value("leaving", false);
 }
 
 uint64_t PreviousSets(const nlohmann::json& row) {
@@ -177,7 +207,16 @@ Status ClusterNode::Drain(std::chrono::milliseconds timeout) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto deadline = t0 + timeout;
   std::shared_ptr<const Placement> last = last_with_self_.load();
-  if (!last || stopped_.load()) return Status::Ok();
+  if (!last || stopped_.load() || leaving_.exchange(true)) return Status::Ok();
+  auto report = [&](std::string state, std::vector<std::string> waiting) {
+    std::lock_guard lock(drain_mu_);
+    drain_.state = std::move(state);
+    drain_.timeout_s = std::chrono::duration<double>(timeout).count();
+    drain_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    drain_.waiting = std::move(waiting);
+    drain_started_ = t0;
+  };
+  report("draining", {});
   // Out of the member set: etcd deletes this node's key now; the peer
   // server stays up for the others' handover requests.
   if (membership_) membership_->Stop();
@@ -192,28 +231,35 @@ Status ClusterNode::Drain(std::chrono::milliseconds timeout) {
       "cluster: draining: left the member set; waiting (at most {} s) for {} member{} to "
       "take over this node's share",
       timeout.count() / 1000, others.size(), others.size() == 1 ? "" : "s");
-  std::string waiting;
+  std::vector<std::string> waiting;
   while (true) {
     waiting.clear();
     for (const nlohmann::json& row : OtherMemberStatuses(others)) {
-      if (row.value("state", "") != "up") continue;  // a dead member takes over nothing
+      // A dead member takes over nothing, nor does one leaving as well (the
+      // whole cluster stopping must not wait for itself).
+      if (row.value("state", "") != "up" || Leaving(row)) continue;
       const std::string who = row.value("address", "");
       if (Lists(row, self_id_)) {
-        waiting += " " + who + " (still lists this node)";
+        waiting.push_back(who + " (still lists this node)");
       } else if (PreviousSets(row) > 0) {
-        waiting += " " + who + " (handover in progress)";
+        waiting.push_back(who + " (handover in progress)");
       }
     }
     if (waiting.empty()) {
+      report("drained", {});
       GLOG_INFO("cluster: drained in {:.1f} s: every member has taken over",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       return Status::Ok();
     }
     if (std::chrono::steady_clock::now() + kDrainPoll > deadline) break;
+    report("draining", waiting);
     std::this_thread::sleep_for(kDrainPoll);  // polling the other nodes' status
   }
+  std::string names;
+  for (const std::string& w : waiting) names += " " + w;
+  report("timed_out", std::move(waiting));
   return Unavailable("drain: after " + std::to_string(timeout.count() / 1000) +
-                     " s, still waiting for:" + waiting);
+                     " s, still waiting for:" + names);
 }
 
 }  // namespace granary

@@ -36,7 +36,7 @@ int64_t NowUnixMs() {
 
 Status ClusterOptions::Validate() const {
   if (!enabled()) {
-    if (!peers.empty() || !etcd.empty()) {
+    if (!peers.empty() || !peers_file.empty() || !etcd.empty()) {
       return InvalidArgument("--cluster-peers/--cluster-etcd need --cluster-listen HOST:PORT");
     }
     return Status::Ok();
@@ -54,6 +54,12 @@ Status ClusterOptions::Validate() const {
   }
   if (!peers.empty() && !etcd.empty()) {
     return InvalidArgument("give either --cluster-peers or --cluster-etcd, not both");
+  }
+  if (!peers_file.empty() && !etcd.empty()) {
+    return InvalidArgument("give either --cluster-peers-file or --cluster-etcd, not both");
+  }
+  if (!peers_file.empty() && !peers.empty()) {
+    return InvalidArgument("give either --cluster-peers or --cluster-peers-file, not both");
   }
   if (!peers.empty()) RETURN_IF_ERROR(cluster::ParsePeerList(peers, 1).status());
   if (replicas < 1 || replicas > 8) {
@@ -133,19 +139,16 @@ Status ClusterNode::StartAll() {
   } else {
     // Static peers: equal weights (every node's capacity is its own business;
     // the list says nothing of it).
-    ASSIGN_OR_RETURN(std::vector<Member> peers, cluster::ParsePeerList(options_.peers, 1));
-    if (options_.client_only) {
-      for (const Member& m : peers) {
-        if (m.node_id == self_id_) {
-          return InvalidArgument("--cluster-client-only: this node (" + self_id_ +
-                                 ") is listed in --cluster-peers, which makes it an owner; list "
-                                 "only the members that cache data");
-        }
-      }
+    std::string list = options_.peers;
+    if (!options_.peers_file.empty()) {
+      ASSIGN_OR_RETURN(list, cluster::ReadPeerListFile(options_.peers_file));
     }
+    ASSIGN_OR_RETURN(std::vector<Member> peers, StaticPeers(list));
     Member me = self;
     me.capacity = options_.client_only ? 0 : 1;
-    membership_ = std::make_unique<cluster::StaticMembership>(std::move(peers), me);
+    auto members = std::make_unique<cluster::StaticMembership>(std::move(peers), me);
+    static_membership_ = members.get();
+    membership_ = std::move(members);
   }
   membership_->OnChange([this](std::shared_ptr<const Placement> next) { OnMembership(next); });
   RETURN_IF_ERROR(membership_->Start());
@@ -159,6 +162,37 @@ Status ClusterNode::StartAll() {
   return Status::Ok();
 }
 
+Result<std::vector<Member>> ClusterNode::StaticPeers(std::string_view list) const {
+  ASSIGN_OR_RETURN(std::vector<Member> peers, cluster::ParsePeerList(list, 1));
+  if (options_.client_only) {
+    for (const Member& m : peers) {
+      if (m.node_id == self_id_) {
+        return InvalidArgument("--cluster-client-only: this node (" + self_id_ +
+                               ") is listed in --cluster-peers, which makes it an owner; list "
+                               "only the members that cache data");
+      }
+    }
+  }
+  return peers;
+}
+
+Result<bool> ClusterNode::SetPeers(std::string_view list) {
+  if (static_membership_ == nullptr) {
+    return InvalidArgument("the member list comes from etcd, not from --cluster-peers");
+  }
+  if (leaving_.load() || stopped_.load()) return Unavailable("this node is leaving the cluster");
+  ASSIGN_OR_RETURN(std::vector<Member> peers, StaticPeers(list));
+  ASSIGN_OR_RETURN(bool changed, static_membership_->Update(std::move(peers)));
+  if (changed) GLOG_INFO("cluster: new member list: {}", std::string(list));
+  return changed;
+}
+
+Result<bool> ClusterNode::ReloadPeersFile() {
+  if (options_.peers_file.empty()) return InvalidArgument("no --cluster-peers-file to read again");
+  ASSIGN_OR_RETURN(std::string list, cluster::ReadPeerListFile(options_.peers_file));
+  return SetPeers(list);
+}
+
 void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
   // Callbacks run one at a time: load, record, then publish, so that a
   // status showing the new set also shows the handover it started.
@@ -167,15 +201,19 @@ void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
   GLOG_INFO("cluster: membership changed: {} -> {} members", prev ? prev->members().size() : 0,
             next->members().size());
   if (next->Find(self_id_) != nullptr) last_with_self_.store(next);
-  // The first view from etcd: before this node registered, the others there
-  // owned its share (a node joining, or one back after a while). A static
-  // list's first view names nodes that may not be up yet: nothing is asked
-  // of them (a node starting early would only learn they are down).
-  if (!prev && !options_.etcd.empty()) {
+  // The first view: before this node was there, the others owned its share
+  // (a node joining, or one back after a while: with etcd it registered
+  // just now; a static list may have named it on the others first, and they
+  // then served its share as its next candidates). A static list also
+  // names members that are not up yet: only those answering now are asked
+  // (asking one that is down would mark it down in the peer health, and
+  // reads would skip it for a while once it is up).
+  if (!prev) {
     std::vector<Member> others;
     for (const Member& m : next->members()) {
       if (m.node_id != self_id_) others.push_back(m);
     }
+    if (static_membership_ != nullptr) others = Answering(others);
     prev = std::make_shared<const Placement>(std::move(others));
   }
   const uint64_t generation = history_->Record(prev, *next);
@@ -399,6 +437,15 @@ ClusterStats ClusterNode::stats() const {
     s.members = p->members().size();
     s.placement_generation = p->generation();
     for (const Member& m : p->members()) s.member_ids.push_back(m.node_id);
+  }
+  s.leaving = leaving_.load();
+  {
+    std::lock_guard lock(drain_mu_);
+    s.drain = drain_;
+    if (drain_.state == "draining") {
+      s.drain.elapsed_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_started_).count();
+    }
   }
   auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   s.handover = HandoverStats{.previous_sets = history_ ? history_->kept() : 0,

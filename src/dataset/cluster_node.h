@@ -57,6 +57,9 @@
 namespace granary {
 
 class Dataset;
+namespace cluster {
+class StaticMembership;
+}  // namespace cluster
 
 // The cluster's counters and view, for status and /metrics.
 // Progress of the handover after membership changes (see ClusterNode).
@@ -69,6 +72,14 @@ struct HandoverStats {
   uint64_t bytes = 0;            // their bytes
 };
 
+// Where a graceful leave (ClusterNode::Drain) stands.
+struct DrainStats {
+  std::string state;                 // "" (not draining), "draining", "drained" or "timed_out"
+  double elapsed_s = 0;              // since the drain began (at its end: how long it took)
+  double timeout_s = 0;              // the bound it runs under
+  std::vector<std::string> waiting;  // "ADDRESS (why)" of the members not done at the last look
+};
+
 struct ClusterStats {
   std::string self;                 // this node's id (etcd: from its cache dir; static: its address)
   std::string address;              // the address peers reach it at
@@ -76,6 +87,8 @@ struct ClusterStats {
   uint64_t members = 0;             // live members, this node included
   uint64_t placement_generation = 0;
   std::vector<std::string> member_ids;  // the live members' ids, sorted
+  bool leaving = false;                 // draining: out of the member set, serving until taken over
+  DrainStats drain;
   HandoverStats handover;
   // (Blocks read from peers and fallbacks to the origin are the engine's
   // peer_blocks, peer_bytes and peer_fallbacks.)
@@ -110,6 +123,15 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   // True when some member's last answered status lists a member set without
   // this node: it is being removed from a static list (SIGTERM drains then).
   bool RemovedByOthers();
+
+  // A static member list changed (the operator's new list, Fluid's new
+  // worker replicas): applies it as a membership change, with the same
+  // handover as an etcd change. `list` is a --cluster-peers list. Returns
+  // whether the member set changed; InvalidArgument for a bad list (the
+  // current one stays) or an etcd membership; Unavailable while leaving.
+  Result<bool> SetPeers(std::string_view list);
+  // Reads --cluster-peers-file again and applies it (SetPeers).
+  Result<bool> ReloadPeersFile();
 
   // --- ClusterSource (the engine's read path) ---
   std::string_view name() const override { return "peer"; }
@@ -150,6 +172,8 @@ class ClusterNode : public ClusterSource, public net::PeerService {
                                                  uint64_t block, size_t n) const;
   std::shared_ptr<net::PeerClient> ClientFor(const cluster::Member& m);
   net::BlockRequest RequestOf(const ObjectKey& key, uint64_t block) const;
+  // A static list parsed, refused when it names a client-only node.
+  Result<std::vector<cluster::Member>> StaticPeers(std::string_view list) const;
   void OnMembership(std::shared_ptr<const cluster::Placement> next);
   // The handover thread: one pass over the snapshot per batch of changes.
   void HandoverLoop();
@@ -159,6 +183,9 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   void StopHandover();
   // Each other member's status ({"node", "state", "status"?}); no lock held.
   std::vector<nlohmann::json> OtherMemberStatuses(const std::vector<cluster::Member>& members);
+  // The members of `members` (this node left out) that answer a status
+  // request now, asked in parallel.
+  std::vector<cluster::Member> Answering(const std::vector<cluster::Member>& members);
 
   ClusterOptions options_;
   Dataset* dataset_;
@@ -166,6 +193,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   std::string self_address_;  // advertise, or listen
   std::string secret_;  // never logged
   std::unique_ptr<cluster::Membership> membership_;
+  cluster::StaticMembership* static_membership_ = nullptr;  // membership_ when static
   std::unique_ptr<net::PeerServer> server_;
   cluster::PeerHealth health_;
   SharedSlot<const cluster::Placement> placement_;
@@ -193,6 +221,10 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   HandoverCounters handover_;
 
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> leaving_{false};  // Drain() began: out of the member set
+  mutable std::mutex drain_mu_;       // guards drain_, drain_started_; a leaf lock
+  DrainStats drain_;
+  std::chrono::steady_clock::time_point drain_started_;
 };
 
 }  // namespace granary

@@ -20,6 +20,10 @@ struct ClusterOptions {
   std::string advertise;
   // Static membership: "HOST:PORT,HOST:PORT,..." (may include this node).
   std::string peers;
+  // Static membership from a file instead (entries separated by commas,
+  // spaces or newlines, '#' comments; cluster::ReadPeerListFile), read at
+  // start and again on SIGHUP: a changed list is a membership change.
+  std::string peers_file;
   // etcd membership: "http://HOST:PORT[,...]" (instead of peers).
   std::string etcd;
   // Cluster name in etcd keys ("" = the dataset id).

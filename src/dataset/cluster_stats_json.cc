@@ -51,6 +51,13 @@ Result<PeerServerStats> ServerFromJson(const nlohmann::json& j) {
 
 }  // namespace
 
+nlohmann::json ToJson(const DrainStats& d) {
+  return {{"state", d.state},
+          {"elapsed_s", d.elapsed_s},
+          {"timeout_s", d.timeout_s},
+          {"waiting", d.waiting}};
+}
+
 nlohmann::json ToJson(const ClusterStats& s) {
   nlohmann::json j = nlohmann::json::object();
   j["self"] = s.self;
@@ -58,6 +65,8 @@ nlohmann::json ToJson(const ClusterStats& s) {
   j["membership"] = s.membership;
   PutCounters(j, s, kClusterCounters);
   j["member_ids"] = s.member_ids;
+  j["leaving"] = s.leaving;
+  j["drain"] = ToJson(s.drain);
   nlohmann::json handover = nlohmann::json::object();
   PutCounters(handover, s.handover, kHandoverCounters);
   j["handover"] = std::move(handover);
@@ -76,6 +85,7 @@ Result<ClusterStats> ClusterStatsFromJson(const nlohmann::json& j) {
   in.Get("membership", s.membership);
   in.GetCounters(s, kClusterCounters);
   in.Get("member_ids", s.member_ids);
+  in.Get("leaving", s.leaving);
   in.Get("peer_errors", s.peer_errors);
   in.Get("peer_latency_buckets", s.peer_latency_buckets);
   in.Get("peer_latency_sum_s", s.peer_latency_sum_s);
@@ -89,6 +99,14 @@ Result<ClusterStats> ClusterStatsFromJson(const nlohmann::json& j) {
     JsonFields h(*handover, "cluster stats: handover");
     h.GetCounters(s.handover, kHandoverCounters);
     RETURN_IF_ERROR(h.status());
+  }
+  if (const nlohmann::json* drain = in.Find("drain")) {
+    JsonFields d(*drain, "cluster stats: drain");
+    d.Get("state", s.drain.state);
+    d.Get("elapsed_s", s.drain.elapsed_s);
+    d.Get("timeout_s", s.drain.timeout_s);
+    d.Get("waiting", s.drain.waiting);
+    RETURN_IF_ERROR(d.status());
   }
   if (const nlohmann::json* server = in.Find("server")) {
     ASSIGN_OR_RETURN(s.server, ServerFromJson(*server));

@@ -19,6 +19,9 @@ namespace granary {
 
 // Every field of `s`.
 nlohmann::json ToJson(const ClusterStats& s);
+// A drain's progress: {"state", "elapsed_s", "timeout_s", "waiting": [...]}
+// (the "drain" object of ToJson(ClusterStats), and the control op's reply).
+nlohmann::json ToJson(const DrainStats& d);
 
 // The inverse of ToJson. A missing field stays empty or 0; InvalidArgument
 // names a field of the wrong type or length.

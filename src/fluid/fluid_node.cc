@@ -19,6 +19,7 @@
 #include "common/units.h"
 #include "daemon/control.h"
 #include "daemon/status.h"
+#include "dataset/cluster_node.h"
 #include "dataset/dataset.h"
 
 namespace granary::fluid {
@@ -289,15 +290,40 @@ void FluidServer::WatchLoop() {
   }
 }
 
+Status FluidServer::ApplyMembers(const FluidRuntime& next) {
+  // With etcd the workers register themselves: the list says nothing.
+  if (!OptionOr(RoleOptions(next, role_), "etcd").empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(std::vector<std::string> was, WorkerAddresses(runtime_.worker));
+  ASSIGN_OR_RETURN(std::vector<std::string> now, WorkerAddresses(next.worker));
+  if (was != now) {
+    std::string list;
+    for (const std::string& m : now) list += (list.empty() ? "" : ",") + m;
+    if (ClusterNode* cluster = daemon_->dataset().cluster()) {
+      RETURN_IF_ERROR(cluster->SetPeers(list).status().WithContext("the new worker list"));
+    }
+    GLOG_INFO("fluid: {} workers now ({} before)", now.size(), was.size());
+  }
+  runtime_.worker.replicas = next.worker.replicas;
+  if (auto it = next.worker.options.find("peers"); it != next.worker.options.end()) {
+    runtime_.worker.options["peers"] = it->second;
+  } else {
+    runtime_.worker.options.erase("peers");
+  }
+  return Status::Ok();
+}
+
 Status FluidServer::Apply(const FluidRuntime& next) {
+  // The member set first: a scale-out or scale-in is applied now, handed
+  // over as an etcd change is.
+  RETURN_IF_ERROR(ApplyMembers(next));
   bool same_mounts = next.mounts.size() == runtime_.mounts.size();
   for (size_t i = 0; same_mounts && i < next.mounts.size(); ++i) {
     same_mounts = next.mounts[i] == runtime_.mounts[i];
   }
   const FluidComponent& a = role_ == Role::kWorker ? runtime_.worker : runtime_.client;
   const FluidComponent& b = role_ == Role::kWorker ? next.worker : next.client;
-  if (a.replicas != b.replicas || a.options != b.options || a.tiers.size() != b.tiers.size() ||
-      runtime_.worker.replicas != next.worker.replicas) {
+  if ((role_ == Role::kClient && a.replicas != b.replicas) || a.options != b.options ||
+      a.tiers.size() != b.tiers.size()) {
     GLOG_WARN("fluid: the runtime's {} settings changed; they apply when the pod restarts",
               RoleName(role_));
   }

@@ -13,7 +13,9 @@
 // runtime.json: when Fluid rewrites it with other mounts, the new mounts are
 // opened and probed, the table swapped and the dataset synced (added mounts
 // appear, removed ones disappear, their cache files are dropped) without a
-// restart. Other changes (tiers, replicas) need a restart and are logged.
+// restart. A new worker list (worker.replicas, option peers) is applied to
+// the cluster at once (ClusterNode::SetPeers: handed over, no origin read);
+// other changes (tiers, options) need a restart and are logged.
 //
 // State file: <run_dir>/fluid-<role>-<dataset id>.json, rewritten atomically:
 //   {"pid", "role", "source", "control_socket", "mountpoint", "mounted": [...],
@@ -106,9 +108,12 @@ class FluidServer {
  private:
   FluidServer(Role role, FluidRunOptions options) : role_(role), options_(std::move(options)) {}
   void WatchLoop();
-  // Applies a rewritten runtime.json: new mount table and a sync when the
-  // mounts changed.
+  // Applies a rewritten runtime.json: a new member list (worker.replicas,
+  // option peers) as a membership change, a new mount table and a sync when
+  // the mounts changed.
   Status Apply(const FluidRuntime& next);
+  // The member-list part of Apply; runtime_ then has next's worker list.
+  Status ApplyMembers(const FluidRuntime& next);
   void WriteState(bool ready, const std::string& error);
 
   const Role role_;

@@ -13,6 +13,11 @@
 //   - rewriting runtime.json adds a second mount, and removing it again takes it
 //     away, without a restart;
 //   - killing worker 1 leaves every read working;
+//   - (a second case) Fluid scales the workers 3 -> 4 in the middle of an
+//     epoch (runtime.json rewritten with replicas 4, a 4th worker pod): the
+//     running pods apply it without a restart, the new worker takes its share
+//     from the previous owners, and each block leaves the origin once for the
+//     whole run, with no failed read;
 //   - killing the client's daemon mid-epoch fails no read: the client's mount
 //     holder starts another daemon on the same FUSE connection; neither does
 //     an in-place upgrade (`granary mount --upgrade`).
@@ -50,6 +55,7 @@ using testing::ProcessResult;
 
 constexpr int kWorkers = 3;
 constexpr int kClientHost = 3;  // node index of the client (and the data load)
+constexpr int kExtraWorkerHost = 4;  // node index of a worker added by a scale-out
 constexpr uint64_t kBlock = 256 << 10;
 constexpr const char* kBucket = "fluid-imagenet";
 constexpr const char* kValBucket = "fluid-val";
@@ -78,7 +84,7 @@ class FluidFlowTest : public ::testing::Test {
     ::setenv("AWS_CONFIG_FILE", "/dev/null", 1);
     ::unsetenv("AWS_ACCESS_KEY_ID");
     ::unsetenv("AWS_SECRET_ACCESS_KEY");
-    auto net = NetnsCluster::Create({.nodes = kWorkers + 1});
+    auto net = NetnsCluster::Create({.nodes = kExtraWorkerHost + 1});
     ASSERT_TRUE(net.ok()) << net.status().ToString();
     net_ = std::move(*net);
     if (!net_->isolated()) GTEST_LOG_(INFO) << "loopback fallback: " << net_->fallback_reason();
@@ -97,8 +103,7 @@ class FluidFlowTest : public ::testing::Test {
     dir_.Write("secrets/minio/secret-key", "testing\n");
     dir_.Write("secrets/peer/secret", "a shared peer secret of this test\n");
     fs::create_directories(tier());  // the runtime's tier path, empty on the host
-    for (int i = 0; i < kWorkers; ++i) {
-      peers_ += (i ? "," : "") + net_->ip(i) + ":" + std::to_string(net_->PortFor(i, 7070));
+    for (int i = 0; i <= kWorkers; ++i) {
       fs::create_directories(pod(i) + "/tier");
       fs::create_directories(pod(i) + "/run");
     }
@@ -132,9 +137,17 @@ class FluidFlowTest : public ::testing::Test {
              {{"access-key", Secret("minio/access-key")}, {"secret-key", Secret("minio/secret-key")}}}};
   }
 
+  // Worker i's host: 0-2, then the one a scale-out adds.
+  static int WorkerHost(int i) { return i < kWorkers ? i : kExtraWorkerHost; }
+
   // runtime.json shaped exactly as Fluid writes it (CONTRACT.md), plus the
   // engine options this test needs (explicit peers: namespaces have no DNS).
-  void WriteRuntime(bool with_val) {
+  void WriteRuntime(bool with_val, int workers = kWorkers) {
+    std::string peers;
+    for (int i = 0; i < workers; ++i) {
+      const int h = WorkerHost(i);
+      peers += (i ? "," : "") + net_->ip(h) + ":" + std::to_string(net_->PortFor(h, 7070));
+    }
     json mounts = json::array({Mount(std::string("s3://") + kBucket + "/ds", "imagenet")});
     if (with_val) mounts.push_back(Mount(std::string("s3://") + kValBucket + "/val", "val"));
     json rt = {
@@ -144,20 +157,24 @@ class FluidFlowTest : public ::testing::Test {
         {"worker",
          {{"enabled", true},
           {"name", "imnet-worker"},
-          {"replicas", kWorkers},
+          {"replicas", workers},
           {"service", {{"name", "svc-imnet-worker"}}},
           {"options",
-           {{"peers", peers_}, {"secretFile", Secret("peer/secret")}, {"blockSize", "256KiB"}}},
+           {{"peers", peers}, {"secretFile", Secret("peer/secret")}, {"blockSize", "256KiB"}}},
           {"tieredStoreLevels",
-           {{{"mountPaths", {tier()}}, {"mediumType", "SSD"}, {"quotas", {"1Gi"}},
-             {"high", "0.99"}, {"low", "0.8"}}}}}},
+           {{{"mountPaths", {tier()}},
+             {"mediumType", "SSD"},
+             {"quotas", {"1Gi"}},
+             {"high", "0.99"},
+             {"low", "0.8"}}}}}},
         {"client",
          {{"enabled", true},
           {"name", "imnet-client"},
           {"options", {{"peerPort", "7171"}}},
           {"service", {{"name", ""}}},
           {"tieredStoreLevels",
-           {{{"mountPaths", {dir_.path() + "/client/tier"}}, {"mediumType", "SSD"},
+           {{{"mountPaths", {dir_.path() + "/client/tier"}},
+             {"mediumType", "SSD"},
              {"quotas", {"1Gi"}}}}}}}};
     // As a ConfigMap update does: a new file renamed into place.
     std::ofstream(config() + ".tmp") << rt.dump(2);
@@ -177,9 +194,23 @@ class FluidFlowTest : public ::testing::Test {
                             GRANARY_CLI_PATH + " fluid worker --run-dir '" + pod(i) +
                             "/run' --watch-interval 0.2";
     argv.insert(argv.end(), {"unshare", "--mount", "--propagation", "private", "sh", "-c", cmd});
-    auto pid = net_->Spawn(i, argv, pod(i) + "/worker.log");
+    auto pid = net_->Spawn(WorkerHost(i), argv, pod(i) + "/worker.log");
     ASSERT_TRUE(pid.ok()) << pid.status().ToString();
     worker_pids_.push_back(*pid);
+  }
+
+  // The client pod: FUSE at targetPath, a member that owns nothing.
+  void StartClient() {
+    std::vector<std::string> argv = Env("imnet-client-abcde");
+    argv.insert(argv.end(),
+                {GRANARY_CLI_PATH, "fluid", "client", "--run-dir", dir_.path() + "/client/run",
+                 "--advertise",
+                 net_->ip(kClientHost) + ":" + std::to_string(net_->PortFor(kClientHost, 7171))});
+    auto pid = net_->Spawn(kClientHost, argv, dir_.path() + "/client.log");
+    ASSERT_TRUE(pid.ok());
+    client_pid_ = *pid;
+    ASSERT_TRUE(WaitReady(kClientHost, "client", dir_.path() + "/client/run"))
+        << Tail(ReadFile(dir_.path() + "/client.log"), 10);
   }
 
   ProcessResult Granary(int host, std::vector<std::string> args, const std::string& pod_name = "x",
@@ -214,7 +245,6 @@ class FluidFlowTest : public ::testing::Test {
   std::unique_ptr<testing::Origin> origin_;
   Dataset data_, val_;
   std::vector<std::string> keys_;
-  std::string peers_;
   std::vector<pid_t> worker_pids_;
   pid_t client_pid_ = -1;
 };
@@ -232,17 +262,8 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   EXPECT_TRUE(fs::is_empty(tier())) << "a worker wrote to the host's tier path";
 
   // The client: FUSE at targetPath, fs type fuse.granary.
-  {
-    std::vector<std::string> argv = Env("imnet-client-abcde");
-    argv.insert(argv.end(), {GRANARY_CLI_PATH, "fluid", "client", "--run-dir",
-                             dir_.path() + "/client/run", "--advertise",
-                             net_->ip(kClientHost) + ":" + std::to_string(net_->PortFor(kClientHost, 7171))});
-    auto pid = net_->Spawn(kClientHost, argv, dir_.path() + "/client.log");
-    ASSERT_TRUE(pid.ok());
-    client_pid_ = *pid;
-  }
-  ASSERT_TRUE(WaitReady(kClientHost, "client", dir_.path() + "/client/run"))
-      << Tail(ReadFile(dir_.path() + "/client.log"), 10);
+  StartClient();
+  if (HasFatalFailure()) return;
   const std::string mnt = dir_.path() + "/client/mnt";
   ASSERT_NE(ReadFile("/proc/self/mountinfo").find(" " + mnt + " "), std::string::npos);
   EXPECT_NE(ReadFile("/proc/self/mountinfo").find("fuse.granary"), std::string::npos);
@@ -399,6 +420,83 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   EXPECT_EQ(Summary()["fileNum"], std::to_string(data_.size()));
   ProcessResult mu2 = Granary(0, {"fluid", "mount-ufs", "--run-dir", pod(0) + "/run"});
   EXPECT_EQ(json::parse(mu2.out, nullptr, false), (json{{"mounted", {"/imagenet"}}}));
+}
+
+TEST_F(FluidFlowTest, WorkersScaledOutMidEpochByARewrittenRuntimeReadTheOriginOnce) {
+  for (int i = 0; i < kWorkers; ++i) StartWorker(i);
+  for (int i = 0; i < kWorkers; ++i) {
+    ASSERT_TRUE(WaitReady(i, "worker", pod(i) + "/run"))
+        << "worker " << i << ": " << Tail(ReadFile(pod(i) + "/worker.log"), 10);
+  }
+  StartClient();
+  if (HasFatalFailure()) return;
+  const std::string mnt = dir_.path() + "/client/mnt/imagenet";
+  const auto gets0 = origin_->GetsPerKey();
+  auto cold =
+      testing::ReadEpoch(mnt, data_, keys_, EpochOptions{.threads = 8, .block_size = kBlock});
+  EXPECT_EQ(cold.failures + cold.mismatches, 0u)
+      << (cold.first_errors.empty() ? "" : cold.first_errors[0]);
+
+  // Fluid scales the workers to 4 a third of the way into the next epoch: the
+  // ConfigMap says so, the 4th pod starts, the running pods see the rewrite.
+  std::atomic<bool> scaled{false};
+  auto during = testing::ReadEpoch(
+      mnt, data_, keys_,
+      EpochOptions{.threads = 8, .seed = 2, .block_size = kBlock, .on_read = [&](uint64_t n) {
+                     if (n < keys_.size() / 3 || scaled.exchange(true)) return;
+                     WriteRuntime(/*with_val=*/false, kWorkers + 1);
+                     StartWorker(kWorkers);
+                   }});
+  ASSERT_TRUE(scaled.load());
+  EXPECT_EQ(during.reads, keys_.size());
+  EXPECT_EQ(during.failures + during.mismatches, 0u)
+      << (during.first_errors.empty() ? "" : during.first_errors[0]);
+  ASSERT_TRUE(WaitReady(kExtraWorkerHost, "worker", pod(kWorkers) + "/run"))
+      << Tail(ReadFile(pod(kWorkers) + "/worker.log"), 10);
+
+  // Every pod applied it (the client sees 4 workers and itself; each worker
+  // 4 members) and every handover ended.
+  json cluster;
+  for (int i = 0; i < 300; ++i) {
+    ProcessResult st = Granary(kClientHost, {"status", dir_.path() + "/client/mnt", "--cluster",
+                                             "--json", "--run-dir", dir_.path() + "/client/run"});
+    cluster = json::parse(st.out, nullptr, false);
+    bool settled = st.exit_code == 0 && cluster.is_object() &&
+                   cluster["totals"].value("members", 0) == kWorkers + 2 &&
+                   cluster["totals"].value("members_up", 0) == kWorkers + 2 &&
+                   cluster["totals"].value("handovers_in_progress", 1) == 0;
+    for (const json& m : settled ? cluster["members"] : json::array()) {
+      if (m.value("self", false)) continue;
+      settled = settled && m["status"]["cluster"].value("members", 0) == kWorkers + 1;
+    }
+    if (settled) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling the pods
+  }
+  ASSERT_EQ(cluster["totals"].value("members", 0), kWorkers + 2) << cluster.dump();
+  ASSERT_EQ(cluster["totals"].value("handovers_in_progress", 1), 0) << cluster.dump();
+  uint64_t taken = 0;
+  for (const json& m : cluster["members"]) {
+    if (m.value("address", "") ==
+        net_->ip(kExtraWorkerHost) + ":" + std::to_string(net_->PortFor(kExtraWorkerHost, 7070))) {
+      taken = m["status"]["cluster"]["handover"].value("blocks", uint64_t{0});
+    }
+  }
+  EXPECT_GT(taken, 0u) << "the new worker took nothing over: " << cluster.dump();
+
+  // The new worker reads everything (a warm-up through it: its own share from
+  // its cache, the rest through the owners), and so does the client.
+  ProcessResult wl = Granary(kExtraWorkerHost, {"load", "--worker", "fluid://default/imnet",
+                                                "imagenet", "--run-dir", pod(kWorkers) + "/run"});
+  EXPECT_EQ(wl.exit_code, 0) << wl.out << wl.err;
+  auto after = testing::ReadEpoch(mnt, data_, keys_,
+                                  EpochOptions{.threads = 8, .seed = 3, .block_size = kBlock});
+  EXPECT_EQ(after.failures + after.mismatches, 0u)
+      << (after.first_errors.empty() ? "" : after.first_errors[0]);
+  const auto gets = testing::Delta(origin_->GetsPerKey(), gets0);
+  GTEST_LOG_(INFO) << "3 -> 4 workers by a rewritten runtime.json: origin GETs "
+                   << testing::Sum(gets) << " for " << testing::BlocksOf(data_, kBlock)
+                   << " blocks; the new worker took " << taken << " blocks over";
+  EXPECT_EQ(testing::Sum(gets), testing::BlocksOf(data_, kBlock));
 }
 
 TEST_F(FluidFlowTest, BadRuntimeConfigIsOneLineNamingTheFieldAndTheValue) {

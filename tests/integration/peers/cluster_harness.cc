@@ -216,11 +216,15 @@ Status GranaryNode::Start(const std::vector<std::string>& extra) {
   args = extra;
   fs::create_directories(mountpoint());
   fs::create_directories(run_dir());
-  std::vector<std::string> argv = {GRANARY_CLI_PATH, "mount", source, mountpoint(), "--endpoint",
-                                   endpoint, "--cache-dir", cache_dir() + ":2G", "--block-size",
-                                   block_size, "--run-dir", run_dir(), "--foreground",
-                                   "--fuse-threads", "8", "--metrics-addr",
-                                   net->ip(host) + ":" + std::to_string(metrics_port)};
+  std::vector<std::string> argv = {GRANARY_CLI_PATH, "worker", source};
+  if (!worker) argv = {GRANARY_CLI_PATH, "mount", source, mountpoint(), "--foreground"};
+  if (!worker) argv.insert(argv.end(), {"--fuse-threads", "8"});
+  for (const std::string& a :
+       {std::string("--endpoint"), endpoint, std::string("--cache-dir"), cache_dir() + ":2G",
+        std::string("--block-size"), block_size, std::string("--run-dir"), run_dir(),
+        std::string("--metrics-addr"), net->ip(host) + ":" + std::to_string(metrics_port)}) {
+    argv.push_back(a);
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   {
     std::ofstream log(log_path(), std::ios::app);
@@ -231,7 +235,10 @@ Status GranaryNode::Start(const std::vector<std::string>& extra) {
   ASSIGN_OR_RETURN(pid, net->Spawn(host, argv, log_path()));
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < until) {
-    if (IsMountpoint(mountpoint())) return Status::Ok();
+    if (worker ? HttpGet(metrics_url(), std::chrono::seconds(1)).ok()
+               : IsMountpoint(mountpoint())) {
+      return Status::Ok();
+    }
     if (!net->Running(pid)) {
       pid = -1;
       return Unavailable("node " + std::to_string(host) + " exited before mounting: " + LogTail(8));
@@ -250,6 +257,14 @@ void GranaryNode::Stop() {
   if (pid > 0) net->Kill(pid, SIGTERM, std::chrono::seconds(20));
   pid = -1;
   for (int i = 0; i < 3 && IsMountpoint(mountpoint()); ++i) UnmountFuse(mountpoint()).IgnoreError();
+}
+
+bool GranaryNode::Running() const { return pid > 0 && net->Running(pid); }
+
+void StopAll(std::vector<GranaryNode>& nodes) {
+  std::vector<std::thread> stops;
+  for (GranaryNode& n : nodes) stops.emplace_back([&n] { n.Stop(); });
+  for (std::thread& t : stops) t.join();
 }
 
 std::string GranaryNode::Log() const { return ReadText(log_path()); }

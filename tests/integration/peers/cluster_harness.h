@@ -84,7 +84,7 @@ class Etcd {
 // answers (python3), started through the NetnsCluster.
 Result<pid_t> StartSilentPeer(NetnsCluster* net, int host, int port, const std::string& log_path);
 
-// One `granary mount --foreground` in a node namespace.
+// One `granary mount --foreground` (or `granary worker`) in a node namespace.
 struct GranaryNode {
   NetnsCluster* net = nullptr;
   int host = 0;
@@ -94,6 +94,7 @@ struct GranaryNode {
   std::string block_size = "256KiB";
   int cluster_port = 0;      // --cluster-listen port
   int metrics_port = 0;      // --metrics-addr port
+  bool worker = false;       // `granary worker SOURCE`: no mount; ready when its metrics answer
   pid_t pid = -1;
   std::vector<std::string> args;  // the extra flags of the last Start()
 
@@ -105,16 +106,24 @@ struct GranaryNode {
   std::string metrics_url() const;   // "http://IP:PORT/metrics"
 
   // Starts the daemon with `extra` flags and waits (60 s) until it is
-  // mounted; Unavailable with the log's tail when it exits or times out.
+  // mounted (a worker: serving its metrics); Unavailable with the log's
+  // tail when it exits or times out.
   Status Start(const std::vector<std::string>& extra);
   // SIGKILL, like a crash; the mount stays (dead) until Stop() or Start().
   void Crash();
   // SIGTERM (then SIGKILL), and unmounts what is left. Safe to repeat.
   void Stop();
+  // Whether the daemon started last still runs (false once it exited).
+  bool Running() const;
   // The last `n` lines of the daemon's log.
   std::string LogTail(int n = 20) const;
   std::string Log() const;
 };
+
+// Stops every node at once (SIGTERM to all, then each waited for), as an
+// operator stops a whole cluster: no member waits for the others to take
+// over its share, since they are leaving too.
+void StopAll(std::vector<GranaryNode>& nodes);
 
 // Whole-file reads of `keys` from `mountpoint`, each checked against `data`.
 struct EpochResult {

@@ -141,8 +141,8 @@ class ClusterTest : public ::testing::Test {
   void TearDown() override {
     for (GranaryNode& n : nodes_) {
       if (HasFailure()) std::cerr << "---- node " << n.host << " log tail:\n" << n.LogTail(15);
-      n.Stop();
     }
+    testing::StopAll(nodes_);  // the whole cluster at once: nobody drains into a leaving node
     for (pid_t pid : extra_pids_) net_->Kill(pid, SIGKILL);
   }
 
@@ -325,7 +325,7 @@ TEST_F(ClusterTest, EtcdMembershipFetchesEveryBlockOnceForTheWholeCluster) {
   GTEST_LOG_(INFO) << "etcd cluster: origin GETs " << testing::Sum(delta) << " for "
                    << testing::BlocksOf(*data_, kBlock) << " blocks";
   ExpectGetsPerBlock(delta, 1);
-  for (GranaryNode& n : nodes_) n.Stop();  // before etcd goes away
+  testing::StopAll(nodes_);  // before etcd goes away
 }
 
 TEST_F(ClusterTest, LoadOnOneNodeWarmsTheWholeCluster) {

@@ -11,9 +11,16 @@
 //     an epoch: no read fails and no origin GET after it;
 //   - a node killed and restarted with its cache directory at another
 //     address is the same member (its id lives on its disk): zero origin
-//     GETs, and it took nothing over from the others.
+//     GETs, and it took nothing over from the others;
+//   - static members (--cluster-peers-file): the file names a 4th node in
+//     the middle of an epoch, it starts and the 3 read the file again
+//     (SIGHUP): one origin GET per block for the whole run, no failed read;
+//   - `granary worker --drain` in the middle of an epoch: the worker
+//     reports its drain, exits once the others took over, and no origin
+//     GET follows.
 //
 // Needs root, /dev/fuse, moto_server, curl and etcd (skipped otherwise).
+// Reuses the CLI tests' process helpers.
 // Every mount, process and namespace is removed in TearDown and
 // TearDownTestSuite, also when a case fails.
 #include <gtest/gtest.h>
@@ -27,6 +34,7 @@
 
 #include "cluster_harness.h"
 #include "netns.h"
+#include "subprocess.h"
 
 namespace granary {
 namespace {
@@ -131,6 +139,21 @@ class ElasticClusterTest : public ::testing::Test {
     return nodes_[i].Start({"--cluster-listen", nodes_[i].cluster_addr(), "--cluster-name",
                             cluster_name_, "--cluster-secret-file", secret_, "--cluster-etcd",
                             etcd_->endpoint(), "--cluster-drain-timeout", "20s"});
+  }
+
+  // Static membership from `peers_file` instead of etcd.
+  Status StartStaticNode(int i, const std::string& peers_file) {
+    return nodes_[i].Start({"--cluster-listen", nodes_[i].cluster_addr(), "--cluster-secret-file",
+                            secret_, "--cluster-peers-file", peers_file, "--cluster-drain-timeout",
+                            "20s"});
+  }
+
+  // Writes the first `n` nodes' addresses to `path`, one a line.
+  void WritePeers(const std::string& path, int n) const {
+    std::string text = "# the cache nodes\n";
+    for (int i = 0; i < n; ++i) text += nodes_[i].cluster_addr() + "\n";
+    std::ofstream(path + ".tmp") << text;
+    fs::rename(path + ".tmp", path);
   }
 
   double Metric(int i, const std::string& name) const {
@@ -299,6 +322,69 @@ TEST_F(ElasticClusterTest, ANodeBackOnItsDiskAtAnotherAddressKeepsItsShare) {
                    << Metric(2, "granary_cluster_handover_blocks_total");
   EXPECT_EQ(gets, 0u);
   EXPECT_EQ(Metric(2, "granary_cluster_handover_blocks_total"), 0);
+}
+
+TEST_F(ElasticClusterTest, StaticMembersGrowByARewrittenPeersFileWithoutASecondOriginRead) {
+  const std::string peers = dir_.path() + "/peers";
+  WritePeers(peers, 3);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(StartStaticNode(i, peers).ok()) << nodes_[i].LogTail();
+  WaitForSettled({0, 1, 2}, 3);
+  const uint64_t before = OriginGets();
+  ExpectClean(ReadOn({0, 1, 2}));
+
+  // The next epoch on the three; a third of the way through, the file
+  // names a fourth node, which starts, and the three read it again.
+  std::atomic<bool> grown{false};
+  Status join;
+  ExpectClean(ReadOn({0, 1, 2}, [&](int node, uint64_t n) {
+    if (node != 0 || n != keys_.size() / 3 || grown.exchange(true)) return;
+    WritePeers(peers, 4);
+    join = StartStaticNode(3, peers);
+    for (int i = 0; i < 3; ++i) ::kill(nodes_[i].pid, SIGHUP);
+  }));
+  ASSERT_TRUE(grown.load());
+  ASSERT_TRUE(join.ok()) << join.ToString() << nodes_[3].LogTail();
+  WaitForSettled({0, 1, 2, 3}, 4);
+  ExpectClean(ReadOn({0, 1, 2, 3}));
+
+  const uint64_t gets = OriginGets() - before;
+  const uint64_t blocks = testing::BlocksOf(*data_, kBlock);
+  GTEST_LOG_(INFO) << "static 3 -> 4 nodes by SIGHUP: origin GETs " << gets << " for " << blocks
+                   << " blocks; node 3 took " << Metric(3, "granary_cluster_handover_blocks_total")
+                   << " blocks over from the previous owners";
+  EXPECT_EQ(gets, blocks);
+  EXPECT_GT(Metric(3, "granary_cluster_handover_blocks_total"), 0);
+}
+
+TEST_F(ElasticClusterTest, AWorkerAskedToDrainLeavesMidEpochWithoutAnOriginRead) {
+  nodes_[3].worker = true;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(StartNode(i).ok()) << nodes_[i].LogTail();
+  WaitForSettled({0, 1, 2, 3}, 4);
+  ExpectClean(ReadOn({0}));  // every block now has its owner's copy
+  const uint64_t before = OriginGets();
+
+  // An epoch on node 1; the worker is asked to drain a third of the way
+  // through, while the epoch goes on.
+  std::atomic<bool> asked{false};
+  std::thread draining;
+  testing::ProcessResult drain;
+  ExpectClean(ReadOn({1}, [&](int, uint64_t n) {
+    if (n != keys_.size() / 3 || asked.exchange(true)) return;
+    draining = std::thread([&] {
+      drain = testing::RunProcess({GRANARY_CLI_PATH, "worker", "--drain", nodes_[3].source,
+                                   "--run-dir", nodes_[3].run_dir()},
+                                  std::chrono::seconds(60));
+    });
+  }));
+  ASSERT_TRUE(asked.load());
+  draining.join();
+  GTEST_LOG_(INFO) << "granary worker --drain:\n" << drain.out << drain.err;
+  EXPECT_EQ(drain.exit_code, 0) << drain.err;
+  EXPECT_NE(drain.out.find("drain: drained"), std::string::npos) << drain.out;
+  EXPECT_FALSE(nodes_[3].Running());
+  WaitForSettled({0, 1, 2}, 3);
+  ExpectClean(ReadOn({0, 1, 2}));
+  EXPECT_EQ(OriginGets() - before, 0u);
 }
 
 }  // namespace
