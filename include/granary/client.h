@@ -1,5 +1,4 @@
-// The native client API: read a Granary dataset without FUSE (DESIGN §3.9,
-// docs/api.md).
+// The native client API: read a Granary dataset without FUSE (docs/api.md).
 //
 // Two ways to get a Client:
 //  - Client::Open(source, OpenOptions): the dataset runs in this process

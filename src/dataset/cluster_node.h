@@ -1,4 +1,4 @@
-// ClusterNode: one node's part of its dataset's cluster (DESIGN §3.6).
+// ClusterNode: one node's part of its dataset's cluster.
 //
 // Joins the membership (static list or etcd), runs the peer server (answering
 // other nodes' block, warm-up and status requests through the engine) and

@@ -1,5 +1,4 @@
-// ClusterOptions: how a node joins its dataset's cluster (DESIGN §3.6,
-// docs/cluster.md). A node with `listen` set runs a peer server and takes
+// ClusterOptions: how a node joins its dataset's cluster (docs/cluster.md). A node with `listen` set runs a peer server and takes
 // part in placement; its members come from a static list or from etcd.
 //
 // Thread safety: values.

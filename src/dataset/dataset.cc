@@ -40,7 +40,7 @@ uint64_t DiskUsage(const std::string& dir) {
 // min(fallback, 90% of what the cache in `dir` may occupy: the free space of
 // its filesystem plus what `dir` already holds). Counting the cache's own
 // files keeps the quota of a cache that filled its disk at the next open, so
-// a remount with unchanged flags evicts nothing (issue 23).
+// a remount with unchanged flags evicts nothing.
 uint64_t AutoQuota(const std::string& dir, uint64_t fallback) {
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) return fallback;
@@ -107,7 +107,7 @@ Status ProbeSource(UnderStorage& ufs, const Uri& uri) {
 // The directory itself must be a real directory (not a symlink) owned by this
 // user: a predictable path such as /dev/shm/granary-<id> can be created first
 // by another local user, who could then read the cache or plant links in it
-// (issue 23). Such a directory is refused, naming its owner; it is never
+//. Such a directory is refused, naming its owner; it is never
 // chmod'ed through a link. Once it is ours and 0700 nobody else can add
 // entries, and the store opens cache files with O_NOFOLLOW.
 Status PrepareCacheDir(const std::string& dir, std::string_view what) {
@@ -274,7 +274,7 @@ Status Dataset::OpenCache(const std::string& prefix) {
     TierLevel tier = t;
     tier.path = (fs::path(t.path) / id_).string();
     RETURN_IF_ERROR(PrepareCacheDir(tier.path, "cache dir"));
-    // A full disk does not refuse the dataset (issue 23): reads go to the
+    // A full disk does not refuse the dataset: reads go to the
     // origin, admissions fail (counted) until space frees up.
     const bool full = !HasRoom(tier.path);
     if (full) {

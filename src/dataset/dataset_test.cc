@@ -159,10 +159,10 @@ void MakeWorldReadable(const fs::path& root) {
   }
 }
 
-// Issue 23: cache dirs (disk and memory tier, dataset dir, index) are 0700 and
+// Cache dirs (disk and memory tier, dataset dir, index) are 0700 and
 // cache files (blocks, snapshot, index, LOCK) 0600 whatever the umask; a cache
 // left 0755/0644 by an older version is made private at open.
-TEST_F(DatasetTest, Issue23CacheIsPrivateToItsUser) {
+TEST_F(DatasetTest, CacheIsPrivateToItsUser) {
   // A dataset of its own: the memory tier's /dev/shm dir is named by dataset id.
   const std::string prefix = "private-" + std::to_string(getpid());
   origin_->Put(prefix + "/one", std::string(40'000, '1'));
@@ -214,7 +214,7 @@ TEST_F(DatasetTest, Issue23CacheIsPrivateToItsUser) {
   ::umask(old_umask);
 }
 
-TEST_F(DatasetTest, Issue23TierDirOfAnotherUserOrALinkIsRefused) {
+TEST_F(DatasetTest, TierDirOfAnotherUserOrALinkIsRefused) {
   // The memory tier's path is predictable: another local user can create it
   // first, as a directory of theirs or as a link to one.
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a directory of another user";
@@ -289,10 +289,10 @@ TEST_F(DatasetTest, BadClusterOptionsNameTheFlag) {
 
 // Two nodes, static peers on loopback: together they read every block from
 // the origin once; each reads the other's share over the peer protocol.
-// Issue 23: closing a dataset whose origin has stalled (a POSIX/NFS read that
+// Closing a dataset whose origin has stalled (a POSIX/NFS read that
 // never returns) does not wait out the origin timeout: the origin the dataset
 // opened is aborted, the reader gets an error, and Close returns at once.
-TEST_F(DatasetTest, Issue23CloseAbortsAReadStuckOnAStalledOrigin) {
+TEST_F(DatasetTest, CloseAbortsAReadStuckOnAStalledOrigin) {
   const fs::path src = dir_ / "src";
   fs::create_directories(src);
   { std::ofstream(src / "a") << std::string(100, 'x'); }
@@ -409,7 +409,7 @@ TEST_F(DatasetTest, TwoNodesFetchEachBlockOnce) {
       << n5.status().ToString();
 }
 
-// A cache directory on a small tmpfs of its own (issue 23: a disk the cache
+// A cache directory on a small tmpfs of its own (a disk the cache
 // fills). Skips when tmpfs cannot be mounted (not root, no CAP_SYS_ADMIN); the
 // mount is detached in TearDown, whatever the test did.
 class DatasetSmallDiskTest : public DatasetTest {
@@ -438,7 +438,7 @@ class DatasetSmallDiskTest : public DatasetTest {
   bool mounted_ = false;
 };
 
-TEST_F(DatasetSmallDiskTest, Issue23RemountOfAFullCacheEvictsNothing) {
+TEST_F(DatasetSmallDiskTest, RemountOfAFullCacheEvictsNothing) {
   if (!MountDisk("8m")) GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
   // About 5.2 MiB of objects on an 8 MiB disk: most of the first auto quota.
   for (int i = 0; i < 20; ++i) {
@@ -466,7 +466,7 @@ TEST_F(DatasetSmallDiskTest, Issue23RemountOfAFullCacheEvictsNothing) {
   EXPECT_EQ((*again)->engine().stats().origin_requests, 0u) << "every object is still cached";
 }
 
-TEST_F(DatasetSmallDiskTest, Issue23FullDiskAtOpenServesFromTheOrigin) {
+TEST_F(DatasetSmallDiskTest, FullDiskAtOpenServesFromTheOrigin) {
   if (!MountDisk("64k")) GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
   {
     std::ofstream junk(disk_ / "junk", std::ios::binary);

@@ -299,7 +299,7 @@ TEST(S3ServerKilled, RetriesThenUnavailableNeverAHang) {
   EXPECT_EQ(list.status().code(), Code::kUnavailable);
 }
 
-// Writes (issue 22's upload path): a staged file becomes one object, whole.
+// Writes (the upload path): a staged file becomes one object, whole.
 using testing::RandomBytes;
 
 int StagedFile(const std::string& data) {
