@@ -15,8 +15,25 @@ namespace {
 using cluster::Member;
 using cluster::Placement;
 
-// How often a draining node asks the others whether they have taken over.
+// How often a draining node asks the others whether they have taken over
+// (and a handover whether the others have seen the change).
 constexpr std::chrono::milliseconds kDrainPoll{200};
+// How long a handover waits for every member to place by the same member
+// set before it ends anyway (a member left with another static list).
+constexpr std::chrono::seconds kAgreementWait{30};
+
+// The member ids of a status row's member set, sorted (empty: not known).
+std::vector<std::string> MemberIdsOf(const nlohmann::json& row) {
+  std::vector<std::string> ids;
+  if (!row.contains("status") || !row["status"].contains("cluster")) return ids;
+  const nlohmann::json& c = row["status"]["cluster"];
+  if (!c.contains("member_ids") || !c["member_ids"].is_array()) return ids;
+  for (const auto& id : c["member_ids"]) {
+    if (id.is_string()) ids.push_back(id.get<std::string>());
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
 
 }  // namespace
 
@@ -71,6 +88,19 @@ Result<net::BlockPayload> ClusterNode::GetCachedBlock(const net::BlockRequest& r
 }
 
 void ClusterNode::HandoverLoop() {
+  // Whether every other member that answers places by this node's member set.
+  auto others_agree = [this] {
+    std::shared_ptr<const Placement> p = placement_.load();
+    if (!p) return true;
+    std::vector<std::string> ids;
+    for (const Member& m : p->members()) ids.push_back(m.node_id);
+    std::sort(ids.begin(), ids.end());
+    for (const nlohmann::json& row : OtherMemberStatuses(p->members())) {
+      if (row.value("state", "") != "up") continue;  // a dead member fetches nothing
+      if (MemberIdsOf(row) != ids) return false;
+    }
+    return true;
+  };
   uint64_t done = 0;
   while (true) {
     uint64_t generation = 0;
@@ -86,7 +116,27 @@ void ClusterNode::HandoverLoop() {
     }
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t blocks0 = handover_.blocks.load();
-    if (!RunHandoverPass(generation)) continue;  // a newer change (or stopping): start over
+    // The others see a change a moment apart (etcd's poll, SIGHUPs one after
+    // the other); until then one may still fetch, as the owner it thinks it
+    // is, a block this node now owns. So the handover ends with a pass that
+    // began once every member answering places by this node's member set.
+    bool ended = false;
+    const auto give_up = t0 + kAgreementWait;
+    while (true) {
+      const bool agreed = others_agree();
+      if (!RunHandoverPass(generation)) break;  // a newer change (or stopping): start over
+      if (agreed || std::chrono::steady_clock::now() > give_up) {
+        if (!agreed) GLOG_WARN("cluster: handover ends while some member places by another set");
+        ended = true;
+        break;
+      }
+      std::unique_lock lock(handover_mu_);
+      if (handover_cv_.wait_for(lock, kDrainPoll,
+                                [&] { return handover_stop_ || handover_wanted_ != generation; })) {
+        break;
+      }
+    }
+    if (!ended) continue;
     history_->Forget(generation);
     handover_.passes.fetch_add(1, std::memory_order_relaxed);
     done = generation;
