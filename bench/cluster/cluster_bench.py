@@ -33,6 +33,20 @@ Rows:
   cluster, node killed   a fresh cluster's cold epoch on every node, node 0
                          killed (SIGKILL) a third of the way through: failed
                          reads and img/s of the survivors
+  scale-out N -> N+1     a static cluster (--cluster-peers-file) starts its cold
+                         epoch; a third of the way through, the file names member
+                         N+1 (host N), which starts, and the others read the file
+                         again (SIGHUP); then all N+1 read everything: block
+                         GETs the daemons sent to the origin per object for the
+                         whole run (1.00 wanted; the proxy's count also has a
+                         starting node's listings), per-node
+                         img/s of the epoch during the change, seconds from the
+                         change until every handover ended, bytes the members
+                         pulled from each other (handover)
+  scale-in N+1 -> N      the same with N+1 members, N of them reading: a third of
+                         the way through, the file drops member N+1, the others
+                         read it again and it is stopped (SIGTERM: it drains);
+                         then the N read everything
 
 Prints a markdown table, writes results.json and results.md to --out. Every
 process it starts, it stops by PID; every mount it makes, it unmounts; every
@@ -40,6 +54,7 @@ namespace, veth and bridge it makes, it deletes, also on Ctrl-C.
 
   bench/cluster/cluster_bench.py --build-dir build
   bench/cluster/cluster_bench.py --files 300 --delay-ms 0 --check   # smoke
+  bench/cluster/cluster_bench.py --files 2000 --rows scaleout,scalein   # membership changes
 """
 import argparse
 import datetime
@@ -150,7 +165,7 @@ class Bench:
         log(f"data set: {n} JPEGs, {self.total_bytes / 1e6:.0f} MB, {time.monotonic() - t0:.0f} s")
 
     # -- nodes ----------------------------------------------------------------
-    def start_node(self, i, cache, cluster=False, client_only=False):
+    def start_node(self, i, cache, cluster=False, client_only=False, peers_file=None):
         mnt = os.path.join(self.work, f"mnt{i}")
         os.makedirs(mnt, exist_ok=True)
         run_dir = os.path.join(self.work, f"run{i}")
@@ -158,7 +173,10 @@ class Bench:
         argv = [self.granary, "--endpoint", self.endpoint, "mount", f"s3://{BUCKET}/{PREFIX}", mnt,
                 "--cache-dir", f"{cache}:{self.args.cache_quota}", "--run-dir", run_dir,
                 "--foreground", "--metrics-addr", f"{self.hosts.ip(i)}:{self.mport[i]}"]
-        if cluster:
+        if peers_file:
+            argv += ["--cluster-listen", f"{self.hosts.ip(i)}:{self.cport[i]}",
+                     "--cluster-peers-file", peers_file, "--cluster-secret-file", self.secret]
+        elif cluster:
             argv += cluster_flags(self.hosts, self.cport, i, f"bench{os.getpid()}",
                                   self.secret, members=self.args.nodes)
         if client_only:
@@ -613,6 +631,96 @@ def killed(b, kill_after):
     return r
 
 
+def write_peers(b, path, members):
+    """The static member list of hosts `members`, renamed into place."""
+    with open(path + ".tmp", "w") as f:
+        f.write("".join(f"{b.hosts.ip(i)}:{b.cport[i]}\n" for i in members))
+    os.rename(path + ".tmp", path)
+
+
+def handover_bytes(b, which):
+    return sum(b.metric(i, "granary_cluster_handover_bytes_total") or 0 for i in which)
+
+
+def block_gets(b, which):
+    """Block GETs the daemons sent to the origin (the proxy's count also has a
+    starting node's listings: one per directory)."""
+    return sum(b.metric(i, "granary_origin_requests_total") or 0 for i in which)
+
+
+def wait_settled(b, which, want, timeout=300):
+    """Until every node in `which` sees `want` members and has no handover in progress."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = [(b.metric(i, "granary_cluster_members"),
+                 b.metric(i, "granary_cluster_handover_previous_sets")) for i in which]
+        if all(m == want and h == 0 for m, h in seen):
+            return
+        time.sleep(0.1)
+    raise StepError(f"members/handovers did not settle at {want}/0: {seen}")
+
+
+def membership_change(b, grow):
+    """scale-out N -> N+1 (grow) or scale-in N+1 -> N during a cold epoch, static members."""
+    n = b.args.nodes
+    before, after = (list(range(n)), list(range(n + 1))) if grow else \
+        (list(range(n + 1)), list(range(n)))
+    name = f"scale-out {n} -> {n + 1}" if grow else f"scale-in {n + 1} -> {n}"
+    r = row(name, nodes=len(after))
+    peers = os.path.join(b.work, "peers")
+    write_peers(b, peers, before)
+    mounts = {i: b.start_node(i, b.cache(f"sc{i}"), peers_file=peers) for i in before}
+    wait_settled(b, before, len(before))
+    g0 = block_gets(b, before)
+    change = {"leaver_gets": 0}
+    watcher = []
+
+    def settle_after_change():
+        try:
+            if not grow:
+                b.stop_node(n)  # SIGTERM: it drains while the others read on
+                change["leaver_gets"] = change["last_leaver_gets"]
+            wait_settled(b, after, len(after))
+            change["end"] = time.monotonic()
+        except StepError as e:
+            change["error"] = str(e)
+
+    def change_members():
+        write_peers(b, peers, after)
+        if grow:
+            mounts[n] = b.start_node(n, b.cache(f"sc{n}"), peers_file=peers)
+        change["t"] = time.monotonic()
+        for i in before if grow else after:
+            os.kill(b.nodes[i][0].pid, signal.SIGHUP)
+        if not grow:  # its origin count, before it goes (it fetches nothing while draining)
+            change["last_leaver_gets"] = block_gets(b, [n])
+        watcher.append(threading.Thread(target=settle_after_change))
+        watcher[0].start()
+    # The cold epoch of the nodes that stay; the change a third of the way
+    # through (at the rate of the single-node row on this VM, ~350 img/s).
+    stay = [i for i in before if i in after]
+    change_at = max(1.0, b.args.files / 350 / 3)
+    during = b.epochs([(i, mounts[i]) for i in stay], f"{name}-cold",
+                      kill_after=change_at, kill=change_members)
+    for t in watcher:
+        t.join()
+    if "end" not in change:
+        raise StepError(change.get("error", "the membership change did not happen"))
+    moved = handover_bytes(b, after)
+    # Then every member reads everything (a new member its first epoch).
+    final = b.epochs([(i, mounts[i]) for i in after], f"{name}-after")
+    r["cold"], r["warm"], r["during"] = during, final, during
+    r["origin_gets_per_object"] = (block_gets(b, after) + change["leaver_gets"] - g0) / b.args.files
+    r["handover_s"] = change["end"] - change["t"]
+    r["handover_mb"] = moved / 1e6
+    r["failed_reads"] = during["errors"] + final["errors"]
+    r["note"] = (f"change {change_at:.1f} s into the cold epoch of {len(stay)} nodes; handover "
+                 f"ended {r['handover_s']:.1f} s later, {r['handover_mb']:.1f} MB pulled between "
+                 f"members")
+    b.stop_nodes()
+    return r
+
+
 def guarded(b, name, fn):
     try:
         return fn()
@@ -655,6 +763,18 @@ def markdown(results):
                      f"{f(cold)} | {f(total)} | {f(busy and 100 * busy, '{:.0f}%')} | {f(warm)} | "
                      f"{rem} | {f(r['failed_reads'])} | {r['note']} |")
     lines += ["", *targets(results)]
+    changes = [r for r in results["rows"] if r.get("during")]
+    if changes:
+        lines += ["", "Membership changes during an epoch (static members, --cluster-peers-file "
+                  "and SIGHUP):", "",
+                  "| row | origin GETs / object (whole run) | cold img/s per node (the epoch "
+                  "of the change) | handover ends after | MB between members | failed reads |",
+                  "|---|---|---|---|---|---|"]
+        for r in changes:
+            d = r["during"]
+            lines.append(f"| {r['row']} | {r['origin_gets_per_object']:.2f} | {d['min_img_s']:.0f}-"
+                         f"{max(x['images_per_s'] for x in d['nodes'].values()):.0f} | "
+                         f"{r['handover_s']:.1f} s | {r['handover_mb']:.1f} | {r['failed_reads']} |")
     for r in results["rows"]:
         if r.get("remote"):
             lines += ["", remote_table(r["remote"], a)]
@@ -806,7 +926,7 @@ def main():
     ap.add_argument("--rows", default="single,independent,cluster,plain,killed",
                     help="rows to run, of single, independent, cluster, plain (the plain "
                          "sendfile HTTP baseline of the remote-hit epochs; right after cluster "
-                         "when both run) and killed")
+                         "when both run), killed, scaleout and scalein")
     ap.add_argument("--epoch-timeout", type=int, default=1800)
     ap.add_argument("--out", default="cluster-results")
     ap.add_argument("--work", help="scratch directory (default: a new one under /var/tmp)")
@@ -848,7 +968,7 @@ def main():
         cluster_cold = None
         for name in wanted:
             log(f"--- {name}")
-            if name in ("cluster", "killed") and not flags:
+            if name in ("cluster", "killed", "scaleout", "scalein") and not flags:
                 results["rows"].append(row(name, error="needs --cluster flags (granary mount "
                                                        "--help lacks --cluster-listen)"))
                 continue
@@ -865,6 +985,9 @@ def main():
             elif name == "killed":
                 secs = cluster_cold["seconds"] / 3 if cluster_cold else 2.0
                 results["rows"].append(guarded(b, name, lambda: killed(b, secs)))
+            elif name in ("scaleout", "scalein"):
+                results["rows"].append(guarded(b, name,
+                                               lambda: membership_change(b, name == "scaleout")))
             else:
                 raise SystemExit(f"cluster_bench: unknown row {name}")
     except KeyboardInterrupt:
