@@ -248,15 +248,7 @@ Result<ServedBlock> CacheEngine::ServePeer(const ObjectKey& key, uint64_t block)
   }
   const uint64_t offset = block * block_size_;
   const uint64_t length = BlockLength(key.size, block);
-  // A cached block goes out of its cache file with the checksum the store
-  // recorded: the daemon never touches its bytes.
-  if (auto f = store_->OpenBlockFile(key, block); f.ok()) {
-    c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
-    c_.served_hits.fetch_add(1, std::memory_order_relaxed);
-    c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
-    return ServedBlock{
-        .fd = f->fd, .file_offset = f->offset, .length = f->length, .checksum = f->checksum};
-  }
+  if (auto served = ServeCacheFile(key, block, length)) return *served;
   auto got = GetBlock(key, block, Want{.priority = Priority::kHigh, .for_peer = true});
   if (!got.ok()) {
     c_.served_errors.fetch_add(1, std::memory_order_relaxed);
@@ -266,6 +258,19 @@ Result<ServedBlock> CacheEngine::ServePeer(const ObjectKey& key, uint64_t block)
   if (got->from_store) c_.served_hits.fetch_add(1, std::memory_order_relaxed);
   c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
   return ServedBlock{.bytes = got->data, .file_offset = offset, .length = length};
+}
+
+// A cached block goes out of its cache file with the checksum the store
+// recorded: the daemon never touches its bytes. nullopt when it is not cached.
+std::optional<ServedBlock> CacheEngine::ServeCacheFile(const ObjectKey& key, uint64_t block,
+                                                       uint64_t length) {
+  auto f = store_->OpenBlockFile(key, block);
+  if (!f.ok()) return std::nullopt;
+  c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
+  c_.served_hits.fetch_add(1, std::memory_order_relaxed);
+  c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
+  return ServedBlock{
+      .fd = f->fd, .file_offset = f->offset, .length = f->length, .checksum = f->checksum};
 }
 
 Result<bool> CacheEngine::WarmForPeer(const ObjectKey& key) {
@@ -286,13 +291,7 @@ Result<ServedBlock> CacheEngine::ServeCached(const ObjectKey& key, uint64_t bloc
                            key.dataset + " asked of a node serving " + options_.dataset);
   }
   const uint64_t length = BlockLength(key.size, block);
-  if (auto f = store_->OpenBlockFile(key, block); f.ok()) {
-    c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
-    c_.served_hits.fetch_add(1, std::memory_order_relaxed);
-    c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
-    return ServedBlock{
-        .fd = f->fd, .file_offset = f->offset, .length = f->length, .checksum = f->checksum};
-  }
+  if (auto served = ServeCacheFile(key, block, length)) return *served;
   // Fetched, not yet admitted: its flight holds the bytes.
   std::shared_ptr<Flight> flight;
   {

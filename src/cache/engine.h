@@ -352,6 +352,8 @@ class CacheEngine {
   // (never the reader's own: its READ keeps those pages locked until it
   // replies), or each later READ of the block would ask its owner again.
   void PushNotKept(const Want& want, uint64_t block, BlockData data, const FlightKey& fk);
+  // ServePeer / ServeCached of a block the store holds: its cache file, counted.
+  std::optional<ServedBlock> ServeCacheFile(const ObjectKey& key, uint64_t block, uint64_t length);
   // Publishes the admission's outcome and takes the flight out of the map.
   void FinishAdmission(const std::shared_ptr<Flight>& f, const FlightKey& fk, bool admitted);
   Result<bool> FetchKey(const ObjectKey& key, const Want& want);
