@@ -261,6 +261,21 @@ void GranaryNode::Stop() {
 
 bool GranaryNode::Running() const { return pid > 0 && net->Running(pid); }
 
+std::vector<GranaryNode> MakeNodes(NetnsCluster* net, int count, const std::string& source,
+                                   const std::string& endpoint, const std::string& dir) {
+  std::vector<GranaryNode> nodes;
+  for (int i = 0; i < count; ++i) {
+    nodes.push_back(GranaryNode{.net = net,
+                                .host = i,
+                                .source = source,
+                                .endpoint = endpoint,
+                                .dir = dir + "/node" + std::to_string(i),
+                                .cluster_port = net->PortFor(i, 7000),
+                                .metrics_port = net->PortFor(i, 9100)});
+  }
+  return nodes;
+}
+
 void StopAll(std::vector<GranaryNode>& nodes) {
   std::vector<std::thread> stops;
   for (GranaryNode& n : nodes) stops.emplace_back([&n] { n.Stop(); });

@@ -120,6 +120,11 @@ struct GranaryNode {
   std::string Log() const;
 };
 
+// `count` nodes of one cluster over `source`, node i on host i of `net`
+// under DIR/node<i>, with its peer (7000) and metrics (9100) ports; not started.
+std::vector<GranaryNode> MakeNodes(NetnsCluster* net, int count, const std::string& source,
+                                   const std::string& endpoint, const std::string& dir);
+
 // Stops every node at once (SIGTERM to all, then each waited for), as an
 // operator stops a whole cluster: no member waits for the others to take
 // over its share, since they are leaving too.

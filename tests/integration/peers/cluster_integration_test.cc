@@ -127,15 +127,8 @@ class ClusterTest : public ::testing::Test {
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     cluster_name_ = "gt" + std::to_string(::getpid()) + "-" + info->name();
-    for (int i = 0; i < kNodes; ++i) {
-      nodes_.push_back(GranaryNode{.net = net_,
-                                   .host = i,
-                                   .source = std::string("s3://") + kBucket + "/" + kPrefix,
-                                   .endpoint = origin_->endpoint(),
-                                   .dir = dir_.path() + "/node" + std::to_string(i),
-                                   .cluster_port = net_->PortFor(i, 7000),
-                                   .metrics_port = net_->PortFor(i, 9100)});
-    }
+    nodes_ = testing::MakeNodes(net_, kNodes, std::string("s3://") + kBucket + "/" + kPrefix,
+                                origin_->endpoint(), dir_.path());
   }
 
   void TearDown() override {
