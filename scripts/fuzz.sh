@@ -15,8 +15,8 @@ SECONDS_EACH=${FUZZ_SECONDS:-60}
 JOBS=${FUZZ_JOBS:-2}
 # target:seed corpus (relative to the repository root)
 TARGETS=(
-  frame_fuzz:src/net/fuzz_corpus
-  runtime_config_fuzz:src/fluid/fuzz_corpus
+  frame_fuzz:fuzz/corpus/frame_fuzz
+  runtime_config_fuzz:fuzz/corpus/runtime_config_fuzz
   s3_list_fuzz:fuzz/corpus/s3_list_fuzz
   s3_error_fuzz:fuzz/corpus/s3_error_fuzz
   snapshot_fuzz:fuzz/corpus/snapshot_fuzz

@@ -20,7 +20,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#include "store/epoch_sim.h"
+#include "testing/epoch_sim.h"
 #include "store/store.h"
 
 namespace granary {

@@ -8,7 +8,7 @@
 
 #include "cli/cli_common.h"
 #include "common/config.h"
-#include "dataset/cluster_options.h"
+#include "cluster/cluster_options.h"
 
 namespace granary::cli {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "common/log.h"
-#include "dataset/cluster_node.h"
-#include "dataset/cluster_stats_json.h"
+#include "cluster/cluster_node.h"
+#include "cluster/cluster_stats_json.h"
 
 namespace granary {
 

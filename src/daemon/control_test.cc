@@ -14,7 +14,7 @@
 #include <future>
 
 #include "daemon/control_service.h"
-#include "daemon/control_test_util.h"
+#include "testing/dataset_fixture.h"
 
 namespace granary {
 namespace {

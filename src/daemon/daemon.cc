@@ -21,11 +21,11 @@
 #include "common/log.h"
 #include "common/uri.h"
 #include "daemon/control_service.h"
-#include "daemon/engine_fs.h"
+#include "fuse/engine_fs.h"
 #include "daemon/holder_channel.h"
 #include "daemon/mount_holder.h"
 #include "fuse/fuse_connection_state.h"
-#include "dataset/cluster_stats_json.h"
+#include "cluster/cluster_stats_json.h"
 #include "fuse/fuse_stats_json.h"
 #include "store/store_stats_json.h"
 

@@ -44,7 +44,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/engine.h"
-#include "dataset/cluster_node.h"
+#include "cluster/cluster_node.h"
 #include "dataset/dataset.h"
 #include "common/config.h"
 #include "common/origin_defaults.h"

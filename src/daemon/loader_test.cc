@@ -4,7 +4,7 @@
 
 #include <future>
 
-#include "daemon/control_test_util.h"
+#include "testing/dataset_fixture.h"
 
 namespace granary {
 namespace {

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "cache/engine.h"
-#include "dataset/cluster_node.h"
+#include "cluster/cluster_node.h"
 #include "daemon/loader.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"

@@ -1,7 +1,7 @@
 // Status figures equal the truth; the Fluid summary and the table are well formed.
 #include "daemon/status.h"
 
-#include "daemon/control_test_util.h"
+#include "testing/dataset_fixture.h"
 
 namespace granary {
 namespace {

@@ -15,7 +15,7 @@
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/uri.h"
-#include "dataset/cluster_node.h"
+#include "cluster/cluster_node.h"
 
 namespace granary {
 namespace {

@@ -34,7 +34,7 @@
 #include "cache/engine.h"
 #include "common/config.h"
 #include "common/origin_defaults.h"
-#include "dataset/cluster_options.h"
+#include "cluster/cluster_options.h"
 #include "granary/status.h"
 #include "meta/snapshot.h"
 #include "store/store.h"

@@ -24,7 +24,7 @@
 #include <map>
 #include <thread>
 
-#include "dataset/cluster_node.h"
+#include "cluster/cluster_node.h"
 #include "testing/mem_ufs.h"
 
 namespace granary {

@@ -19,7 +19,7 @@
 #include "common/units.h"
 #include "daemon/control.h"
 #include "daemon/status.h"
-#include "dataset/cluster_node.h"
+#include "cluster/cluster_node.h"
 #include "dataset/dataset.h"
 
 namespace granary::fluid {

@@ -30,7 +30,7 @@
 
 #include "common/config.h"
 #include "common/uri.h"
-#include "dataset/cluster_options.h"
+#include "cluster/cluster_options.h"
 #include "granary/status.h"
 #include "ufs/open.h"
 

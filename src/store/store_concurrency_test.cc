@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "store/store.h"
-#include "store/store_test_util.h"
+#include "testing/store_test_util.h"
 
 namespace granary {
 namespace {

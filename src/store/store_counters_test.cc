@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "store/store.h"
-#include "store/store_test_util.h"
+#include "testing/store_test_util.h"
 
 namespace granary {
 namespace {

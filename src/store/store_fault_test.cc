@@ -14,7 +14,7 @@
 #include <random>
 
 #include "store/store.h"
-#include "store/store_test_util.h"
+#include "testing/store_test_util.h"
 
 namespace granary {
 namespace {

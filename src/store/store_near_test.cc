@@ -7,7 +7,7 @@
 #include <set>
 
 #include "store/store.h"
-#include "store/store_test_util.h"
+#include "testing/store_test_util.h"
 
 namespace granary {
 namespace {

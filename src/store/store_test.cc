@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "store/epoch_sim.h"
+#include "testing/epoch_sim.h"
 #include "store/index_format.h"
-#include "store/store_test_util.h"
+#include "testing/store_test_util.h"
 
 namespace granary {
 namespace {

@@ -1,5 +1,5 @@
 // ClusterNode: membership, placement, peer server and clients (see cluster_node.h).
-#include "dataset/cluster_node.h"
+#include "cluster/cluster_node.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "cluster/static_membership.h"
 #include "common/log.h"
 #include "common/units.h"
-#include "dataset/cluster_stats_json.h"
+#include "cluster/cluster_stats_json.h"
 #include "dataset/dataset.h"
 #include "net/auth.h"
 

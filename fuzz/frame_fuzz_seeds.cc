@@ -2,7 +2,7 @@
 // filled with typical values), plus each body on its own, so the fuzzer
 // starts from inputs that get past the checksums and length prefixes.
 //
-// Usage: frame_fuzz_seeds DIR   (scripts/fuzz.sh regenerates src/net/fuzz_corpus)
+// Usage: frame_fuzz_seeds fuzz/corpus/frame_fuzz
 #include <cstdio>
 #include <fstream>
 #include <string>

@@ -49,7 +49,7 @@
 #include "cluster/placement.h"
 #include "cluster/placement_history.h"
 #include "common/shared_slot.h"
-#include "dataset/cluster_options.h"
+#include "cluster/cluster_options.h"
 #include "net/peer_client.h"
 #include "net/peer_server.h"
 #include "net/peer_service.h"

@@ -1,5 +1,5 @@
 // ClusterStats <-> JSON (see cluster_stats_json.h).
-#include "dataset/cluster_stats_json.h"
+#include "cluster/cluster_stats_json.h"
 
 #include <array>
 

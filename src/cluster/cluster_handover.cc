@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "common/log.h"
-#include "dataset/cluster_node.h"
+#include "cluster/cluster_node.h"
 #include "dataset/dataset.h"
 
 namespace granary {

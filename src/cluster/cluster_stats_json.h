@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataset/cluster_node.h"
+#include "cluster/cluster_node.h"
 #include "granary/status.h"
 
 namespace granary {

@@ -4,7 +4,7 @@
 // decodes re-encodes to exactly the same bytes (the encodings are canonical).
 //
 // Built only with GRANARY_FUZZ=ON and clang; run by scripts/fuzz.sh on the
-// seed corpus in src/net/fuzz_corpus (written by frame_fuzz_seeds.cc).
+// seed corpus in fuzz/corpus/frame_fuzz (written by frame_fuzz_seeds.cc).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 // A node's cluster counters survive the stats file: every field written is
 // read back, old files (no cluster fields yet) still read, bad ones name the field.
-#include "dataset/cluster_stats_json.h"
+#include "cluster/cluster_stats_json.h"
 
 #include <gtest/gtest.h>
 

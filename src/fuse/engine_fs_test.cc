@@ -1,6 +1,6 @@
 // EngineFs over MemUfs + a real Store: attributes, lookups, paged readdir,
 // reads, and Open offering the cache file only once an object is complete.
-#include "daemon/engine_fs.h"
+#include "fuse/engine_fs.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

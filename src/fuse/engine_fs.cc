@@ -1,5 +1,5 @@
 // EngineFs: FUSE operations mapped onto the cache engine (see engine_fs.h).
-#include "daemon/engine_fs.h"
+#include "fuse/engine_fs.h"
 
 #include <fcntl.h>
 #include <sys/statvfs.h>
