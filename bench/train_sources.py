@@ -28,6 +28,15 @@ Usage:
   bench/train_sources.py --build-dir build --work /var/tmp/train-src --out DIR
   bench/train_sources.py --granary BIN --gen-imagenet BIN --files 40000 --workers 14 ...
 """
+if __name__ == "__main__" and not __package__:
+    # Run by path: run again as the module bench.train_sources with the
+    # repository root on PYTHONPATH, where it finds bench.benchlib.
+    import os
+    import sys
+    _root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_root, os.environ.get("PYTHONPATH")]))
+    os.execv(sys.executable, [sys.executable, "-m", "bench.train_sources", *sys.argv[1:]])
+
 import argparse
 import datetime
 import json
@@ -39,10 +48,12 @@ import sys
 import tempfile
 import time
 
+from bench.benchlib.cpu import CpuMeter, per_image_ms
+from bench.benchlib.mounts import DirMounts
+from bench.benchlib.procs import StepError, bench_setup, drop_page_cache
+from bench.benchlib.results import write_results
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "compare"))
-from procs import (CpuMeter, DirMounts, StepError, bench_setup, drop_page_cache,  # noqa: E402
-                   per_image_ms, write_results)
 
 SKIP = 77
 

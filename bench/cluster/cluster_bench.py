@@ -56,6 +56,15 @@ namespace, veth and bridge it makes, it deletes, also on Ctrl-C.
   bench/cluster/cluster_bench.py --files 300 --delay-ms 0 --check   # smoke
   bench/cluster/cluster_bench.py --files 2000 --rows scaleout,scalein   # membership changes
 """
+if __name__ == "__main__" and not __package__:
+    # Run by path: run again as the module bench.cluster.cluster_bench with the
+    # repository root on PYTHONPATH, where it finds bench.benchlib.
+    import os
+    import sys
+    _root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_root, os.environ.get("PYTHONPATH")]))
+    os.execv(sys.executable, [sys.executable, "-m", "bench.cluster.cluster_bench", *sys.argv[1:]])
+
 import argparse
 import datetime
 import json
@@ -70,16 +79,17 @@ import threading
 import time
 import zlib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "compare"))
-from procs import (Procs, StepError, check_status, drop_page_cache,  # noqa: E402
-                   http_get, is_mounted, settle, with_children, write_results)
-from netns import (Hosts, cluster_flags, has_cluster_flags, metric_sum,  # noqa: E402
-                   metrics_text, write_secret)
+from bench.benchlib.cpu import machine_cpu, tree_cpu_seconds, with_children
+from bench.benchlib.mountinfo import is_mounted
+from bench.benchlib.netns import (Hosts, cluster_flags, has_cluster_flags, metric_sum,
+                                  metrics_text, write_secret)
+from bench.benchlib.origin import (DEFAULT_ORIGIN, ORIGIN_HELP, ORIGINS, PROCESS_NAMES,
+                                   proxy_argv, s3_env, server_argv)
+from bench.benchlib.procs import Procs, StepError, answers, drop_page_cache, http_get, settle
+from bench.benchlib.results import check_status, command_line, write_results
 
 BUCKET = "granary-cluster"
 PREFIX = "imagenet"
-S3RVER_DIR = os.path.join(HERE, "..", "compare", "s3rver")
 
 
 def log(msg):
@@ -98,11 +108,7 @@ class Bench:
         self.procs = Procs(self.log_dir)
         self.build = os.path.abspath(args.build_dir)
         self.granary = args.granary or os.path.join(self.build, "src", "cli", "granary")
-        self.env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
-                        AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
-                        AWS_SHARED_CREDENTIALS_FILE="/dev/null", AWS_CONFIG_FILE="/dev/null")
-        for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-            self.env.pop(k, None)
+        self.env = s3_env()
         self.hosts = None
         self.nodes = {}  # index -> (Popen, mountpoint)
         self.origin_pids = []  # the S3 server and the delay proxy
@@ -119,26 +125,18 @@ class Bench:
     def start_origin(self):
         h = Hosts.ORIGIN
         ip, port, pport = self.hosts.ip(h), self.hosts.port(9000), self.hosts.port(9001)
-        if self.args.origin == "moto":
-            argv = ["moto_server", "-H", ip, "-p", str(port)]
-        else:
-            launcher = os.path.join(S3RVER_DIR, "node_modules", "s3rver", "bin", "s3rver.js")
-            if not os.path.exists(launcher) or shutil.which("node") is None:
-                raise SystemExit("cluster_bench: --origin s3rver needs scripts/install-s3rver.sh")
-            data = os.path.join(self.work, "s3rver-data")
-            os.makedirs(data, exist_ok=True)
-            argv = ["node", "--openssl-legacy-provider", launcher, "-d", data, "-a", ip,
-                    "-p", str(port), "--silent"]
+        argv = server_argv(self.args.origin, ip, port, os.path.join(self.work, "s3rver-data"))
         self.server_url = f"http://{ip}:{port}"
-        p = self.procs.start(self.args.origin, self.hosts.wrap(h, argv), env=self.env)
+        name = PROCESS_NAMES[self.args.origin]
+        p = self.procs.start(name, self.hosts.wrap(h, argv), env=self.env)
         self.origin_pids.append(p.pid)
-        self.procs.wait_until(p, lambda: _answers(self.server_url), self.args.origin)
-        proxy = [self.bin("s3_delay_proxy"), "--upstream", f"{ip}:{port}", "--listen", ip,
-                 "--port", str(pport), "--delay", f"{self.args.delay_ms}ms"]
+        self.procs.wait_until(p, lambda: answers(self.server_url), name)
+        proxy = proxy_argv(self.bin("s3_delay_proxy"), f"{ip}:{port}", f"{self.args.delay_ms}ms",
+                           listen=ip, port=pport)
         p = self.procs.start("proxy", self.hosts.wrap(h, proxy))
         self.origin_pids.append(p.pid)
         self.endpoint = f"http://{ip}:{pport}"
-        self.procs.wait_until(p, lambda: _answers(self.endpoint + "/__proxy_stats"), "proxy")
+        self.procs.wait_until(p, lambda: answers(self.endpoint + "/__proxy_stats"), "proxy")
         log(f"origin {self.args.origin} {self.server_url}, {self.args.delay_ms} ms per request "
             f"through {self.endpoint}")
 
@@ -231,8 +229,8 @@ class Bench:
         """One epoch per mount, all at once; kill() runs kill_after seconds in."""
         settle()
         daemons = {i: p.pid for i, (p, _) in self.nodes.items()}
-        cpu0 = {i: proc_cpu_s(pid) for i, pid in daemons.items()}
-        origin0 = [proc_cpu_s(pid) for pid in self.origin_pids]
+        cpu0 = {i: tree_cpu_seconds(pid) for i, pid in daemons.items()}
+        origin0 = [tree_cpu_seconds(pid) for pid in self.origin_pids]
         mach0 = machine_cpu()
         procs = []
         for i, mnt in mounts:
@@ -262,8 +260,8 @@ class Bench:
                 res[i] = json.load(f)["epochs"][0]
         secs = time.monotonic() - t0
         mach1 = machine_cpu()
-        cpu1 = {i: proc_cpu_s(pid) for i, pid in daemons.items()}
-        origin1 = [proc_cpu_s(pid) for pid in self.origin_pids]
+        cpu1 = {i: tree_cpu_seconds(pid) for i, pid in daemons.items()}
+        origin1 = [tree_cpu_seconds(pid) for pid in self.origin_pids]
         per_node = [r["images_per_s"] for r in res.values()]
         errors = sum(int(r["errors"]) for r in res.values())
         # CPU over the epoch, in cores: the whole machine, the Granary daemons, the origin.
@@ -312,25 +310,6 @@ def latency_summary(before, after):
             "p50_le_ms": q(0.5), "p99_le_ms": q(0.99)}
 
 
-def proc_cpu_s(pid):
-    """User + system CPU seconds so far of pid and of every process under it
-    (`granary mount --foreground` may leave the serving to a child: a mount
-    holder runs the daemon as its child), children it has reaped included
-    (cutime + cstime); None when pid is gone."""
-    total = None
-    for p in with_children(pid):
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            if p == pid:
-                return None
-            continue  # a child that exited meanwhile: its parent's cutime has it
-        ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-        total = (total or 0) + ticks / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 class Sampler:
     """Every 50 ms, while it runs: the FUSE requests the kernel has outstanding on
     a mount (/sys/fs/fuse/connections/DEV/waiting: sent to the daemon or queued,
@@ -368,22 +347,6 @@ class Sampler:
         w = [x for x, _ in self.samples]
         return {"fuse_waiting_mean": sum(w) / len(w), "fuse_waiting_max": max(w),
                 "daemon_threads": max(t for _, t in self.samples)}
-
-
-def machine_cpu():
-    """(busy, total) jiffies of every CPU together, from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + v[4]
-    return sum(v) - idle, sum(v)
-
-
-def _answers(url):
-    try:
-        http_get(url, timeout=1)
-        return True
-    except OSError as e:
-        return getattr(e, "code", None) is not None
 
 
 def row(name, **kw):
@@ -457,16 +420,16 @@ def remote_epoch(b, threads):
     m0 = b.metrics_text(c)
     g0 = b.origin_gets()
     daemons = {i: b.nodes[i][0].pid for i in range(n)}
-    cpu0 = {i: proc_cpu_s(pid) for i, pid in daemons.items()}
-    client_cpu0 = proc_cpu_s(b.nodes[c][0].pid)
+    cpu0 = {i: tree_cpu_seconds(pid) for i, pid in daemons.items()}
+    client_cpu0 = tree_cpu_seconds(b.nodes[c][0].pid)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     mach0 = machine_cpu()
     with Sampler(mnt, b.nodes[c][0].pid) as sampler:
         e = b.epochs([(c, mnt)], f"remote-{threads}t", threads=threads)
     mach1 = machine_cpu()
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    client_cpu1 = proc_cpu_s(b.nodes[c][0].pid)
-    cpu1 = {i: proc_cpu_s(pid) for i, pid in daemons.items()}
+    client_cpu1 = tree_cpu_seconds(b.nodes[c][0].pid)
+    cpu1 = {i: tree_cpu_seconds(pid) for i, pid in daemons.items()}
     m1 = b.metrics_text(c)
     origin = b.origin_gets() - g0
     ep = e["nodes"][c]
@@ -549,7 +512,7 @@ def plain(b):
             b.seq += 1
             p = b.procs.start(f"plain{i}-{b.seq}", b.hosts.wrap(i, argv))
             servers.append(p)
-            b.procs.wait_until(p, lambda u=url: _answers(u + "/"), f"plain server {i}")
+            b.procs.wait_until(p, lambda u=url: answers(u + "/"), f"plain server {i}")
             bases += ["--base", url]
         r["plain"] = []
         for threads in b.remote_threads:
@@ -577,7 +540,7 @@ def plain_epoch(b, tool, servers, bases, listing, threads, cache):
     b.seq += 1
     argv = [tool, "get", *bases, "--list", listing, "--threads", str(threads),
             "--seed", str(1000 + b.seq)]
-    cpu0 = [proc_cpu_s(p.pid) for p in servers]
+    cpu0 = [tree_cpu_seconds(p.pid) for p in servers]
     mach0 = machine_cpu()
     t0 = time.monotonic()
     try:
@@ -588,7 +551,7 @@ def plain_epoch(b, tool, servers, bases, listing, threads, cache):
                         f"{b.args.epoch_timeout} s") from None
     wall = time.monotonic() - t0
     mach1 = machine_cpu()
-    cpu1 = [proc_cpu_s(p.pid) for p in servers]
+    cpu1 = [tree_cpu_seconds(p.pid) for p in servers]
     with open(os.path.join(b.log_dir, f"plain-get-{threads}t-{cache}.log"), "w") as f:
         f.write(out.stdout + out.stderr)
     try:
@@ -786,7 +749,7 @@ def markdown(results):
 
 
 def targets(results):
-    """The issue's targets, each with its measured value and met / not met."""
+    """The cluster's targets, each with its measured value and met / not met."""
     a, rows = results["config"], results["rows"]
 
     def find(prefix):
@@ -921,7 +884,7 @@ def main():
                     help="--fuse-threads of the client-only member (default: the mount's); "
                          "each FUSE thread waits on one read, so this bounds its peer requests "
                          "in flight")
-    ap.add_argument("--origin", choices=["s3rver", "moto"], default="s3rver")
+    ap.add_argument("--origin", choices=ORIGINS, default=DEFAULT_ORIGIN, help=ORIGIN_HELP)
     ap.add_argument("--cache-quota", default="50G")
     ap.add_argument("--rows", default="single,independent,cluster,plain,killed",
                     help="rows to run, of single, independent, cluster, plain (the plain "
@@ -946,7 +909,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.datetime.now(datetime.timezone.utc)
     results = {"started": started.isoformat(timespec="seconds"), "rows": [],
-               "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}
+               "command": command_line()}
     flags = has_cluster_flags(b.granary)
     try:
         # Nodes 0..N-1 own the data; host N is the client-only member of the remote-hit epochs.

@@ -25,6 +25,15 @@ results.md and results.json to --out.
 Needs root (memory cgroup, mounts, dropping the page cache). Every process it
 starts it stops, every mount it unmounts and the cgroup it made it removes.
 """
+if __name__ == "__main__" and not __package__:
+    # Run by path: run again as the module bench.compare.over_memory with the
+    # repository root on PYTHONPATH, where it finds bench.benchlib.
+    import os
+    import sys
+    _root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_root, os.environ.get("PYTHONPATH")]))
+    os.execv(sys.executable, [sys.executable, "-m", "bench.compare.over_memory", *sys.argv[1:]])
+
 import argparse
 import datetime
 import json
@@ -36,9 +45,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procs import (CpuMeter, DirMounts, StepError, bench_setup, drop_page_cache,  # noqa: E402
-                   per_image_ms, settle, write_results)
+from bench.benchlib.cpu import CpuMeter, per_image_ms
+from bench.benchlib.mounts import DirMounts
+from bench.benchlib.procs import StepError, bench_setup, drop_page_cache, settle
+from bench.benchlib.results import write_results
 
 PATHS = ["local", "cached", "passthrough"]
 

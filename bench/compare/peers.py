@@ -1,6 +1,6 @@
 """The access paths the comparison measures, one function per table row group.
 
-Each function takes the Bench context (compare.py) and returns rows:
+Each function takes the Bench (bench.benchlib.bench) and returns rows:
   {"path": str, "cold": epoch|None, "warm": epoch|None, "note": str, "error": str|None}
 where an epoch is what Bench.epoch returns (images/s, MB/s, p99, origin
 requests). A failing step raises StepError; run_guarded turns that into a row
@@ -9,15 +9,13 @@ with an error so the rest of the comparison still runs.
 Peer options are chosen for the training pattern (read-only, whole files,
 16 readers, immutable data) and are listed in docs/benchmarks.md.
 """
-import json
 import os
-import re
-import shutil
-import subprocess
-import time
 
-from procs import (CpuMeter, StepError, daemon_pid, drop_page_cache, is_mounted, per_image_ms,
-                   settle)
+from bench.benchlib.cpu import CpuMeter, per_image_ms
+from bench.benchlib.mountinfo import is_mounted, lists
+from bench.benchlib.mounts import (GranaryMount, cache_dir, delete_caches, fresh_dir,
+                                   private_file)
+from bench.benchlib.procs import StepError, drop_page_cache
 
 
 def new_row(path, note=""):
@@ -34,34 +32,7 @@ def run_guarded(b, label, fn):
         row["error"] = str(e)
         return [row]
     finally:
-        for m in list(b.procs.mounts):
-            b.procs.unmount(m)
-
-
-def _fresh_dir(b, name):
-    path = os.path.join(b.work, name)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
-
-
-# Cache directories (thousands of files each) are not deleted when their row
-# ends but all together after the Granary rows of a delay: this machine's ext4
-# has no journal, and there creating files within a minute or so of deleting
-# thousands costs about twice the CPU (ext4 skips recently deleted inodes,
-# reading inode tables to find them), which would load whichever row comes
-# next. After the deletion come the ceiling, local-disk and plain s3fs rows,
-# which create no files.
-def _cache_dir(b, name):
-    path = _fresh_dir(b, f"{name}-{b.delay}")
-    b.delete_later.append(path)
-    return path
-
-
-def delete_caches(b):
-    for path in b.delete_later:
-        shutil.rmtree(path, ignore_errors=True)
-    b.delete_later.clear()
+        b.procs.unmount_all()
 
 
 # ---------------------------------------------------------------------------
@@ -69,20 +40,9 @@ def delete_caches(b):
 # same delay proxy, best objects/s at any concurrency.
 
 def origin_ceiling(b):
-    argv = [b.bin("ufs_get"), "--endpoint", b.endpoint, "--bucket", b.bucket,
-            "--prefix", b.prefix + "/", "--objects", str(b.files),
-            "--seconds-per-level", str(b.ceiling_seconds),
-            "--levels", *[str(x) for x in b.ceiling_levels]]
-    b.log("origin ceiling: " + " ".join(argv[1:]))
-    out = subprocess.run(argv, capture_output=True, text=True, env=b.env)
-    b.save_log("ufs_get", out.stdout + out.stderr)
-    m = re.search(r"ceiling:\s*([0-9.]+)\s*objects/s", out.stdout)
-    if out.returncode != 0 or not m:
-        raise StepError(f"ufs_get exited {out.returncode}: {(out.stderr or out.stdout)[-300:]}")
     row = new_row("origin ceiling (ufs_get)", "best GET objects/s at any concurrency "
                   + ",".join(str(x) for x in b.ceiling_levels))
-    row["cold"] = {"images_per_s": float(m.group(1)), "mb_per_s": None, "p99_ms": None,
-                   "origin_requests_per_image": 1.0, "files": None, "errors": 0}
+    row["cold"] = b.ufs_ceiling()
     return [row]
 
 
@@ -104,30 +64,22 @@ def local_disk(b):
 
 def s3fs(b, use_cache):
     name = "s3fs-cache" if use_cache else "s3fs"
-    passwd = _private_file(b, "s3fs.passwd",
-                           f"{b.env['AWS_ACCESS_KEY_ID']}:{b.env['AWS_SECRET_ACCESS_KEY']}\n")
+    passwd = private_file(b, "s3fs.passwd",
+                          f"{b.env['AWS_ACCESS_KEY_ID']}:{b.env['AWS_SECRET_ACCESS_KEY']}\n")
     opts = ["ro", "use_path_request_style", "endpoint=us-east-1", f"url={b.endpoint}",
             f"passwd_file={passwd}", "parallel_count=16", "multireq_max=16",
             "stat_cache_expire=86400", "max_stat_cache_size=1000000",
             "enable_noobj_cache"]
     note = "ro, stat cache 24h, parallel_count/multireq_max 16"
     if use_cache:
-        opts.append(f"use_cache={_cache_dir(b, name + '-cache')}")
+        opts.append(f"use_cache={cache_dir(b, name + '-cache')}")
         note += ", use_cache=<local dir>"
-    mnt = _fresh_dir(b, name + "-mnt")
+    mnt = fresh_dir(b, name + "-mnt")
     argv = ["s3fs", f"{b.bucket}:/{b.prefix}", mnt, "-f"]
     for o in opts:
         argv += ["-o", o]
     return [_fuse_peer(b, name, argv, mnt,
                        new_row("s3fs use_cache" if use_cache else "s3fs", note))]
-
-
-def _private_file(b, name, text):
-    """Writes text to <work>/name, readable by the owner only (credentials, configs)."""
-    path = os.path.join(b.work, name)
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-        f.write(text)
-    return path
 
 
 def _fuse_peer(b, name, argv, mnt, row):
@@ -136,7 +88,7 @@ def _fuse_peer(b, name, argv, mnt, row):
     read the same first files of one shuffled order."""
     p = b.procs.start(name, argv, env=b.env)
     b.procs.add_mount(mnt)
-    b.procs.wait_until(p, lambda: is_mounted(mnt) and _listable(mnt), f"{name} mount")
+    b.procs.wait_until(p, lambda: is_mounted(mnt) and lists(mnt), f"{name} mount")
     cap = b.args.peer_max_files or None
     seed = b.args.seed * 1000 + 999 if cap else None
     if cap:
@@ -150,27 +102,20 @@ def _fuse_peer(b, name, argv, mnt, row):
     return row
 
 
-def _listable(mnt):
-    try:
-        return len(os.listdir(mnt)) > 0
-    except OSError:
-        return False
-
-
 # ---------------------------------------------------------------------------
 # rclone mount (Debian's rclone) with the full VFS cache.
 
 def rclone(b):
-    conf = _private_file(b, "rclone.conf",
+    conf = private_file(b, "rclone.conf",
                          "[origin]\ntype = s3\nprovider = Other\nenv_auth = true\n"
                          f"endpoint = {b.endpoint}\nforce_path_style = true\nregion = us-east-1\n")
     opts = ["--read-only", "--vfs-cache-mode", "full", "--dir-cache-time", "24h",
             "--attr-timeout", "24h", "--vfs-cache-max-age", "24h", "--transfers", "16",
             "--buffer-size", "1M", "--use-server-modtime", "--no-checksum",
             "--s3-no-head-object"]
-    mnt = _fresh_dir(b, "rclone-mnt")
+    mnt = fresh_dir(b, "rclone-mnt")
     argv = ["rclone", "mount", f"origin:{b.bucket}/{b.prefix}", mnt, "--config", conf,
-            "--cache-dir", _cache_dir(b, "rclone-cache"), *opts]
+            "--cache-dir", cache_dir(b, "rclone-cache"), *opts]
     return [_fuse_peer(b, "rclone", argv, mnt, new_row(
         "rclone mount --vfs-cache-mode full",
         "read-only, dir/attr cache 24h, --transfers 16, --buffer-size 1M, "
@@ -180,86 +125,25 @@ def rclone(b):
 # ---------------------------------------------------------------------------
 # Granary.
 
-class GranaryMount:
-    """One `granary mount` daemon over the bench's origin."""
-
-    def __init__(self, b, name, cache, extra=()):
-        self.b, self.name, self.cache = b, name, cache
-        self.mnt = _fresh_dir(b, name + "-mnt")
-        self.run = os.path.join(b.work, name + "-run")
-        os.makedirs(self.run, exist_ok=True)
-        self.extra = list(extra)
-        self.mounted = False
-
-    def _granary(self, *args, check=True, capture=True):
-        argv = [self.b.granary, "--endpoint", self.b.endpoint, *args]
-        out = subprocess.run(argv, capture_output=capture, text=True, env=self.b.env)
-        if check and out.returncode != 0:
-            msg = (out.stderr or out.stdout or "").strip()[-400:] if capture else ""
-            raise StepError(f"granary {args[0]} exited {out.returncode}: {msg}")
-        return out
-
-    def mount(self):
-        settle()  # mount --load starts fetching at once
-        log = os.path.join(self.b.log_dir, self.name + "-daemon.log")
-        self._granary("mount", f"s3://{self.b.bucket}/{self.b.prefix}", self.mnt,
-                      "--cache-dir", f"{self.cache}:{self.b.cache_quota}",
-                      "--run-dir", self.run, "--log-file", log, *self.extra)
-        self.mounted = True
-        self.b.procs.add_mount(self.mnt, self.umount)
-
-    def pid(self):
-        """The mount daemon's pid, from its pid file in the run directory."""
-        return daemon_pid(self.run, self.name)
-
-    def umount(self):
-        if self.mounted:
-            self._granary("umount", self.mnt, "--run-dir", self.run, check=False)
-            self.mounted = False
-
-    def load(self):
-        settle()
-        t0 = time.monotonic()
-        self._granary("load", self.mnt, "--run-dir", self.run, "--quiet")
-        return time.monotonic() - t0
-
-    def status(self):
-        out = self._granary("status", self.mnt, "--run-dir", self.run, "--json")
-        try:
-            return json.loads(out.stdout)
-        except ValueError as e:
-            raise StepError(f"granary status --json did not print JSON: {e}") from None
-
-    def wait_loaded(self, timeout=3600):
-        """Waits for a background --load to finish (phase no longer Loading)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            s = self.status()
-            if str(s.get("phase", "")).lower() != "loading":
-                return s
-            time.sleep(0.5)
-        raise StepError("background load did not finish")
-
-
 def granary_rows(b):
     rows = []
 
     # 1. Read-through: a plain mount, first epoch cold, second epoch warm.
-    # The caches are deleted together at the end (see _cache_dir).
-    cache = _cache_dir(b, "granary-cache-rt")
+    # The caches are deleted together at the end (see benchlib.mounts.cache_dir).
+    cache = cache_dir(b, "granary-cache-rt")
     rows.append(_two_epochs(GranaryMount(b, "granary-rt", cache), new_row(
         "Granary read-through", "plain mount (defaults: --read-mode auto picks cached for a "
         "data set this size): first epoch fetches on demand")))
 
     # 2. mount --load: the job starts right away; demand reads + background load.
-    cache = _cache_dir(b, "granary-cache-ml")
+    cache = cache_dir(b, "granary-cache-ml")
     rows.append(_two_epochs(
         GranaryMount(b, "granary-ml", cache, ["--load"]),
         new_row("Granary mount --load", "epoch starts at once; background load fills the cache"),
         between=GranaryMount.wait_loaded, loads_at_mount=True))
 
     # 3. `granary load` first (the DataLoad pattern), then the epoch.
-    cache = _cache_dir(b, "granary-cache-ld")
+    cache = cache_dir(b, "granary-cache-ld")
     g = GranaryMount(b, "granary-ld", cache)
     g.mount()
     row = new_row("Granary after `granary load`", "cold column: the load itself (files/s)")

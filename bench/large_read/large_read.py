@@ -37,6 +37,15 @@ Writes results.md and results.json to --out and prints the table; logs go to
 --out/logs. Every process it starts it stops by PID, every mount it unmounts,
 also on failure and Ctrl-C.
 """
+if __name__ == "__main__" and not __package__:
+    # Run by path: run again as the module bench.large_read.large_read with the
+    # repository root on PYTHONPATH, where it finds bench.benchlib.
+    import os
+    import sys
+    _root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_root, os.environ.get("PYTHONPATH")]))
+    os.execv(sys.executable, [sys.executable, "-m", "bench.large_read.large_read", *sys.argv[1:]])
+
 import argparse
 import datetime
 import json
@@ -50,13 +59,14 @@ import time
 import types
 from concurrent.futures import ThreadPoolExecutor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "compare"))
-import compare  # noqa: E402  (the origin: Bench.start_origin / start_proxy)
-from procs import (CpuMeter, StepError, check_status, drop_page_cache, http_get, settle,  # noqa: E402
-                   write_results)
-import rows as rows_mod  # noqa: E402
-import table  # noqa: E402
+from bench.benchlib.bench import Bench
+from bench.benchlib.cpu import CpuMeter
+from bench.benchlib.origin import DEFAULT_ORIGIN, ORIGIN_HELP, ORIGINS, split_cpus
+from bench.benchlib.procs import StepError, drop_page_cache, settle
+from bench.benchlib.results import (check_status, command_line, granary_version, machine,
+                                    tool_versions, write_results)
+from bench.large_read import rows as rows_mod
+from bench.large_read import table
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -67,12 +77,12 @@ class Context:
 
     def __init__(self, args, work, log_dir):
         self.args = args
-        # compare.Bench starts the origin and its proxy and holds the Procs;
-        # it reads these fields of its arguments.
+        # Bench starts the origin and its proxy and holds the Procs; it reads
+        # these fields of its arguments.
         bench_args = types.SimpleNamespace(build_dir=args.build_dir, files=0,
                                            threads=args.readers, ceiling_seconds=0,
                                            cache_quota=args.cache_quota, origin=args.origin)
-        self.b = compare.Bench(bench_args, work, log_dir)
+        self.b = Bench(bench_args, work, log_dir)
         self.b.bucket, self.b.prefix = "granary-large-read", "large"
         self.reader = built(args)["reader"]
         self.work, self.log_dir = work, log_dir
@@ -142,10 +152,7 @@ class Context:
 
     # -- origin --------------------------------------------------------------
     def proxy_stats(self):
-        try:
-            return json.loads(http_get(self.b.endpoint + "/__proxy_stats"))
-        except (OSError, ValueError) as e:
-            raise StepError(f"cannot read the proxy's counters: {e}") from None
+        return self.b.proxy_stats()
 
     def cold_start(self, reads_origin):
         """Drops the page cache; then, for rows that read the origin, reads the
@@ -233,22 +240,10 @@ def per_gib(cpu_s, read_bytes):
     return None if cpu_s is None or not read_bytes else cpu_s / (read_bytes / GIB)
 
 
-def tool_versions(granary, origin):
-    """The origin server's version (compare.tool_versions) and Granary's: its
-    version, when its binary was built and the commit the tree was at."""
-    v = {k: x for k, x in compare.tool_versions(origin).items() if k in ("s3rver", "moto_server")}
-    try:
-        out = subprocess.run([granary, "version"], capture_output=True, text=True, timeout=20)
-        built = datetime.datetime.fromtimestamp(os.path.getmtime(granary),
-                                                datetime.timezone.utc)
-        v["granary"] = (f"{out.stdout.strip().removeprefix('granary ')}, binary of "
-                        f"{built:%Y-%m-%d %H:%M} UTC")
-        head = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=20)
-        if head.returncode == 0:
-            v["granary"] += f", tree at {head.stdout.strip()}"
-    except (OSError, subprocess.TimeoutExpired):
-        v["granary"] = None
+def versions(granary, origin):
+    """The origin server's version and Granary's (results.granary_version)."""
+    v = tool_versions(origin, peers=False)
+    v["granary"] = granary_version(granary)
     return v
 
 
@@ -283,8 +278,7 @@ def parse_args():
     ap.add_argument("--rows", default=",".join(rows_mod.ALL_ROWS),
                     help="rows to run (always in this order)")
     ap.add_argument("--delays", default="10ms", help="per-request origin delays, comma-separated")
-    ap.add_argument("--origin", choices=["s3rver", "moto"], default="s3rver",
-                    help="S3 server behind the proxy (s3rver: scripts/install-s3rver.sh)")
+    ap.add_argument("--origin", choices=ORIGINS, default=DEFAULT_ORIGIN, help=ORIGIN_HELP)
     ap.add_argument("--origin-cpus", default="none",
                     help="CPUs of the origin and its proxy, everything else on the others: "
                          "none (all share every CPU), auto or a list like 0")
@@ -311,7 +305,7 @@ def main():
     for p in built(args).values():
         if not os.access(p, os.X_OK):
             raise SystemExit(f"large_read: {p} is missing; build it first")
-    origin_cpus, client_cpus = compare.split_cpus(args.origin_cpus)
+    origin_cpus, client_cpus = split_cpus(args.origin_cpus)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.datetime.now(datetime.timezone.utc)
     config = {k: getattr(args, k) for k in ("shards", "shard_mib", "readers", "big_mib",
@@ -319,9 +313,9 @@ def main():
                                             "origin", "seed")}
     config.update(origin_cpus=sorted(origin_cpus or []), client_cpus=sorted(client_cpus or []),
                   rows=wanted)
-    results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
-               "tools": tool_versions(built(args)["granary"], args.origin), "config": config,
-               "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "delays": {}}
+    results = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
+               "tools": versions(built(args)["granary"], args.origin), "config": config,
+               "command": command_line(), "delays": {}}
     log_dir = os.path.join(args.out, "logs")
     shutil.rmtree(log_dir, ignore_errors=True)
     os.makedirs(log_dir)

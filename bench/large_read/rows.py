@@ -10,8 +10,9 @@ import shutil
 import time
 import urllib.request
 
-from procs import StepError, free_port, is_mounted, unmount
-import peers
+from bench.benchlib.mountinfo import is_mounted, unmount
+from bench.benchlib.mounts import GranaryMount
+from bench.benchlib.procs import StepError, free_port
 
 ALL_ROWS = ["get-stream", "get-ranges", "ext4-cold", "ext4-warm", "granary", "granary-load",
             "granary-passthrough", "granary-remount"]
@@ -30,7 +31,7 @@ STATUS = ("origin_requests", "origin_bytes", "origin_errors", "cached_files", "c
           "passthrough_opens", "userspace_opens")
 
 
-class Mount(peers.GranaryMount):
+class Mount(GranaryMount):
     """A `granary mount` of the bench's bucket with its metrics endpoint on."""
 
     def __init__(self, ctx, name, cache, extra=()):
@@ -124,8 +125,7 @@ def run_rows(ctx, wanted):
                 ctx.log(f"{key}: FAILED: {e}")
                 out.append({"row": key, "error": str(e)})
             finally:
-                for m in list(ctx.b.procs.mounts):
-                    ctx.b.procs.unmount(m)
+                ctx.b.procs.unmount_all()
             ctx.last_row = key
     finally:
         if ctx.warm_cache:

@@ -17,7 +17,7 @@ processes run in this machine's own namespace and read node 0's FUSE mount
 is the driver's S3 server (127.0.0.1); the nodes reach it through an
 s3_delay_proxy (no delay) listening on the bridge, on the origin's CPUs.
 Node links are unshaped veth pairs unless --cluster-link-rate caps them (tbf,
-both directions), as bench/cluster does (bench/cluster/netns.py).
+both directions), as bench/cluster does (bench/benchlib/netns.py).
 
 Near copies: a node keeps a block another node owns only in free space. So that
 node 0 serves its own third and reads the rest from its peers in every run
@@ -32,14 +32,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
-sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
-from netns import (FALLBACKS_METRIC, MEMBERS_METRIC, REMOTE_BYTES_METRIC, Hosts,  # noqa: E402
-                   cluster_flags, metric_sum, metrics_text, write_secret)
-from procs import StepError, drop_page_cache, http_get, is_mounted, settle  # noqa: E402
-from paths import BUCKET, Source, with_children  # noqa: E402
+from bench.benchlib.cpu import with_children
+from bench.benchlib.mountinfo import is_mounted
+from bench.benchlib.netns import (FALLBACKS_METRIC, MEMBERS_METRIC, REMOTE_BYTES_METRIC, Hosts,
+                                  cluster_flags, metric_sum, metrics_text, write_secret)
+from bench.benchlib.origin import start_delay_proxy
+from bench.benchlib.procs import StepError, drop_page_cache, http_get, settle
+from bench.mlperf_storage.paths import BUCKET, Source
 
 NODES = 3
 CLIENT = 0  # the node whose mount the accelerators read
@@ -73,17 +74,11 @@ class GranaryCluster:
         self.mport = [self.hosts.port(9100) for _ in range(NODES)]
         self.secret = write_secret(os.path.join(self.dir, "cluster.secret"),
                                    f"mlperf-{os.getpid()}-{time.time()}")
-        port_file = os.path.join(self.dir, "proxy.port")
-        with open(port_file, "w") as f:
-            self.proxy = self.b.procs.start(
-                f"cluster-proxy-{self.workload[:4]}",
-                [self.b.bin("s3_delay_proxy"), "--upstream", self.b.origin.removeprefix("http://"),
-                 "--listen", self.hosts.ip(Hosts.ORIGIN), "--port", "0", "--delay", "0ms"],
-                stdout=f, cpus=self.b.origin_cpus)
-        self.b.procs.wait_until(self.proxy, lambda: os.path.getsize(port_file) > 0,
-                                "s3_delay_proxy for the cluster", timeout=30)
-        with open(port_file) as f:
-            self.endpoint = f"http://{self.hosts.ip(Hosts.ORIGIN)}:{int(f.readline())}"
+        self.proxy, port = start_delay_proxy(
+            self.b.procs, f"cluster-proxy-{self.workload[:4]}", self.b.bin("s3_delay_proxy"),
+            self.b.origin.removeprefix("http://"), "0ms", os.path.join(self.dir, "proxy.port"),
+            listen=self.hosts.ip(Hosts.ORIGIN), cpus=self.b.origin_cpus)
+        self.endpoint = f"http://{self.hosts.ip(Hosts.ORIGIN)}:{port}"
 
     def origin_requests(self):
         """Requests the nodes sent the origin so far (the proxy's counter)."""

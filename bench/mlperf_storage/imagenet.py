@@ -27,8 +27,8 @@ import subprocess
 
 import numpy as np
 
-import formats
-from formats import FormatError
+from bench.mlperf_storage import formats
+from bench.mlperf_storage.formats import FormatError
 
 # Shards of NGC's ImageNet TFRecords (train-00000-of-01024 ... ).
 DEFAULT_SHARDS = 1024

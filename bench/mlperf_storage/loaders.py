@@ -49,9 +49,9 @@ import struct
 import threading
 import zlib
 
-import imagenet
-from formats import FormatError, RecordScanner, npy_header, npz_member
-from workloads import DLIO_PREFETCH_SIZE, READ_SIZE
+from bench.mlperf_storage import imagenet
+from bench.mlperf_storage.formats import FormatError, RecordScanner, npy_header, npz_member
+from bench.mlperf_storage.workloads import DLIO_PREFETCH_SIZE, READ_SIZE
 
 
 def prefetch_depth(w):

@@ -35,6 +35,15 @@ mount it unmounts.
 Run with Debian's /usr/bin/python3 (numpy); needs root for FUSE mounts and to
 drop the page cache.
 """
+if __name__ == "__main__" and not __package__:
+    # Run by path: run again as the module bench.mlperf_storage.mlperf_storage with the
+    # repository root on PYTHONPATH, where it finds bench.benchlib.
+    import os
+    import sys
+    _root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_root, os.environ.get("PYTHONPATH")]))
+    os.execv(sys.executable, [sys.executable, "-m", "bench.mlperf_storage.mlperf_storage", *sys.argv[1:]])
+
 import argparse
 import datetime
 import os
@@ -44,28 +53,25 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.join(REPO, "bench", "compare"))
-
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKIP = 77  # ctest's SKIP_RETURN_CODE
 SMALL_PATHS = ["local", "granary-cold", "granary-warm", "granary-api"]
 
 try:
-    import formats
-    import imagenet
+    from bench.mlperf_storage import formats, imagenet
 except ImportError as _e:  # numpy missing: not this interpreter (see the shebang)
     print(f"mlperf_storage: SKIP: {_e} (run with /usr/bin/python3 and python3-numpy)")
     sys.exit(SKIP)
-import cluster_paths  # noqa: E402
-import compare  # noqa: E402
-import paths  # noqa: E402
-import summary  # noqa: E402
-import trial  # noqa: E402
-from procs import CpuMeter, StepError, write_results  # noqa: E402
-from loaders import prefetch_depth  # noqa: E402
-from workloads import DLIO_WORKLOADS, SMALL_SHARDS, WORKLOADS, small  # noqa: E402
+from bench.benchlib.bench import Bench  # noqa: E402
+from bench.benchlib.cpu import CpuMeter  # noqa: E402
+from bench.benchlib.granary_module import import_granary  # noqa: E402
+from bench.benchlib.origin import DEFAULT_ORIGIN, ORIGINS, split_cpus  # noqa: E402
+from bench.benchlib.procs import StepError  # noqa: E402
+from bench.benchlib.results import command_line, machine, write_results  # noqa: E402
+from bench.mlperf_storage import cluster_paths, paths, summary, trial  # noqa: E402
+from bench.mlperf_storage.loaders import prefetch_depth  # noqa: E402
+from bench.mlperf_storage.workloads import (DLIO_WORKLOADS, SMALL_SHARDS, WORKLOADS,  # noqa: E402
+                                            small)
 
 
 def log(msg):
@@ -354,8 +360,9 @@ def parse_args():
     ap.add_argument("--compute-scale", type=float, default=None,
                     help="multiplies the computation time per step (default 1; 0.25 with "
                          "--small, to keep the CI test short)")
-    ap.add_argument("--origin", choices=["s3rver", "moto", "file"], default=None,
-                    help="S3 server for the data (default: s3rver if installed, else moto)")
+    ap.add_argument("--origin", choices=[*ORIGINS, "file"], default=DEFAULT_ORIGIN,
+                    help="S3 server for the data (s3rver: scripts/install-s3rver.sh; moto: "
+                         "moto_server), or file: Granary mounts the local tree as file://DIR")
     ap.add_argument("--cluster-link-rate", default="",
                     help="tbf rate of every node link of the granary-cluster paths, e.g. 10gbit "
                          "(default: unshaped veth)")
@@ -413,38 +420,16 @@ def parse_files(ap, text):
     return out
 
 
-def pick_origin(args):
-    if args.origin:
-        return args.origin
-    try:
-        compare.s3rver_launcher()
-        return "s3rver"
-    except SystemExit:
-        return "moto" if shutil.which("moto_server") else "file"
-
-
-def api_available(build_dir):
-    """Whether Granary's Python module imports (from the build tree)."""
-    for p in (os.path.join(REPO, "python"), os.path.join(build_dir, "python")):
-        if p not in sys.path:
-            sys.path.insert(0, p)
-    try:
-        __import__("granary")
-        return True
-    except ImportError:
-        return False
-
-
 def start_bench(args, origin_kind, work):
-    """compare.Bench (processes, origin, environment) with its CPUs set; logs in <out>/logs."""
+    """The Bench (processes, origin, environment) with its CPUs set; logs in <out>/logs."""
     log_dir = os.path.join(args.out, "logs")
     shutil.rmtree(log_dir, ignore_errors=True)
     os.makedirs(log_dir)
     ns = argparse.Namespace(build_dir=args.build_dir, files=0, threads=0, ceiling_seconds=0,
                             cache_quota="1T", origin=origin_kind, seed=1)
-    b = compare.Bench(ns, work, log_dir)
+    b = Bench(ns, work, log_dir)
     b.origin_cpus, client_cpus = (None, None) if origin_kind == "file" else \
-        compare.split_cpus(args.origin_cpus)
+        split_cpus(args.origin_cpus)
     if client_cpus:
         os.sched_setaffinity(0, client_cpus)  # readers and FUSE daemons inherit it
     return b, client_cpus
@@ -452,8 +437,8 @@ def start_bench(args, origin_kind, work):
 
 def new_results(args, started, origin_kind, b, client_cpus):
     return {"started": started.isoformat(timespec="seconds"),
-            "machine": dict(compare.machine(), load_average=os.getloadavg()[0]),
-            "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "machine": dict(machine(), load_average=os.getloadavg()[0]),
+            "command": command_line(),
             "config": {"accelerator": args.accelerator, "origin": origin_kind,
                        "origin_cpus": sorted(b.origin_cpus or []),
                        "client_cpus": sorted(client_cpus or []), "verify": args.verify,
@@ -465,7 +450,7 @@ def new_results(args, started, origin_kind, b, client_cpus):
 
 def run_all(args, b, origin_kind, plans, results):
     """Generates, uploads and runs every workload; stops and deletes everything after."""
-    api_ok = api_available(args.build_dir)
+    api_ok = import_granary(os.path.abspath(args.build_dir))
     reaper = paths.DaemonReaper()
     try:
         check_space(b.work, plans, 1 + ("granary-warm" in args.paths
@@ -502,7 +487,7 @@ def main():
         return SKIP
     if wants_mount and not os.access(granary_bin, os.X_OK):
         raise SystemExit(f"mlperf_storage: {granary_bin} is missing; build it first")
-    origin_kind = pick_origin(args)
+    origin_kind = args.origin
     work = args.work or tempfile.mkdtemp(prefix="mlps.", dir="/var/tmp")
     os.makedirs(work, exist_ok=True)
     b, client_cpus = start_bench(args, origin_kind, work)

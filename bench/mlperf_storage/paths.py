@@ -13,9 +13,9 @@ pids of the processes that serve it (their CPU counts as the client's):
                 a 3-node Granary cluster in network namespaces, read through
                 node 0's mount (cluster_paths.py)
 
-The page cache is dropped before every run when root may (procs.drop_page_cache),
+The page cache is dropped before every run when root may (drop_page_cache),
 so a run reads from the path, not from memory. The S3-compatible origin
-(s3rver or moto_server, started by bench/compare's Bench) holds every
+(s3rver or moto_server, started by bench.benchlib's Bench) holds every
 workload's tree under s3://mlperf/<workload>/; with --origin file, Granary
 mounts the local tree as file://DIR and the S3-only peers are skipped.
 
@@ -31,9 +31,10 @@ import signal
 import subprocess
 import time
 
-from procs import (DirMounts, StepError, drop_page_cache, is_mounted, settle,
-                   with_children)
-import peers
+from bench.benchlib.cpu import with_children
+from bench.benchlib.mountinfo import is_mounted, lists
+from bench.benchlib.mounts import DirMounts, GranaryMount, private_file
+from bench.benchlib.procs import StepError, drop_page_cache, settle
 
 BUCKET = "mlperf"
 ALL_PATHS = ["local", "granary-cold", "granary-warm", "granary-api", "granary-cluster",
@@ -41,7 +42,7 @@ ALL_PATHS = ["local", "granary-cold", "granary-warm", "granary-api", "granary-cl
 
 
 class Origin:
-    """The S3-compatible server (through compare.Bench) or none (file://)."""
+    """The S3-compatible server (through the Bench) or none (file://)."""
 
     def __init__(self, bench, kind):
         self.bench, self.kind = bench, kind  # kind: s3rver | moto | file
@@ -101,10 +102,10 @@ class GranaryMounts:
             return Mounted(self.bench.procs, label, mnt, run, pid, cache, dm.cli)
         ctx = copy.copy(self.bench)  # shares procs, env, endpoint; its own prefix
         ctx.prefix = self.workload
-        g = peers.GranaryMount(ctx, name, cache)
+        g = GranaryMount(ctx, name, cache)
         g.mount()  # records the mount (and g.umount) in procs
         return Mounted(self.bench.procs, label, g.mnt, g.run, g.pid(), cache,
-                       lambda *a: g._granary(*a).stdout)
+                       lambda *a: g.cli(*a).stdout)
 
 
 class Mounted:
@@ -307,25 +308,19 @@ class PeerPath:
                      "rclone": "rclone mount --vfs-cache-mode full (empty cache every run), "
                                "--transfers 16, --buffer-size 1M"}[kind]
 
-    def _private(self, name, text):
-        path = os.path.join(self.b.work, name)
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            f.write(text)
-        return path
-
     def _argv(self):
         env, url = self.b.env, self.b.origin
         if self.name == "s3fs":
-            pw = self._private("s3fs.passwd",
-                               f"{env['AWS_ACCESS_KEY_ID']}:{env['AWS_SECRET_ACCESS_KEY']}\n")
+            pw = private_file(self.b, "s3fs.passwd",
+                              f"{env['AWS_ACCESS_KEY_ID']}:{env['AWS_SECRET_ACCESS_KEY']}\n")
             opts = ["ro", "use_path_request_style", "endpoint=us-east-1", f"url={url}",
                     f"passwd_file={pw}", "parallel_count=16", "multireq_max=16",
                     "stat_cache_expire=86400", "max_stat_cache_size=1000000"]
             return ["s3fs", f"{BUCKET}:/{self.workload}", self.mnt, "-f",
                     *[x for o in opts for x in ("-o", o)]]
-        conf = self._private("rclone.conf", "[origin]\ntype = s3\nprovider = Other\n"
-                             f"env_auth = true\nendpoint = {url}\nforce_path_style = true\n"
-                             "region = us-east-1\n")
+        conf = private_file(self.b, "rclone.conf", "[origin]\ntype = s3\nprovider = Other\n"
+                            f"env_auth = true\nendpoint = {url}\nforce_path_style = true\n"
+                            "region = us-east-1\n")
         self.cache = os.path.join(self.b.work, "rclone-cache")
         shutil.rmtree(self.cache, ignore_errors=True)
         return ["rclone", "mount", f"origin:{BUCKET}/{self.workload}", self.mnt, "--config", conf,
@@ -338,7 +333,8 @@ class PeerPath:
         os.makedirs(self.mnt, exist_ok=True)
         self.p = self.b.procs.start(self.name, self._argv(), env=self.b.env)
         self.b.procs.add_mount(self.mnt)
-        self.b.procs.wait_until(self.p, lambda: is_mounted(self.mnt) and _lists(self.mnt),
+        self.b.procs.wait_until(self.p,
+                                lambda: is_mounted(self.mnt) and lists(self.mnt, "train"),
                                 f"{self.name} mount")
         drop_page_cache()
         return Source(("posix", self.mnt), [self.p.pid])
@@ -353,13 +349,6 @@ class PeerPath:
 
     def close(self):
         self.end_run()
-
-
-def _lists(mnt):
-    try:
-        return "train" in os.listdir(mnt)
-    except OSError:
-        return False
 
 
 def unavailable(path, origin_kind, granary_api_ok):

@@ -1,7 +1,7 @@
 """results.md of an MLPerf Storage run: one table of this machine's results
 per workload and path, and the published single-client results for context.
 Pure functions of the results dict the driver builds."""
-from workloads import PUBLISHED, WORKLOADS
+from bench.mlperf_storage.workloads import PUBLISHED, WORKLOADS
 
 
 def _num(v, fmt):

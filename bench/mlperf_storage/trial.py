@@ -38,8 +38,8 @@ import time
 
 import numpy as np
 
-from loaders import ApiFiles, DaliLoader, PosixFiles, TFLoader, TorchLoader
-from workloads import DLIO_SEED, steps_per_epoch
+from bench.mlperf_storage.loaders import ApiFiles, DaliLoader, PosixFiles, TFLoader, TorchLoader
+from bench.mlperf_storage.workloads import DLIO_SEED, steps_per_epoch
 
 
 @dataclasses.dataclass

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Python reading local ext4 vs Granary's API vs the FUSE mount, in one run and one table.
 
-The Python side of issue 21's benchmark. It reuses bench/compare (origin:
-s3rver behind bench/s3_delay_proxy, CPU pinning, the generated ImageNet-like
-set, `granary mount`, dropping the page cache, bench/ufs_get for the origin
-ceiling) and measures every row with bench/python/py_epoch.py in a process of
+How fast Python reads a training set: the same files through open()+read()
+on ext4, Granary's API (in-process and attached to a mount) and the mount,
+and through a DataLoader. It reuses bench.benchlib (origin: s3rver behind
+bench/s3_delay_proxy, CPU pinning, the generated ImageNet-like set, `granary
+mount`, dropping the page cache, bench/ufs_get for the origin ceiling) and measures every row with bench/python/py_epoch.py in a process of
 its own under Debian's /usr/bin/python3: 16 readers (threads; DataLoader
 rows: worker processes), whole files, shuffled.
 
@@ -31,6 +32,15 @@ process it starts it stops, every mount it makes it unmounts.
   bench/python/pybench.py --build-dir build --files 10000
   bench/python/pybench.py --files 2000 --groups warm,fresh   # quick
 """
+if __name__ == "__main__" and not __package__:
+    # Run by path: run again as the module bench.python.pybench with the
+    # repository root on PYTHONPATH, where it finds bench.benchlib.
+    import os
+    import sys
+    _root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_root, os.environ.get("PYTHONPATH")]))
+    os.execv(sys.executable, [sys.executable, "-m", "bench.python.pybench", *sys.argv[1:]])
+
 import argparse
 import datetime
 import json
@@ -42,12 +52,13 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "compare"))
-import compare  # noqa: E402
-import peers  # noqa: E402
-from procs import StepError, drop_page_cache, settle, write_results  # noqa: E402
+from bench.benchlib.bench import Bench
+from bench.benchlib.mounts import GranaryMount, cache_dir, delete_caches
+from bench.benchlib.origin import DEFAULT_ORIGIN, ORIGIN_HELP, ORIGINS, split_cpus
+from bench.benchlib.procs import StepError, drop_page_cache, settle
+from bench.benchlib.results import command_line, machine, write_results
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"  # Debian's: torch, torchvision, PIL (not pyenv's python3)
 WORKER = os.path.join(HERE, "py_epoch.py")
 ALL_GROUPS = ["warm", "fresh", "cold", "loader"]
@@ -65,8 +76,8 @@ MOUNT_FRESH_PREFIX = "Python open()+read(), fresh remount"
 ATTACH_TUNED = "Granary API, attached, tuned"
 
 
-class PyBench(compare.Bench):
-    """compare.Bench plus epochs run by py_epoch.py."""
+class PyBench(Bench):
+    """The Bench plus epochs run by py_epoch.py."""
 
     def __init__(self, args, work, log_dir):
         super().__init__(args, work, log_dir)
@@ -172,8 +183,8 @@ def guarded(b, rows, r, fn):
 
 def warm_cache_groups(b, groups):
     rows = []
-    cache = peers._cache_dir(b, "py-cache")
-    g = peers.GranaryMount(b, "py-warm", cache)
+    cache = cache_dir(b, "py-cache")
+    g = GranaryMount(b, "py-warm", cache)
     mount_rows = "warm" in groups or "loader" in groups
     if mount_rows or "fresh" in groups:
         g.mount()
@@ -216,7 +227,7 @@ def warm_cache_groups(b, groups):
                                   os.path.join(b.local_root, "train")))
     if "fresh" in groups:
         rows += fresh_group(b, cache)
-    peers.delete_caches(b)
+    delete_caches(b)
     return rows
 
 
@@ -239,7 +250,7 @@ def fresh_group(b, cache):
             runs = []
             mount_flags, epoch_flags = ([], extra) if mode == "attach" else (extra, [])
             for _ in range(b.args.repeats):
-                g = peers.GranaryMount(b, "py-re-" + name, cache, mount_flags)
+                g = GranaryMount(b, "py-re-" + name, cache, mount_flags)
                 mount_s = timed_mount(g)
                 try:
                     runs.append(b.py_epoch(label, mode, g.mnt, epoch_flags, drop=True,
@@ -265,24 +276,24 @@ def cold_group(b):
     r = row("cold", CEILING, CEILING, "bench/ufs_get, GETs/s at 1..128 in flight")
     rows.append(r)
     try:
-        r["result"] = peers.origin_ceiling(b)[0]["cold"]
+        r["result"] = b.ufs_ceiling()
     except StepError as e:
         r["error"] = str(e)
-    cache = peers._cache_dir(b, "py-cold-prefetch")
+    cache = cache_dir(b, "py-cold-prefetch")
     guarded(b, rows, row("cold", API_PREFETCH, CEILING,
                          f"ds.prefetch(shuffled order, window={b.args.window}), then 16 threads "
                          "read that order"),
             lambda: b.py_epoch("API in-process, prefetch, cold", "api", b.source,
                                b.api_extra(cache) + ["--prefetch", str(b.args.window)]))
-    cache = peers._cache_dir(b, "py-cold-rt")
+    cache = cache_dir(b, "py-cold-rt")
     guarded(b, rows, row("cold", "Granary API, in-process, read-through", CEILING,
                          "no prefetch: each read fetches on demand"),
             lambda: b.py_epoch("API in-process, read-through, cold", "api", b.source,
                                b.api_extra(cache)))
-    cache = peers._cache_dir(b, "py-cold-ml")
+    cache = cache_dir(b, "py-cold-ml")
 
     def mount_load():
-        g = peers.GranaryMount(b, "py-ml", cache, ["--load"])
+        g = GranaryMount(b, "py-ml", cache, ["--load"])
         mount_s = timed_mount(g)
         try:
             r = b.py_epoch("mount --load, first epoch", "file", g.mnt, settle_first=False)
@@ -295,7 +306,7 @@ def cold_group(b):
     guarded(b, rows, row("cold", "Python open()+read(), `granary mount --load`", CEILING,
                          "first epoch; the background load fills the cache meanwhile"),
             mount_load)
-    peers.delete_caches(b)
+    delete_caches(b)
     return rows
 
 
@@ -393,7 +404,7 @@ def main():
     ap.add_argument("--tuned-open-files", type=int, default=16384,
                     help="max_open_files of the tuned attached rows")
     ap.add_argument("--cold-delay", default="10ms", help="origin delay of the cold group")
-    ap.add_argument("--origin", choices=["moto", "s3rver"], default="s3rver")
+    ap.add_argument("--origin", choices=ORIGINS, default=DEFAULT_ORIGIN, help=ORIGIN_HELP)
     ap.add_argument("--origin-cpus", default="auto", help="as bench/compare/compare.py")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--ceiling-seconds", type=float, default=3.0)
@@ -431,21 +442,21 @@ def main():
         raise SystemExit("pybench: /usr/bin/python3 cannot import granary/torchvision "
                          "(scripts/install-python.sh, or --pythonpath BUILD/python:python): "
                          + check.stderr.strip()[-300:])
-    b.origin_cpus, client_cpus = compare.split_cpus(args.origin_cpus)
+    b.origin_cpus, client_cpus = split_cpus(args.origin_cpus)
     if client_cpus:
         os.sched_setaffinity(0, client_cpus)
     if not os.access(b.granary, os.X_OK):
         raise SystemExit(f"pybench: {b.granary} is missing; build it first")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.datetime.now(datetime.timezone.utc)
-    results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
+    results = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
                "config": {"files": args.files, "threads": args.threads, "repeats": args.repeats,
                           "window": args.window, "workers": args.workers, "batch": args.batch,
                           "dl_files": args.dl_files,
                           "cold_delay": args.cold_delay, "origin": args.origin,
                           "origin_cpus": sorted(b.origin_cpus or []),
                           "client_cpus": sorted(client_cpus or [])},
-               "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+               "command": command_line(),
                "load_before": os.getloadavg(), "rows": []}
     rows = results["rows"]
     try:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Writing a checkpoint to S3: Granary's --writable mount vs awscli, s3fs and rclone.
 
-The benchmark of issue 22. One checkpoint-like file (random bytes, --size,
+How long a checkpoint takes to reach S3. One checkpoint-like file (random bytes, --size,
 generated once on local disk) goes to the same S3-compatible origin (s3rver
-behind bench/s3_delay_proxy, as in bench/compare) by four paths, at each
+behind bench/s3_delay_proxy, bench.benchlib.bench) by four paths, at each
 --delays value:
 
   Granary mount --writable   open, 1 MiB writes (torch.save's buffered
@@ -35,6 +35,15 @@ every mount it makes it unmounts.
   bench/write/write_bench.py --build-dir build                  # 2 GiB, 0 and 10 ms
   bench/write/write_bench.py --size 256MiB --delays 0ms         # quick
 """
+if __name__ == "__main__" and not __package__:
+    # Run by path: run again as the module bench.write.write_bench with the
+    # repository root on PYTHONPATH, where it finds bench.benchlib.
+    import os
+    import sys
+    _root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_root, os.environ.get("PYTHONPATH")]))
+    os.execv(sys.executable, [sys.executable, "-m", "bench.write.write_bench", *sys.argv[1:]])
+
 import argparse
 import datetime
 import hashlib
@@ -48,11 +57,13 @@ import tempfile
 import time
 import types
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "compare"))
-import compare  # noqa: E402
-import peers  # noqa: E402
-from procs import StepError, is_mounted, settle  # noqa: E402
+from bench.benchlib.bench import Bench
+from bench.benchlib.cpu import cpu_seconds
+from bench.benchlib.mountinfo import is_mounted
+from bench.benchlib.mounts import GranaryMount, fresh_dir, private_file
+from bench.benchlib.origin import DEFAULT_ORIGIN, ORIGINS, PROCESS_NAMES, split_cpus
+from bench.benchlib.procs import StepError, settle
+from bench.benchlib.results import command_line, machine, tool_versions
 
 ALL_TOOLS = ["granary", "awscli", "s3fs", "rclone"]
 LABELS = {"granary": "Granary mount --writable",
@@ -75,8 +86,8 @@ def parse_size(text):
         raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 2GiB, 256MiB)") from None
 
 
-class WriteBench(compare.Bench):
-    """compare.Bench (origin, delay proxy, processes, logs) plus a direct S3
+class WriteBench(Bench):
+    """The Bench (origin, delay proxy, processes, logs) plus a direct S3
     client on the origin for checks that must not be timed or counted."""
 
     def __init__(self, args, work, log_dir):
@@ -120,20 +131,7 @@ class WriteBench(compare.Bench):
 
     def origin_cpu_seconds(self):
         """CPU seconds the origin server (s3rver or moto_server) has used so far."""
-        pid = next((p.pid for name, p in self.procs.live.values()
-                    if name in ("s3rver", "moto_server")), None)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return None
-
-    def proxy_stats(self):
-        try:
-            return json.loads(compare.http_get(self.endpoint + "/__proxy_stats"))
-        except (OSError, ValueError) as e:
-            raise StepError(f"cannot read the proxy's counters: {e}") from None
+        return cpu_seconds(self.procs.pid_of(*PROCESS_NAMES.values()))
 
 
 def make_source(path, size):
@@ -176,16 +174,9 @@ def write_through(src, dst):
 # start-up happens before the returned clock starts; the caller counts
 # requests between its own `before` and the return.
 
-def _fresh(b, name):
-    path = os.path.join(b.work, name)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
-
-
 def run_granary(b, key, counted):
     name = f"granary-{b.delay}"
-    g = peers.GranaryMount(b, name, _fresh(b, name + "-cache"),
+    g = GranaryMount(b, name, fresh_dir(b, name + "-cache"),
                            ["--writable", "--staging-quota", str(2 * b.size + (1 << 30))])
     g.mount()
     try:
@@ -220,9 +211,9 @@ def run_awscli(b, key, counted):
 
 
 def run_s3fs(b, key, counted):
-    passwd = peers._private_file(b, "s3fs.passwd",
-                                 f"{b.env['AWS_ACCESS_KEY_ID']}:{b.env['AWS_SECRET_ACCESS_KEY']}\n")
-    mnt = _fresh(b, f"s3fs-{b.delay}-mnt")
+    passwd = private_file(b, "s3fs.passwd",
+                          f"{b.env['AWS_ACCESS_KEY_ID']}:{b.env['AWS_SECRET_ACCESS_KEY']}\n")
+    mnt = fresh_dir(b, f"s3fs-{b.delay}-mnt")
     argv = ["s3fs", f"{b.bucket}:/{b.prefix}", mnt, "-f", "-o", "use_path_request_style",
             "-o", "endpoint=us-east-1", "-o", f"url={b.endpoint}", "-o", f"passwd_file={passwd}"]
     return _fuse_write(b, "s3fs", argv, mnt, key, counted,
@@ -230,13 +221,13 @@ def run_s3fs(b, key, counted):
 
 
 def run_rclone(b, key, counted):
-    conf = peers._private_file(b, "rclone.conf",
-                               "[origin]\ntype = s3\nprovider = Other\nenv_auth = true\n"
-                               f"endpoint = {b.endpoint}\nforce_path_style = true\n"
-                               "region = us-east-1\n")
-    mnt = _fresh(b, f"rclone-{b.delay}-mnt")
+    conf = private_file(b, "rclone.conf",
+                        "[origin]\ntype = s3\nprovider = Other\nenv_auth = true\n"
+                        f"endpoint = {b.endpoint}\nforce_path_style = true\n"
+                        "region = us-east-1\n")
+    mnt = fresh_dir(b, f"rclone-{b.delay}-mnt")
     argv = ["rclone", "mount", f"origin:{b.bucket}/{b.prefix}", mnt, "--config", conf,
-            "--cache-dir", _fresh(b, f"rclone-{b.delay}-cache"), "--vfs-cache-mode", "writes"]
+            "--cache-dir", fresh_dir(b, f"rclone-{b.delay}-cache"), "--vfs-cache-mode", "writes"]
     return _fuse_write(b, "rclone", argv, mnt, key, counted,
                        "rclone defaults (--vfs-write-back 5s, 5 MiB parts, 4 at once); "
                        "clock stops when the object is at the origin", wait_origin=True)
@@ -406,7 +397,7 @@ def main():
     ap.add_argument("--delays", default="0ms,10ms", help="per-request origin delays")
     ap.add_argument("--tools", default=",".join(ALL_TOOLS), help="subset of " + ",".join(ALL_TOOLS))
     ap.add_argument("--repeats", type=int, default=1, help="attempts per row; the fastest counts")
-    ap.add_argument("--origin", choices=["s3rver", "moto"], default="s3rver",
+    ap.add_argument("--origin", choices=ORIGINS, default=DEFAULT_ORIGIN,
                     help="S3-compatible server (s3rver keeps objects on disk; moto in memory)")
     ap.add_argument("--origin-cpus", default="auto", help="as bench/compare/compare.py")
     ap.add_argument("--cache-quota", default="50G", help="quota of Granary's cache directory")
@@ -429,20 +420,20 @@ def main():
     os.makedirs(log_dir)
     b = WriteBench(args, work, log_dir)
     b.size = args.size
-    b.origin_cpus, client_cpus = compare.split_cpus(args.origin_cpus)
+    b.origin_cpus, client_cpus = split_cpus(args.origin_cpus)
     if client_cpus:
         os.sched_setaffinity(0, client_cpus)
     if not os.access(b.granary, os.X_OK):
         raise SystemExit(f"write_bench: {b.granary} is missing; build granary_cli first")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.datetime.now(datetime.timezone.utc)
-    results = {"started": started.isoformat(timespec="seconds"), "machine": compare.machine(),
-               "tools": compare.tool_versions(args.origin),
+    results = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
+               "tools": tool_versions(args.origin),
                "config": {"size": args.size, "delays": delays, "tools": tools,
                           "repeats": args.repeats, "origin": args.origin,
                           "origin_cpus": sorted(b.origin_cpus or []),
                           "client_cpus": sorted(client_cpus or [])},
-               "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "rows": []}
+               "command": command_line(), "rows": []}
     try:
         aws = subprocess.run(["aws", "--version"], capture_output=True, text=True)
         results["tools"]["awscli"] = (aws.stdout or aws.stderr).strip()

@@ -16,15 +16,14 @@ shaped, and Hosts.fallback says why. close() deletes every namespace, veth and
 bridge it made, by name; construction interrupted (Ctrl-C) deletes what it
 made so far. Callers stop the processes inside first. Single-threaded.
 
-Used by cluster_bench.py and bench/mlperf_storage (its granary-cluster paths).
+Used by bench/cluster/cluster_bench.py and bench/mlperf_storage (its
+granary-cluster paths).
 """
 import os
 import shutil
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compare"))
-from procs import StepError, free_port, http_get  # noqa: E402
+from .procs import StepError, free_port, http_get
 
 MEMBERS_METRIC = "granary_cluster_members"
 REMOTE_BYTES_METRIC = "granary_cluster_remote_bytes_total"

@@ -1,0 +1,1 @@
+"""bench/cluster: N independent caches against one Granary cluster (cluster_bench.py)."""

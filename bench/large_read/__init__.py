@@ -1,0 +1,1 @@
+"""bench/large_read: large-object streaming reads (large_read.py)."""
