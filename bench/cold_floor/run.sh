@@ -6,6 +6,7 @@
 # loopback port, runs granary_cold_floor against it with every other flag
 # passed on, then stops nginx and removes the temp dir.
 #
+#   cmake -S . -B build -DGRANARY_BUILD_EXPERIMENTS=ON   # an experiment: not built by default
 #   cmake --build build --target granary_cold_floor
 #   bench/cold_floor/run.sh --dir /var/tmp/cold-floor                  # all modes, 5 s each
 #   bench/cold_floor/run.sh --objects 300 --seconds 1 --dir /var/tmp/cf --modes curl-multi
@@ -36,7 +37,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-[[ -x "${BIN}" ]] || { echo "run.sh: ${BIN} not built (cmake --build ${BUILD_DIR} --target granary_cold_floor)" >&2; exit 2; }
+[[ -x "${BIN}" ]] || { echo "run.sh: ${BIN} not built (cmake -S . -B ${BUILD_DIR} -DGRANARY_BUILD_EXPERIMENTS=ON && cmake --build ${BUILD_DIR} --target granary_cold_floor)" >&2; exit 2; }
 [[ -x "${NGINX}" ]] || { echo "run.sh: ${NGINX} missing (apt-get install nginx-light)" >&2; exit 2; }
 
 tmp="$(mktemp -d /tmp/cold-floor.XXXXXX)"
