@@ -1,5 +1,5 @@
 // status_bench: what one `granary status` / Fluid report-summary call costs
-// on an ImageNet-sized dataset whose every file is cached (issue 20).
+// on an ImageNet-sized dataset whose every file is cached.
 //
 // Synthesizes an ImageNet-1k-shaped listing (1,281,167 files by default,
 // 60..160 KB each), builds its snapshot, and fills a store index with every
@@ -31,7 +31,7 @@
 
 #include "cache/engine.h"
 #include "common/log.h"
-#include "daemon/status.h"
+#include "control/status.h"
 #include "meta/snapshot.h"
 #include "store/index_format.h"
 #include "store/store.h"
