@@ -15,6 +15,7 @@
 
 Drivers are modules of the `bench` package: `python3 -m bench.compare.compare`
 from the repository root. Run by path (`python3 bench/compare/compare.py`), a
-driver runs itself again that way (see run_as_module in each driver's
-opening lines), so the package needs no sys.path edits.
+driver's opening lines run it again that way, with the repository root on
+PYTHONPATH, so that nothing edits sys.path. A driver imports this package and
+its own folder's modules, never another driver.
 """
