@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "daemon/control_request.h"
+#include "control/control_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace granary;

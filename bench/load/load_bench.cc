@@ -27,7 +27,7 @@
 #include "dataset/dataset.h"
 #include "common/log.h"
 #include "common/uri.h"
-#include "daemon/loader.h"
+#include "control/loader.h"
 #include "ufs/open.h"
 
 namespace granary {

@@ -1,5 +1,6 @@
 // Client::Open (in-process) and Client::Attach (a daemon's socket); see
 // include/granary/client.h.
+#include "common/mutex.h"
 #include "granary/client.h"
 
 #include <errno.h>
@@ -10,11 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <list>
-#include <mutex>
 #include <unordered_map>
 
 #include "api/server.h"
@@ -22,9 +21,9 @@
 #include "api/wire.h"
 #include "common/log.h"
 #include "common/units.h"
-#include "daemon/control.h"
-#include "daemon/loader.h"
-#include "daemon/status.h"
+#include "control/control.h"
+#include "control/loader.h"
+#include "control/status.h"
 #include "dataset/dataset.h"
 
 namespace granary {
@@ -50,14 +49,14 @@ class FdCache {
  public:
   explicit FdCache(size_t capacity) : capacity_(std::max<size_t>(1, capacity)) {}
   FilePtr Get(const std::string& path) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = map_.find(path);
     if (it == map_.end()) return nullptr;
     lru_.splice(lru_.begin(), lru_, it->second.second);
     return it->second.first;
   }
   void Put(const std::string& path, FilePtr f) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = map_.find(path);
     if (it != map_.end()) {
       it->second.first = std::move(f);
@@ -72,16 +71,17 @@ class FdCache {
     }
   }
   void Clear() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     map_.clear();
     lru_.clear();
   }
 
  private:
   size_t capacity_;
-  std::mutex mu_;  // guards map_, lru_
-  std::list<std::string> lru_;
-  std::unordered_map<std::string, std::pair<FilePtr, std::list<std::string>::iterator>> map_;
+  Mutex mu_;  // guards map_, lru_; a leaf lock
+  std::list<std::string> lru_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::pair<FilePtr, std::list<std::string>::iterator>> map_
+      GUARDED_BY(mu_);
 };
 
 // How many cache-file descriptors a client may keep: `wanted`, at most half
@@ -251,7 +251,7 @@ class InProcessClient final : public CachingClient {
   Result<std::string> StatusJson() override { return service_->StatusJson(); }
 
   Result<std::string> Serve() override {
-    std::lock_guard lock(serve_mu_);
+    MutexLock lock(serve_mu_);
     if (server_) return server_->socket_path();
     std::string tmpl = (std::filesystem::temp_directory_path() / "granary-api-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr)
@@ -286,9 +286,9 @@ class InProcessClient final : public CachingClient {
   LoadManager loads_;
   StatusReporter reporter_;
   std::unique_ptr<ApiService> service_;
-  std::mutex serve_mu_;  // guards server_, serve_dir_
-  std::string serve_dir_;
-  std::unique_ptr<ApiServer> server_;
+  Mutex serve_mu_;  // guards server_, serve_dir_; held while the server starts
+  std::string serve_dir_ GUARDED_BY(serve_mu_);
+  std::unique_ptr<ApiServer> server_ GUARDED_BY(serve_mu_);
 };
 
 // ---------------- attached ----------------
@@ -410,16 +410,16 @@ class AttachedClient final : public CachingClient {
   }
 
   // A connection from the pool (new up to max_conns_, else waits).
-  Result<std::unique_ptr<WireConn>> Take() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !idle_.empty() || open_ < max_conns_; });
+  Result<std::unique_ptr<WireConn>> Take() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    cv_.Wait(lock, [&]() REQUIRES(mu_) { return !idle_.empty() || open_ < max_conns_; });
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
       return c;
     }
     ++open_;
-    lock.unlock();
+    lock.Unlock();
     Result<int> fd = ConnectUnix(socket_);
     if (!fd.ok()) {
       Give(nullptr);
@@ -428,16 +428,16 @@ class AttachedClient final : public CachingClient {
     return std::make_unique<WireConn>(*fd);
   }
   // Returns a connection to the pool (null: it broke).
-  void Give(std::unique_ptr<WireConn> c) {
+  void Give(std::unique_ptr<WireConn> c) EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (c) {
         idle_.push_back(std::move(c));
       } else {
         --open_;
       }
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
   static Status Broken(const std::string& socket, const Status& s) {
@@ -500,10 +500,10 @@ class AttachedClient final : public CachingClient {
   std::string socket_;
   int max_conns_;
   DatasetInfo info_;
-  std::mutex mu_;  // guards idle_, open_
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<WireConn>> idle_;
-  int open_ = 0;  // connections made and not broken (idle or in use)
+  Mutex mu_;    // guards idle_, open_; a leaf lock
+  CondVar cv_;  // signalled when a connection is returned or breaks
+  std::vector<std::unique_ptr<WireConn>> idle_ GUARDED_BY(mu_);
+  int open_ GUARDED_BY(mu_) = 0;  // connections made and not broken (idle or in use)
 };
 
 bool IsSocket(const std::string& path) {

@@ -14,7 +14,7 @@
 #include <filesystem>
 
 #include "api/wire.h"
-#include "daemon/control.h"
+#include "control/control.h"
 #include "common/log.h"
 
 namespace granary {
@@ -104,7 +104,7 @@ ApiServer::~ApiServer() {
   (void)wrote;
   accept_thread_.join();
   {
-    std::lock_guard lock(conns_mu_);
+    MutexLock lock(conns_mu_);
     for (auto& c : conns_) ::shutdown(c->wire.fd(), SHUT_RDWR);
   }
   for (auto& c : conns_) c->thread.join();
@@ -123,7 +123,7 @@ void ApiServer::AcceptLoop() {
     if (!(p[0].revents & POLLIN)) continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    std::lock_guard lock(conns_mu_);
+    MutexLock lock(conns_mu_);
     // Reap finished connections.
     for (auto it = conns_.begin(); it != conns_.end();) {
       if ((*it)->done) {

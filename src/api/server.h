@@ -25,11 +25,11 @@
 #include <atomic>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "api/service.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -59,8 +59,8 @@ class ApiServer {
   int max_connections_;
   std::atomic<bool> stopping_{false};
   std::thread accept_thread_;
-  std::mutex conns_mu_;  // guards conns_
-  std::list<std::unique_ptr<Conn>> conns_;
+  Mutex conns_mu_;  // guards conns_; a leaf lock
+  std::list<std::unique_ptr<Conn>> conns_ GUARDED_BY(conns_mu_);
 };
 
 // The attach socket of a daemon whose control socket is `control_socket`

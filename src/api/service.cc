@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "common/log.h"
-#include "daemon/loader.h"
+#include "control/loader.h"
 
 namespace granary {
 
@@ -48,17 +48,17 @@ Prefetcher::Prefetcher(CacheEngine* engine, int threads)
 
 Prefetcher::~Prefetcher() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : threads_) t.join();  // threads_ only grows under mu_, never after stop_
 }
 
 void Prefetcher::SetOrder(std::shared_ptr<const Snapshot> snap, std::vector<uint64_t> inos,
                           size_t window) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++generation_;
     snap_ = std::move(snap);
     order_ = std::move(inos);
@@ -75,7 +75,7 @@ void Prefetcher::SetOrder(std::shared_ptr<const Snapshot> snap, std::vector<uint
     if (threads_.empty())
       for (int i = 0; i < nthreads_; ++i) threads_.emplace_back([this] { Worker(); });
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Prefetcher::Advance(size_t to) {
@@ -92,24 +92,24 @@ void Prefetcher::Advance(size_t to) {
 
 void Prefetcher::NoteRead(uint64_t ino) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (order_.empty()) return;
     auto it = index_.find(ino);
     if (it == index_.end() || it->second < position_) return;
     Advance(it->second + 1);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 PrefetchProgress Prefetcher::progress() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return totals_;
 }
 
 void Prefetcher::Worker() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] {
+    cv_.Wait(lock, [&]() REQUIRES(mu_) {
       return stop_ || (next_ < order_.size() && ahead_ < window_);
     });
     if (stop_) return;
@@ -124,9 +124,9 @@ void Prefetcher::Worker() {
     }
     state_[i] = 1;
     ++ahead_;
-    lock.unlock();
+    lock.Unlock();
     Result<bool> r = engine_->Fetch(snap, ino, Priority::kLow);
-    lock.lock();
+    lock.Lock();
     if (r.ok() && *r) {
       ++totals_.fetched;
     } else {

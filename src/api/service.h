@@ -11,11 +11,9 @@
 // Thread safety: every method may be called from many threads at once.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "cache/engine.h"
+#include "common/mutex.h"
 #include "granary/dataset.h"
 #include "granary/status.h"
 
@@ -59,25 +58,27 @@ class Prefetcher {
   PrefetchProgress progress() const;
 
  private:
-  void Worker();
-  void Advance(size_t to);  // under mu_
+  void Worker() EXCLUDES(mu_);
+  void Advance(size_t to) REQUIRES(mu_);
 
   CacheEngine* engine_;
   const int nthreads_;
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
-  bool stop_ = false;
-  uint64_t generation_ = 0;
-  std::shared_ptr<const Snapshot> snap_;
-  std::vector<uint64_t> order_;
-  std::vector<uint8_t> state_;  // per order index: 0 pending, 1 fetched by us, 2 cached/failed
-  std::unordered_map<uint64_t, size_t> index_;  // ino -> its first index in order_
-  size_t window_ = 0;
-  size_t next_ = 0;      // next order index to take
-  size_t position_ = 0;  // readers' position
-  size_t ahead_ = 0;     // fetched by us (or in flight) at index >= position_
-  PrefetchProgress totals_;
-  std::vector<std::thread> threads_;
+  // Guards everything below; not held while a file is fetched, so a leaf.
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const Snapshot> snap_ GUARDED_BY(mu_);
+  std::vector<uint64_t> order_ GUARDED_BY(mu_);
+  // Per order index: 0 pending, 1 fetched by us, 2 cached/failed.
+  std::vector<uint8_t> state_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, size_t> index_ GUARDED_BY(mu_);  // ino -> its first index in order_
+  size_t window_ GUARDED_BY(mu_) = 0;
+  size_t next_ GUARDED_BY(mu_) = 0;      // next order index to take
+  size_t position_ GUARDED_BY(mu_) = 0;  // readers' position
+  size_t ahead_ GUARDED_BY(mu_) = 0;     // fetched by us (or in flight) at index >= position_
+  PrefetchProgress totals_ GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
 };
 
 class ApiService {

@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/units.h"
-#include "daemon/control.h"
+#include "control/control.h"
 #include "daemon/daemon.h"
 #include "daemon/holder_channel.h"
 #include "fluid/fluid_node.h"

@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "common/origin_defaults.h"
 #include "common/units.h"
-#include "daemon/control.h"
+#include "control/control.h"
 #include "daemon/daemon.h"
 
 namespace granary::cli {

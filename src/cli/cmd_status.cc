@@ -7,9 +7,9 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "daemon/control.h"
+#include "control/control.h"
 #include "daemon/daemon.h"
-#include "daemon/status.h"
+#include "control/status.h"
 
 namespace granary::cli {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "common/units.h"
-#include "daemon/control.h"
+#include "control/control.h"
 
 namespace granary::cli {
 namespace {

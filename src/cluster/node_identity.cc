@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/replace_file.h"
 
 namespace granary::cluster {
 namespace {
@@ -57,17 +58,7 @@ Result<std::string> FreshId() {
 }
 
 Status WriteIdFile(const std::string& path, std::string_view id) {
-  const std::string tmp = path + ".tmp";
-  const std::string text = EncodeNodeIdFile(id);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("create " + tmp, errno);
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const int err = ok ? 0 : errno;
-  ok = ok && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) return ErrnoStatus("write " + tmp, err != 0 ? err : EIO);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
-  return Status::Ok();
+  return ReplaceFileContents(path, EncodeNodeIdFile(id), {.durable = true});
 }
 
 }  // namespace

@@ -17,10 +17,10 @@
 #include "api/service.h"
 #include "cache/engine.h"
 #include "common/origin_defaults.h"
-#include "daemon/control.h"
-#include "daemon/loader.h"
+#include "control/control.h"
+#include "control/loader.h"
 #include "daemon/metrics.h"
-#include "daemon/status.h"
+#include "control/status.h"
 #include "fuse/fuse_server.h"
 
 namespace granary {

@@ -19,6 +19,7 @@
 
 #include "cache/engine_stats_json.h"
 #include "common/log.h"
+#include "common/replace_file.h"
 #include "common/uri.h"
 #include "daemon/control_service.h"
 #include "fuse/engine_fs.h"
@@ -78,17 +79,6 @@ Status CheckMountpoint(const std::string& mp, bool allow_non_empty) {
 
 }  // namespace
 
-Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return IoError("cannot write " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
-  return Status::Ok();
-}
-
 Status DaemonOptions::Validate() const {
   RETURN_IF_ERROR(dataset.Validate());
   if (run_dir.empty()) return InvalidArgument("run_dir: required");
@@ -103,10 +93,6 @@ Status DaemonOptions::Validate() const {
     return InvalidArgument("--writable: --fuse-transport uring does not carry writes yet; use auto or dev");
   }
   return Status::Ok();
-}
-
-std::string WorkerRunName(std::string_view dataset_id) {
-  return "@worker-" + std::string(dataset_id);
 }
 
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
@@ -218,7 +204,7 @@ Status Daemon::Open() {
   if (!o.holder) {
     std::string pid_text = std::to_string(::getpid()) + "\n" + run_name_ + "\n" + source() +
                            "\n" + std::to_string(ProcessStartTicks(::getpid())) + "\n";
-    RETURN_IF_ERROR(WriteFileAtomically(pid_path(), pid_text));
+    RETURN_IF_ERROR(ReplaceFileContents(pid_path(), pid_text));
   }
   std::function<FuseStats()> fuse_stats;
   if (!is_worker()) fuse_stats = [this] { return fuse_->stats(); };
@@ -341,7 +327,7 @@ Status Daemon::StartMount() {
 void Daemon::SaveNumbering() {
   const NodeNumbering n = fs_->numbering();
   const nlohmann::json j = {{"version", n.version}, {"base", n.base}, {"next_base", n.next_base}};
-  Status s = WriteFileAtomically(RunFilePath(options_.run_dir, options_.mountpoint, "nodes"),
+  Status s = ReplaceFileContents(RunFilePath(options_.run_dir, options_.mountpoint, "nodes"),
                                  j.dump() + "\n");
   if (!s.ok()) GLOG_WARN("node numbering: {} (a restarted daemon may answer ESTALE)", s.ToString());
 }
@@ -637,7 +623,7 @@ std::string Daemon::StatsJson() const {
   return j.dump(2) + "\n";
 }
 
-Status Daemon::WriteStatsFile() const { return WriteFileAtomically(stats_path(), StatsJson()); }
+Status Daemon::WriteStatsFile() const { return ReplaceFileContents(stats_path(), StatsJson()); }
 
 std::string Daemon::stats_path() const {
   return RunFilePath(options_.run_dir, run_name_, "stats.json");

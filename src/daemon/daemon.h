@@ -49,6 +49,7 @@
 #include "common/config.h"
 #include "common/origin_defaults.h"
 #include "common/uri.h"
+#include "control/run_files.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
 #include "meta/snapshot.h"
@@ -142,11 +143,6 @@ struct DaemonStats {
   UfsStats ufs;
   std::optional<ClusterStats> cluster;  // absent on a single node
 };
-
-// The name a worker's run files and control socket use in place of a mount
-// point: "@worker-<dataset id>" (RunFilePath takes a name starting with '@'
-// as it is, not as a path).
-std::string WorkerRunName(std::string_view dataset_id);
 
 // The read mode `--read-mode auto` picks for a dataset of `dataset_bytes`:
 // `cached` when it is at most `cached_max_bytes` (0: `physical_bytes`, the
@@ -288,23 +284,6 @@ class Daemon {
   // "version:directory" PushFetched listed (true) or is listing (false).
   std::unordered_map<std::string, bool> push_listed_;
 };
-
-// Canonical absolute form of a mount point (realpath when it exists, else as given
-// with trailing slashes stripped).
-std::string CanonicalMountpoint(std::string_view mountpoint);
-
-// The control socket of the worker serving `source` on this node (a URI, or
-// a Fluid dataset's "fluid://<namespace>/<name>"). InvalidArgument for a
-// source ParseUri refuses.
-Result<std::string> WorkerSocketPath(std::string_view run_dir, std::string_view source);
-
-// Writes `text` to `path` through a temporary file renamed into place, so a
-// reader sees the old or the new contents, never a part (pid, stats and state files).
-Status WriteFileAtomically(const std::string& path, const std::string& text);
-
-// <run_dir>/mount-<12 hex of the canonical mount point>.<ext> (ext: "pid", "stats.json", "log").
-std::string RunFilePath(std::string_view run_dir, std::string_view mountpoint,
-                        std::string_view ext);
 
 // What a pid file says: "pid\nmountpoint\nsource\nstart time\n" and, from a
 // mount holder, "daemon pid daemon start time\n".

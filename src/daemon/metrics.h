@@ -17,7 +17,7 @@
 
 #include "cache/engine.h"
 #include "cluster/cluster_node.h"
-#include "daemon/loader.h"
+#include "control/loader.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
 #include "meta/overlay.h"

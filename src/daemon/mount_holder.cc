@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "common/replace_file.h"
 #include "daemon/daemon.h"
 #include "daemon/holder_channel.h"
 #include "fuse/fuse_mount.h"
@@ -135,7 +136,7 @@ Status Holder::WritePidFile() {
   if (daemon_ > 0) {
     text += std::to_string(daemon_) + " " + std::to_string(ProcessStartTicks(daemon_)) + "\n";
   }
-  return WriteFileAtomically(RunFilePath(o_.run_dir, o_.mountpoint, "pid"), text);
+  return ReplaceFileContents(RunFilePath(o_.run_dir, o_.mountpoint, "pid"), text);
 }
 
 void Holder::Spawn() {

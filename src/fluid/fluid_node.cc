@@ -16,9 +16,10 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/replace_file.h"
 #include "common/units.h"
-#include "daemon/control.h"
-#include "daemon/status.h"
+#include "control/control.h"
+#include "control/status.h"
 #include "cluster/cluster_node.h"
 #include "dataset/dataset.h"
 
@@ -359,7 +360,7 @@ void FluidServer::WriteState(bool ready, const std::string& error) {
             {"mounted", mounted},
             {"ready", ready},
             {"error", error}};
-  if (Status s = WriteFileAtomically(StatePath(options_.run_dir, role_, source_), j.dump() + "\n");
+  if (Status s = ReplaceFileContents(StatePath(options_.run_dir, role_, source_), j.dump() + "\n");
       !s.ok()) {
     GLOG_WARN("fluid: writing the state file: {}", s.ToString());
   }

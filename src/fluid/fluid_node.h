@@ -38,7 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/daemon.h"
-#include "daemon/loader.h"
+#include "control/loader.h"
 #include "fluid/runtime_config.h"
 #include "granary/status.h"
 #include "ufs/mount_table_ufs.h"

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "common/log.h"
-#include "daemon/daemon.h"
+#include "common/replace_file.h"
 #include "fuse/fuse_dispatch.h"
 
 namespace granary {
@@ -358,7 +358,7 @@ Status EngineFs::OpenOverlayNodeJournal(const std::string& path, bool restore) {
   // What is left, compacted into a new file renamed over the old one.
   std::string text;
   for (const auto& [id, p] : overlay_paths_) text += std::to_string(id) + "\t" + EscapeLine(p) + "\n";
-  RETURN_IF_ERROR(WriteFileAtomically(path, text));
+  RETURN_IF_ERROR(ReplaceFileContents(path, text));
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("overlay node journal " + path, errno);
   if (overlay_journal_fd_ >= 0) ::close(overlay_journal_fd_);

@@ -39,7 +39,7 @@
 #include "cluster_harness.h"
 #include "daemon/daemon.h"
 #include "daemon/holder_channel.h"
-#include "daemon/status.h"
+#include "control/status.h"
 #include "fuse/fuse_server.h"
 #include "subprocess.h"
 

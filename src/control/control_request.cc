@@ -1,5 +1,5 @@
 // Control-socket request parsing (see control_request.h).
-#include "daemon/control_request.h"
+#include "control/control_request.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
 // Control socket and metrics, end to end over real sockets with an in-process
 // engine (no FUSE): bad requests get clear errors and the server keeps
 // serving; loads stream progress; /metrics parses and its counters move.
-#include "daemon/control.h"
+#include "control/control.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,11 +1,11 @@
 // StatusReporter and the status formats (see status.h).
-#include "daemon/status.h"
+#include "control/status.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "common/json_fields.h"
-#include "daemon/control.h"
+#include "control/control.h"
 
 namespace granary {
 namespace {

@@ -1,6 +1,6 @@
 // LoadJob / LoadManager: loads what was asked, reports what did not fit, what
 // is missing and what failed, and allows one load at a time.
-#include "daemon/loader.h"
+#include "control/loader.h"
 
 #include <future>
 

@@ -38,8 +38,8 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/control_request.h"
-#include "daemon/loader.h"
+#include "control/control_request.h"
+#include "control/loader.h"
 #include "granary/status.h"
 
 namespace granary {

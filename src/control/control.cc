@@ -1,5 +1,5 @@
 // ControlServer, ControlClient and the load JSON codecs (see control.h).
-#include "daemon/control.h"
+#include "control/control.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,7 +16,7 @@
 #include <fstream>
 
 #include "common/log.h"
-#include "daemon/daemon.h"
+#include "control/run_files.h"
 
 namespace granary {
 

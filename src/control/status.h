@@ -44,7 +44,7 @@
 
 #include "cache/engine.h"
 #include "common/units.h"  // FluidSize, FormatPercent: the sizes and ratios of a status
-#include "daemon/loader.h"
+#include "control/loader.h"
 #include "meta/overlay.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"

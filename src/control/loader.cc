@@ -1,5 +1,5 @@
 // LoadJob, LoadManager and target resolution (see loader.h).
-#include "daemon/loader.h"
+#include "control/loader.h"
 
 #include <algorithm>
 #include <optional>

@@ -1,5 +1,5 @@
 // Status figures equal the truth; the Fluid summary and the table are well formed.
-#include "daemon/status.h"
+#include "control/status.h"
 
 #include "testing/dataset_fixture.h"
 

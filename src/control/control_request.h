@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "daemon/loader.h"
+#include "control/loader.h"
 #include "granary/status.h"
 
 namespace granary {
