@@ -1,10 +1,11 @@
 #include "common/block_buffer.h"
 
 #include <cstdlib>
-#include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace granary {
 namespace {
@@ -18,7 +19,7 @@ class IdlePool {
     return *pool;
   }
   void* Take(size_t capacity) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = idle_.find(capacity);
     if (it == idle_.end() || it->second.empty()) return nullptr;
     void* p = it->second.back();
@@ -28,7 +29,7 @@ class IdlePool {
   }
   void Give(void* p, size_t capacity) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (idle_bytes_ + capacity <= BlockBuffer::kIdleBytes) {
         idle_[capacity].push_back(p);
         idle_bytes_ += capacity;
@@ -38,14 +39,14 @@ class IdlePool {
     std::free(p);
   }
   size_t idle_bytes() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return idle_bytes_;
   }
 
  private:
-  std::mutex mu_;  // guards idle_, idle_bytes_; a leaf lock
-  std::unordered_map<size_t, std::vector<void*>> idle_;
-  size_t idle_bytes_ = 0;
+  Mutex mu_;  // guards idle_, idle_bytes_; a leaf lock
+  std::unordered_map<size_t, std::vector<void*>> idle_ GUARDED_BY(mu_);
+  size_t idle_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

@@ -16,7 +16,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -28,7 +29,7 @@ class CancelToken {
 
   // Sets the flag and runs the registered wake-ups. Idempotent.
   void Cancel() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (cancelled_.exchange(true)) return;
     for (auto& [id, wake] : wakes_) wake();
   }
@@ -41,13 +42,13 @@ class CancelToken {
    public:
     Wake(CancelToken* token, std::function<void()> wake) : token_(token) {
       if (token_ == nullptr) return;
-      std::lock_guard lock(token_->mu_);
+      MutexLock lock(token_->mu_);
       id_ = ++token_->next_id_;
       token_->wakes_.emplace(id_, std::move(wake));
     }
     ~Wake() {
       if (token_ == nullptr) return;
-      std::lock_guard lock(token_->mu_);
+      MutexLock lock(token_->mu_);
       token_->wakes_.erase(id_);
     }
     Wake(const Wake&) = delete;
@@ -59,10 +60,12 @@ class CancelToken {
   };
 
  private:
-  std::mutex mu_;  // guards wakes_, next_id_; held while wake-ups run
+  // Guards wakes_, next_id_; held while wake-ups run, so taken before the
+  // mutex of every waiter (the mutex a wake-up takes).
+  Mutex mu_;
   std::atomic<bool> cancelled_{false};
-  std::map<uint64_t, std::function<void()>> wakes_;
-  uint64_t next_id_ = 0;
+  std::map<uint64_t, std::function<void()>> wakes_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace granary

@@ -13,15 +13,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include <pthread.h>
+
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -33,11 +33,11 @@ class ElasticPool {
   ~ElasticPool() { Stop(); }
 
   // Refuses new tasks and waits for the running ones. Idempotent.
-  void Stop() {
-    std::unique_lock lock(mu_);
+  void Stop() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     stop_ = true;
-    work_cv_.notify_all();
-    done_cv_.wait(lock, [this] { return threads_ == 0; });
+    work_cv_.NotifyAll();
+    done_cv_.Wait(lock, [this]() REQUIRES(mu_) { return threads_ == 0; });
   }
   ElasticPool(const ElasticPool&) = delete;
   ElasticPool& operator=(const ElasticPool&) = delete;
@@ -45,14 +45,14 @@ class ElasticPool {
   // Runs `task` on a pool thread. false: max_threads are busy (or the pool
   // is stopping) and `task` was not taken.
   bool TrySubmit(std::function<void()> task) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return false;
     if (queue_.size() >= idle_) {
       if (threads_ >= max_threads_) return false;
       ++threads_;
       std::thread([this] { Loop(); }).detach();
     } else {
-      work_cv_.notify_one();
+      work_cv_.NotifyOne();
     }
     queue_.push_back(std::move(task));
     return true;
@@ -60,43 +60,43 @@ class ElasticPool {
 
   // Threads running tasks right now.
   size_t busy() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return threads_ - idle_;
   }
 
  private:
-  void Loop() {
+  void Loop() EXCLUDES(mu_) {
     pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     for (;;) {
       if (queue_.empty()) {
         ++idle_;
-        const bool woken = work_cv_.wait_for(lock, idle_exit_,
-                                             [this] { return !queue_.empty() || stop_; });
+        const bool woken = work_cv_.WaitFor(
+            lock, idle_exit_, [this]() REQUIRES(mu_) { return !queue_.empty() || stop_; });
         --idle_;
         if (!woken || queue_.empty()) break;  // idle too long, or stopping with nothing to do
       }
       std::function<void()> task = std::move(queue_.front());
       queue_.pop_front();
-      lock.unlock();
+      lock.Unlock();
       task();
       task = nullptr;
-      lock.lock();
+      lock.Lock();
     }
     --threads_;
-    done_cv_.notify_all();
+    done_cv_.NotifyAll();
   }
 
   const size_t max_threads_;
   const std::string name_;
   const std::chrono::milliseconds idle_exit_;
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  std::deque<std::function<void()>> queue_;
-  size_t threads_ = 0;  // started and not yet left
-  size_t idle_ = 0;     // of those, waiting for work
-  bool stop_ = false;
+  mutable Mutex mu_;  // guards the four members below; a leaf lock (tasks run without it)
+  CondVar work_cv_;
+  CondVar done_cv_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  size_t threads_ GUARDED_BY(mu_) = 0;  // started and not yet left
+  size_t idle_ GUARDED_BY(mu_) = 0;     // of those, waiting for work
+  bool stop_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace granary

@@ -71,7 +71,7 @@ Admission Admit(SiteState& site) {
   Clock* clock = log_clock.load(std::memory_order_acquire);
   const Clock::TimePoint now = (clock != nullptr ? clock : Clock::Real())->Now();
   Admission a;
-  std::lock_guard lock(site.mu);
+  MutexLock lock(site.mu);
   if (!site.started || now - site.window_start >= kLogWindow) {
     a.report_suppressed = site.suppressed;
     site.started = true;

@@ -18,12 +18,12 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "granary/status.h"
 
 namespace granary {
@@ -63,11 +63,11 @@ namespace log_internal {
 
 // The rate-limit state of one call site. Guarded by mu (a leaf lock).
 struct SiteState {
-  std::mutex mu;
-  bool started = false;
-  Clock::TimePoint window_start{};
-  uint32_t lines = 0;       // written in the current window
-  uint64_t suppressed = 0;  // counted in the current window
+  Mutex mu;
+  bool started GUARDED_BY(mu) = false;
+  Clock::TimePoint window_start GUARDED_BY(mu){};
+  uint32_t lines GUARDED_BY(mu) = 0;       // written in the current window
+  uint64_t suppressed GUARDED_BY(mu) = 0;  // counted in the current window
 };
 
 // Whether a line of `site` is written now, and how many suppressed lines of

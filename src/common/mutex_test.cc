@@ -81,6 +81,16 @@ TEST(Mutex, MutexLockUnlockedEarlyIsNotUnlockedAgain) {
   EXPECT_TRUE(FreeElsewhere(counter.mu()));
 }
 
+TEST(Mutex, MutexLockAdoptsAHeldMutex) {
+  Mutex mu;
+  mu.Lock();
+  {
+    MutexLock lock(mu, std::adopt_lock);
+    EXPECT_FALSE(FreeElsewhere(mu));
+  }
+  EXPECT_TRUE(FreeElsewhere(mu));
+}
+
 TEST(Mutex, ReaderLocksShareWriterLocksExclude) {
   SharedMutex mu;
   {

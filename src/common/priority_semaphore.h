@@ -10,9 +10,9 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 
 #include "common/cancel.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -32,18 +32,18 @@ class PrioritySemaphore {
   // A woken acquirer that leaves permits behind wakes the next waiter, so a
   // burst of releases is not lost on waiters that were already signalled.
   void Acquire(Priority p) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (p == Priority::kHigh) {
       ++high_waiting_;
-      while (available_ == 0) high_cv_.wait(lock);
+      while (available_ == 0) high_cv_.Wait(lock);
       --high_waiting_;
     } else {
       ++low_waiting_;
       while (available_ == 0 || high_waiting_ > 0) {
         // A permit is free but reserved for a high-priority waiter: make
         // sure one of them is awake to take it.
-        if (available_ > 0) high_cv_.notify_one();
-        low_cv_.wait(lock);
+        if (available_ > 0) high_cv_.NotifyOne();
+        low_cv_.Wait(lock);
       }
       --low_waiting_;
     }
@@ -56,15 +56,15 @@ class PrioritySemaphore {
   bool AcquireUntil(Priority p, std::chrono::steady_clock::time_point deadline,
                     CancelToken* cancel) {
     CancelToken::Wake wake(cancel, [this] {
-      { std::lock_guard lock(mu_); }
-      high_cv_.notify_all();
-      low_cv_.notify_all();
+      { MutexLock lock(mu_); }
+      high_cv_.NotifyAll();
+      low_cv_.NotifyAll();
     });
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const bool high = p == Priority::kHigh;
     int& waiting = high ? high_waiting_ : low_waiting_;
     ++waiting;
-    auto eligible = [&] { return available_ > 0 && (high || high_waiting_ == 0); };
+    auto eligible = [&]() REQUIRES(mu_) { return available_ > 0 && (high || high_waiting_ == 0); };
     bool got = false;
     for (;;) {
       if (eligible()) {
@@ -72,8 +72,8 @@ class PrioritySemaphore {
         break;
       }
       if (cancel != nullptr && cancel->cancelled()) break;
-      if (!high && available_ > 0) high_cv_.notify_one();
-      if ((high ? high_cv_ : low_cv_).wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (!high && available_ > 0) high_cv_.NotifyOne();
+      if ((high ? high_cv_ : low_cv_).WaitUntil(lock, deadline) == std::cv_status::timeout) {
         got = eligible();
         break;
       }
@@ -86,14 +86,14 @@ class PrioritySemaphore {
   }
 
   void Release() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++available_;
     WakeOneLocked();
   }
 
   // Threads blocked in Acquire(p) right now (for tests and gauges).
   int Waiting(Priority p) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return p == Priority::kHigh ? high_waiting_ : low_waiting_;
   }
 
@@ -110,20 +110,22 @@ class PrioritySemaphore {
   };
 
  private:
-  void WakeOneLocked() {
+  void WakeOneLocked() REQUIRES(mu_) {
     if (high_waiting_ > 0) {
-      high_cv_.notify_one();
+      high_cv_.NotifyOne();
     } else if (low_waiting_ > 0) {
-      low_cv_.notify_one();
+      low_cv_.NotifyOne();
     }
   }
 
-  std::mutex mu_;  // guards available_, high_waiting_, low_waiting_
-  std::condition_variable high_cv_;
-  std::condition_variable low_cv_;
-  int available_;
-  int high_waiting_ = 0;
-  int low_waiting_ = 0;
+  // Guards available_, high_waiting_, low_waiting_. Taken after a
+  // CancelToken's mutex (its wake-up takes this one); otherwise a leaf.
+  Mutex mu_;
+  CondVar high_cv_;
+  CondVar low_cv_;
+  int available_ GUARDED_BY(mu_);
+  int high_waiting_ GUARDED_BY(mu_) = 0;
+  int low_waiting_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace granary

@@ -14,8 +14,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <utility>
+
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -27,7 +28,7 @@ class SharedSlot {
   SharedSlot& operator=(const SharedSlot&) = delete;
 
   std::shared_ptr<T> load() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return p_;
   }
 
@@ -35,14 +36,14 @@ class SharedSlot {
 
   // Replaces the pointer; returns the previous one.
   std::shared_ptr<T> exchange(std::shared_ptr<T> next) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::swap(p_, next);
     return next;
   }
 
  private:
-  mutable std::mutex mu_;  // guards p_; a leaf lock
-  std::shared_ptr<T> p_;
+  mutable Mutex mu_;  // guards p_; a leaf lock
+  std::shared_ptr<T> p_ GUARDED_BY(mu_);
 };
 
 }  // namespace granary

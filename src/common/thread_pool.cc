@@ -19,54 +19,54 @@ ThreadPool::ThreadPool(int threads, std::string name, size_t max_queue)
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::Submit(std::function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 bool ThreadPool::TrySubmit(std::function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (max_queue_ > 0 && queue_.size() >= max_queue_) return false;
     queue_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   return true;
 }
 
 size_t ThreadPool::queued() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size();
 }
 
 void ThreadPool::WaitIdle() {
-  std::unique_lock lock(mu_);
-  idle_cv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
+  MutexLock lock(mu_);
+  idle_cv_.Wait(lock, [this]() REQUIRES(mu_) { return queue_.empty() && running_ == 0; });
 }
 
 void ThreadPool::WorkerLoop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    cv_.Wait(lock, [this]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping and drained
     auto task = std::move(queue_.front());
     queue_.pop_front();
     ++running_;
-    lock.unlock();
+    lock.Unlock();
     task();
-    lock.lock();
+    lock.Lock();
     --running_;
-    if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
+    if (queue_.empty() && running_ == 0) idle_cv_.NotifyAll();
   }
 }
 

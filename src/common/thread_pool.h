@@ -8,13 +8,13 @@
 // Thread safety: Submit() may be called from any thread, including from a task.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -43,15 +43,15 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()); }
 
  private:
-  void WorkerLoop();
+  void WorkerLoop() EXCLUDES(mu_);
 
   const size_t max_queue_;  // 0 = unbounded
-  mutable std::mutex mu_;  // guards queue_, running_, stopping_
-  std::condition_variable cv_;
-  std::condition_variable idle_cv_;
-  std::deque<std::function<void()>> queue_;
-  int running_ = 0;
-  bool stopping_ = false;
+  mutable Mutex mu_;  // guards queue_, running_, stopping_; a leaf (tasks run without it)
+  CondVar cv_;        // signalled when a task is queued or stopping_ is set
+  CondVar idle_cv_;   // signalled when the queue drains and no task runs
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  int running_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
   std::string name_;
 };
