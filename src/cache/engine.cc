@@ -11,14 +11,16 @@ namespace granary {
 // leader registers it until its bytes have been offered to the store, so
 // readers arriving meanwhile share the bytes instead of fetching again.
 struct CacheEngine::Flight {
-  std::mutex mu;  // guards everything below
-  std::condition_variable cv;
-  bool data_ready = false;
-  Status status;     // the fetch's outcome, once data_ready
-  BlockData data;    // the block's bytes, once data_ready and status.ok()
-  bool from_store = false;  // the bytes were read from the local store, once data_ready
-  bool admit_done = false;
-  bool admitted = false;  // the store holds the block (admitted now, or already had it)
+  Mutex mu;    // guards everything below; taken after flights_mu_, or alone
+  CondVar cv;  // signalled when data_ready or admit_done is set
+  bool data_ready GUARDED_BY(mu) = false;
+  Status status GUARDED_BY(mu);   // the fetch's outcome, once data_ready
+  BlockData data GUARDED_BY(mu);  // the block's bytes, once data_ready and status.ok()
+  // The bytes were read from the local store, once data_ready.
+  bool from_store GUARDED_BY(mu) = false;
+  bool admit_done GUARDED_BY(mu) = false;
+  // The store holds the block (admitted now, or already had it).
+  bool admitted GUARDED_BY(mu) = false;
 };
 
 Status EngineOptions::Validate() const {
@@ -52,12 +54,12 @@ CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<cons
 class CacheEngine::CallGuard {
  public:
   explicit CallGuard(CacheEngine* e) : e_(e) {
-    std::lock_guard lock(e_->calls_mu_);
+    MutexLock lock(e_->calls_mu_);
     ++e_->calls_;
   }
   ~CallGuard() {
-    std::lock_guard lock(e_->calls_mu_);  // notified under the lock: the engine may go right after
-    if (--e_->calls_ == 0) e_->calls_cv_.notify_all();
+    MutexLock lock(e_->calls_mu_);  // notified under the lock: the engine may go right after
+    if (--e_->calls_ == 0) e_->calls_cv_.NotifyAll();
   }
   CallGuard(const CallGuard&) = delete;
   CallGuard& operator=(const CallGuard&) = delete;
@@ -73,8 +75,8 @@ CacheEngine::~CacheEngine() {
   Shutdown();
   {
     // Calls still inside (their waits were just cancelled) return first.
-    std::unique_lock lock(calls_mu_);
-    calls_cv_.wait(lock, [this] { return calls_ == 0; });
+    MutexLock lock(calls_mu_);
+    calls_cv_.Wait(lock, [this]() REQUIRES(calls_mu_) { return calls_ == 0; });
   }
   admission_pool_.reset();
 }
@@ -295,12 +297,12 @@ Result<ServedBlock> CacheEngine::ServeCached(const ObjectKey& key, uint64_t bloc
   // Fetched, not yet admitted: its flight holds the bytes.
   std::shared_ptr<Flight> flight;
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(flights_mu_);
     auto it = flights_.find(FlightKeyOf(key, block));
     if (it != flights_.end()) flight = it->second;
   }
   if (flight) {
-    std::lock_guard lock(flight->mu);
+    MutexLock lock(flight->mu);
     if (flight->data_ready && flight->status.ok() && flight->data &&
         flight->data->size() == length) {
       c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
@@ -362,7 +364,7 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(flights_mu_);
     auto [it, inserted] = flights_.try_emplace(fk);
     if (inserted) it->second = std::make_shared<Flight>();
     flight = it->second;
@@ -408,16 +410,16 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
 void CacheEngine::AbandonFlight(const std::shared_ptr<Flight>& flight, const FlightKey& fk,
                                 Status status) {
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(flights_mu_);
     flights_.erase(fk);
   }
   {
-    std::lock_guard lock(flight->mu);
+    MutexLock lock(flight->mu);
     flight->data_ready = true;
     flight->admit_done = true;
     flight->status = std::move(status);
   }
-  flight->cv.notify_all();
+  flight->cv.NotifyAll();
 }
 
 namespace {
@@ -432,8 +434,8 @@ Result<CacheEngine::Got> CacheEngine::AwaitFlight(const std::shared_ptr<Flight>&
                                                   const Want& want,
                                                   std::chrono::steady_clock::time_point deadline) {
   auto wake = [flight] {
-    { std::lock_guard lock(flight->mu); }
-    flight->cv.notify_all();
+    { MutexLock lock(flight->mu); }
+    flight->cv.NotifyAll();
   };
   // Declared before the lock: unregistered after it is released (cancel.h).
   CancelToken::Wake on_cancel(want.cancel, wake);
@@ -441,8 +443,9 @@ Result<CacheEngine::Got> CacheEngine::AwaitFlight(const std::shared_ptr<Flight>&
   auto cancelled = [&] {
     return (want.cancel != nullptr && want.cancel->cancelled()) || shutdown_.cancelled();
   };
-  std::unique_lock lock(flight->mu);
-  flight->cv.wait_until(lock, deadline, [&] { return flight->data_ready || cancelled(); });
+  MutexLock lock(flight->mu);
+  flight->cv.WaitUntil(lock, deadline,
+                       [&]() REQUIRES(flight->mu) { return flight->data_ready || cancelled(); });
   if (!flight->data_ready) {
     c_.read_waits_ended.fetch_add(1, std::memory_order_relaxed);
     const std::string what = key.key + " block " + std::to_string(block);
@@ -456,7 +459,7 @@ Result<CacheEngine::Got> CacheEngine::AwaitFlight(const std::shared_ptr<Flight>&
   if (!flight->status.ok()) return flight->status;
   Got got{.data = flight->data, .from_store = flight->from_store};
   if (want.wait_admission) {
-    flight->cv.wait(lock, [&] { return flight->admit_done; });
+    flight->cv.Wait(lock, [&]() REQUIRES(flight->mu) { return flight->admit_done; });
     got.admitted = flight->admitted;
   }
   return got;
@@ -481,11 +484,11 @@ bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
     // Leave the single-flight map before the result is published: a read
     // that starts after this fetch failed must start a new fetch, never
     // join this finished one and get its stale error.
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(flights_mu_);
     flights_.erase(fk);
   }
   {
-    std::lock_guard lock(flight->mu);
+    MutexLock lock(flight->mu);
     flight->data_ready = true;
     flight->status = data.status();
     flight->from_store = from_store;
@@ -495,7 +498,7 @@ bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
       flight->admitted = from_store;
     }
   }
-  flight->cv.notify_all();
+  flight->cv.NotifyAll();
   if (done) {
     // A block read ahead from the local store (a fresh mount over a warm
     // cache) goes to the mount's page cache like one from the origin: the
@@ -597,12 +600,12 @@ void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& 
 void CacheEngine::FinishAdmission(const std::shared_ptr<Flight>& flight, const FlightKey& fk,
                                   bool admitted) {
   {
-    std::lock_guard lock(flight->mu);
+    MutexLock lock(flight->mu);
     flight->admit_done = true;
     flight->admitted = admitted;
   }
-  flight->cv.notify_all();
-  std::lock_guard lock(flights_mu_);
+  flight->cv.NotifyAll();
+  MutexLock lock(flights_mu_);
   auto it = flights_.find(fk);
   if (it != flights_.end() && it->second == flight) flights_.erase(it);
 }
@@ -617,8 +620,8 @@ void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const Ob
     // The cache disk is behind: this fetch waits (its readers have the bytes
     // already), and so does the readahead that would start after it. One
     // block always fits, however large.
-    std::unique_lock lock(admission_mu_);
-    auto room = [&] {
+    MutexLock lock(admission_mu_);
+    auto room = [&]() REQUIRES(admission_mu_) {
       const uint64_t pending = admission_pending_bytes_.load(std::memory_order_relaxed);
       return admission_pending_blocks_ == 0 ||
              ((cap == 0 || pending + bytes <= cap) &&
@@ -628,7 +631,7 @@ void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const Ob
       // A near copy is optional (its owner keeps the block): under
       // back-pressure it is not kept, and its reader -- who may be the FUSE
       // thread that received it -- does not wait.
-      lock.unlock();
+      lock.Unlock();
       c_.not_admitted.fetch_add(1, std::memory_order_relaxed);
       PushNotKept(want, block, data, fk);
       FinishAdmission(flight, fk, false);
@@ -636,7 +639,7 @@ void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const Ob
     }
     if (!room()) {
       c_.admission_waits.fetch_add(1, std::memory_order_relaxed);
-      admission_cv_.wait(lock, room);
+      admission_cv_.Wait(lock, room);
     }
     admission_pending_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     ++admission_pending_blocks_;
@@ -644,11 +647,11 @@ void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const Ob
   admission_pool_->Submit([this, flight, key, block, data, fk, served, kind, bytes, want] {
     Admit(flight, key, block, data, fk, served, kind, want);
     {
-      std::lock_guard lock(admission_mu_);
+      MutexLock lock(admission_mu_);
       admission_pending_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
       --admission_pending_blocks_;
     }
-    admission_cv_.notify_all();
+    admission_cv_.NotifyAll();
   });
 }
 
@@ -677,13 +680,13 @@ void CacheEngine::MaybeReadahead(const SnapshotPtr& snap, const EntryView& e, ui
 }
 
 void CacheEngine::NotePushed(const FlightKey& fk) {
-  std::lock_guard lock(pushed_mu_);
+  MutexLock lock(pushed_mu_);
   if (pushed_.size() >= kPushedBlocksRemembered) pushed_.clear();  // forgetting costs one re-read
   pushed_.insert(fk);
 }
 
 bool CacheEngine::WasPushed(const FlightKey& fk) {
-  std::lock_guard lock(pushed_mu_);
+  MutexLock lock(pushed_mu_);
   return pushed_.count(fk) != 0;
 }
 
@@ -693,7 +696,7 @@ bool CacheEngine::StartReadahead(const SnapshotPtr& snap, uint64_t ino, const Ob
   const FlightKey fk = FlightKeyOf(key, block);
   auto flight = std::make_shared<Flight>();
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(flights_mu_);
     if (flights_.count(fk)) return true;  // a reader or an earlier readahead fetches it
     const uint64_t cap = options_.readahead_memory_bytes;
     const uint64_t now = readahead_bytes_.load(std::memory_order_relaxed);

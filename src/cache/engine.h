@@ -51,22 +51,23 @@
 // the fetch goes on for the others and is admitted as usual. The fetch's wait
 // for an origin permit ends at the same deadline; the origin request itself
 // is bounded by the connector's own timeouts. Shutdown() (and the destructor)
-// cancels every permit wait and waits for the fetches in flight. flights_mu_ guards flights_; each Flight's mu guards its
-// fields; seq_mu_ guards last_end_. Lock order: flights_mu_ -> Flight::mu
-// (never the other way). The store and snapshot have their own
-// thread-safety contracts.
+// cancels every permit wait and waits for the fetches in flight.
+// Locks (each member says what it guards, GUARDED_BY, checked by Clang):
+// flights_mu_ guards flights_; each Flight's mu guards its fields. Lock
+// order: flights_mu_ -> Flight::mu (never the other way); admission_mu_,
+// pushed_mu_ and calls_mu_ are leaves. A CancelToken's mutex is taken
+// before Flight::mu (its wake-up takes it). The store and snapshot have
+// their own thread-safety contracts.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -77,6 +78,7 @@
 #include "cache/readahead.h"
 #include "common/cancel.h"
 #include "common/elastic_pool.h"
+#include "common/mutex.h"
 #include "common/origin_defaults.h"
 #include "common/priority_semaphore.h"
 #include "common/thread_pool.h"
@@ -394,20 +396,23 @@ class CacheEngine {
   std::shared_ptr<ClusterSource> cluster_;  // null on a single node
   FetchedHook fetched_hook_;
 
-  std::mutex flights_mu_;  // guards flights_ and the check-and-add of readahead_bytes_
-  std::unordered_map<FlightKey, std::shared_ptr<Flight>, FlightKeyHash> flights_;
+  // Guards flights_ and the check-and-add of readahead_bytes_; taken before
+  // a Flight's mu, never while one is held.
+  Mutex flights_mu_;
+  std::unordered_map<FlightKey, std::shared_ptr<Flight>, FlightKeyHash> flights_
+      GUARDED_BY(flights_mu_);
   std::atomic<uint64_t> readahead_bytes_{0};  // bytes of readahead fetches in flight
 
   // Fetched blocks queued for admission: a leaf lock; admission_cv_ wakes
   // fetches waiting for room.
-  std::mutex admission_mu_;  // guards admission_pending_blocks_, writes of admission_pending_bytes_
-  std::condition_variable admission_cv_;
+  Mutex admission_mu_;  // guards admission_pending_blocks_, writes of admission_pending_bytes_
+  CondVar admission_cv_;
   std::atomic<uint64_t> admission_pending_bytes_{0};
-  int admission_pending_blocks_ = 0;
+  int admission_pending_blocks_ GUARDED_BY(admission_mu_) = 0;
 
   ReadaheadWindows readahead_;  // per file (VersionedIno), the sequential streams
-  std::mutex pushed_mu_;  // guards pushed_; a leaf lock
-  std::unordered_set<FlightKey, FlightKeyHash> pushed_;
+  Mutex pushed_mu_;  // guards pushed_; a leaf lock
+  std::unordered_set<FlightKey, FlightKeyHash> pushed_ GUARDED_BY(pushed_mu_);
 
   struct Counters {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
@@ -424,9 +429,9 @@ class CacheEngine {
   // after cancelling their waits, waits for them to return before any member
   // goes (a reader racing a shutdown must not touch a destroyed engine).
   class CallGuard;
-  std::mutex calls_mu_;  // guards calls_; a leaf lock
-  std::condition_variable calls_cv_;
-  int calls_ = 0;
+  Mutex calls_mu_;  // guards calls_; a leaf lock
+  CondVar calls_cv_;
+  int calls_ GUARDED_BY(calls_mu_) = 0;
 
   // Declared last: destroyed first, so queued admissions finish while the
   // members they use are alive.

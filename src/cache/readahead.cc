@@ -29,7 +29,7 @@ ReadaheadWindows::Range ReadaheadWindows::OnRead(uint64_t file, uint64_t offset,
                                                  uint64_t size, uint64_t block_size) {
   if (options_.max_blocks <= 0 || block_size == 0 || end <= offset) return {};
   const Clock::TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = files_.find(file);
   if (it == files_.end()) {
     if (end >= size) return {};  // read whole in one call: nothing to follow
@@ -85,7 +85,7 @@ ReadaheadWindows::Range ReadaheadWindows::OnRead(uint64_t file, uint64_t offset,
 }
 
 void ReadaheadWindows::Shrink(uint64_t file, uint64_t end, uint64_t from, uint64_t block_size) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = files_.find(file);
   if (it == files_.end()) return;
   Stream* s = Find(it->second, end, block_size);
@@ -95,7 +95,7 @@ void ReadaheadWindows::Shrink(uint64_t file, uint64_t end, uint64_t from, uint64
 }
 
 int ReadaheadWindows::WindowOf(uint64_t file, uint64_t next) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = files_.find(file);
   if (it == files_.end()) return 0;
   for (const Stream& s : it->second.streams) {
@@ -105,7 +105,7 @@ int ReadaheadWindows::WindowOf(uint64_t file, uint64_t next) const {
 }
 
 size_t ReadaheadWindows::files() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return files_.size();
 }
 

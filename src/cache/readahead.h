@@ -29,11 +29,11 @@
 
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -95,13 +95,13 @@ class ReadaheadWindows {
   static bool Continues(const Stream& s, uint64_t offset, uint64_t block_size);
   // The stream of `f` that a read at `offset` continues, or null.
   Stream* Find(File& f, uint64_t offset, uint64_t block_size);
-  void Forget(std::unordered_map<uint64_t, File>::iterator it);
+  void Forget(std::unordered_map<uint64_t, File>::iterator it) REQUIRES(mu_);
 
   const ReadaheadOptions options_;
   Clock* const clock_;
-  mutable std::mutex mu_;  // guards files_, lru_; a leaf lock
-  std::unordered_map<uint64_t, File> files_;
-  std::list<uint64_t> lru_;  // most recently read first
+  mutable Mutex mu_;  // guards files_, lru_; a leaf lock
+  std::unordered_map<uint64_t, File> files_ GUARDED_BY(mu_);
+  std::list<uint64_t> lru_ GUARDED_BY(mu_);  // most recently read first
 };
 
 }  // namespace granary
