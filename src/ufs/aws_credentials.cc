@@ -456,7 +456,7 @@ AwsCredentialsProvider::AwsCredentialsProvider(std::unique_ptr<AwsCredentialSour
                                                AwsCredentials initial, Clock* clock)
     : source_(std::move(source)), clock_(clock) {
   Install(std::move(initial));
-  std::lock_guard lock(state_mu_);
+  MutexLock lock(state_mu_);
   refreshes_ = 0;
 }
 
@@ -467,7 +467,7 @@ void AwsCredentialsProvider::Install(AwsCredentials fresh) {
   const int64_t refresh_at =
       fresh.expiration_ns == 0 ? now + kChangePollNs : RefreshDeadline(now, fresh.expiration_ns);
   auto next = std::make_shared<const AwsCredentials>(std::move(fresh));
-  std::lock_guard lock(state_mu_);
+  MutexLock lock(state_mu_);
   current_ = std::move(next);
   refresh_at_ns_ = refresh_at;
   ++refreshes_;
@@ -477,21 +477,21 @@ Result<std::shared_ptr<const AwsCredentials>> AwsCredentialsProvider::Get() {
   std::shared_ptr<const AwsCredentials> current;
   int64_t refresh_at;
   {
-    std::lock_guard lock(state_mu_);
+    MutexLock lock(state_mu_);
     current = current_;
     refresh_at = refresh_at_ns_;
   }
   const int64_t now = clock_->WallNanos();
   if (now < refresh_at) return current;
   const bool valid = current->expiration_ns == 0 || now < current->expiration_ns;
-  std::unique_lock refresh(refresh_mu_, std::defer_lock);
   if (valid) {
-    if (!refresh.try_lock()) return current;  // someone is refreshing; ours still work
+    if (!refresh_mu_.TryLock()) return current;  // someone is refreshing; ours still work
   } else {
-    refresh.lock();
+    refresh_mu_.Lock();
   }
+  MutexLock refresh(refresh_mu_, std::adopt_lock);
   {
-    std::lock_guard lock(state_mu_);
+    MutexLock lock(state_mu_);
     if (clock_->WallNanos() < refresh_at_ns_) return current_;  // refreshed meanwhile
     current = current_;
   }
@@ -502,7 +502,7 @@ Result<std::shared_ptr<const AwsCredentials>> AwsCredentialsProvider::RefreshLoc
     std::shared_ptr<const AwsCredentials> current) {
   const int64_t now = clock_->WallNanos();
   if (current->expiration_ns == 0 && !source_->Changed()) {
-    std::lock_guard lock(state_mu_);
+    MutexLock lock(state_mu_);
     refresh_at_ns_ = now + kChangePollNs;
     return current;
   }
@@ -510,14 +510,14 @@ Result<std::shared_ptr<const AwsCredentials>> AwsCredentialsProvider::RefreshLoc
   if (fresh.ok()) {
     GLOG_DEBUG("s3 credentials: refreshed from {}", source_->Name());
     Install(std::move(*fresh));
-    std::lock_guard lock(state_mu_);
+    MutexLock lock(state_mu_);
     return current_;
   }
   const bool valid = current->expiration_ns == 0 || now < current->expiration_ns;
   GLOG_WARN("s3 credentials: refresh failed ({}){}", fresh.status().ToString(),
             valid ? "; the current ones stay in use" : "");
   if (!valid) return fresh.status();
-  std::lock_guard lock(state_mu_);
+  MutexLock lock(state_mu_);
   const int64_t left = current->expiration_ns == 0 ? kRetryRefreshNs : current->expiration_ns - now;
   refresh_at_ns_ = now + std::min(kRetryRefreshNs, left / 2);
   return current;
@@ -525,10 +525,10 @@ Result<std::shared_ptr<const AwsCredentials>> AwsCredentialsProvider::RefreshLoc
 
 Result<bool> AwsCredentialsProvider::RefreshAfterRejection(const AwsCredentials& rejected) {
   if (source_ == nullptr) return false;
-  std::lock_guard refresh(refresh_mu_);
+  MutexLock refresh(refresh_mu_);
   std::shared_ptr<const AwsCredentials> current;
   {
-    std::lock_guard lock(state_mu_);
+    MutexLock lock(state_mu_);
     current = current_;
   }
   if (current->access_key_id != rejected.access_key_id ||
@@ -549,7 +549,7 @@ std::string AwsCredentialsProvider::source_name() const {
 }
 
 uint64_t AwsCredentialsProvider::refreshes() const {
-  std::lock_guard lock(state_mu_);
+  MutexLock lock(state_mu_);
   return refreshes_;
 }
 

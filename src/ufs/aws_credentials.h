@@ -36,12 +36,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "granary/status.h"
 
 namespace granary {
@@ -157,16 +157,16 @@ class AwsCredentialsProvider {
  private:
   // Fetches and installs new credentials. Caller holds refresh_mu_.
   Result<std::shared_ptr<const AwsCredentials>> RefreshLocked(
-      std::shared_ptr<const AwsCredentials> current);
-  void Install(AwsCredentials fresh);  // caller holds refresh_mu_
+      std::shared_ptr<const AwsCredentials> current) REQUIRES(refresh_mu_) EXCLUDES(state_mu_);
+  void Install(AwsCredentials fresh) REQUIRES(refresh_mu_) EXCLUDES(state_mu_);
 
   std::unique_ptr<AwsCredentialSource> source_;  // null: static
   Clock* clock_;
-  std::mutex refresh_mu_;  // held while fetching (one refresh at a time); taken before state_mu_
-  mutable std::mutex state_mu_;  // guards current_, refresh_at_ns_, refreshes_; leaf lock
-  std::shared_ptr<const AwsCredentials> current_;
-  int64_t refresh_at_ns_ = INT64_MAX;  // wall ns; INT64_MAX = never
-  uint64_t refreshes_ = 0;
+  Mutex refresh_mu_ ACQUIRED_BEFORE(state_mu_);  // held while fetching (one refresh at a time)
+  mutable Mutex state_mu_;  // guards current_, refresh_at_ns_, refreshes_; leaf lock
+  std::shared_ptr<const AwsCredentials> current_ GUARDED_BY(state_mu_);
+  int64_t refresh_at_ns_ GUARDED_BY(state_mu_) = INT64_MAX;  // wall ns; INT64_MAX = never
+  uint64_t refreshes_ GUARDED_BY(state_mu_) = 0;
 };
 
 // Builds the provider for `settings` (from ResolveAwsSettings) following the

@@ -71,7 +71,7 @@ CurlClient::CurlClient(CurlClientOptions options) : options_(std::move(options))
 }
 
 CurlClient::~CurlClient() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
   idle_.clear();
 }
@@ -102,24 +102,26 @@ Status AbortedStatus() { return Cancelled("request aborted: the connector is shu
 
 void CurlClient::Abort() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     aborted_.store(true);
   }
-  slot_freed_.notify_all();
+  slot_freed_.NotifyAll();
 }
 
 Result<void*> CurlClient::AcquireHandle(const std::string& url) {
-  std::unique_lock lock(mu_);
-  auto ready = [&] { return aborted_.load() || in_flight_ < options_.max_in_flight; };
+  MutexLock lock(mu_);
+  auto ready = [&]() REQUIRES(mu_) {
+    return aborted_.load() || in_flight_ < options_.max_in_flight;
+  };
   if (options_.slot_wait_timeout.count() > 0) {
-    if (!slot_freed_.wait_for(lock, options_.slot_wait_timeout, ready)) {
+    if (!slot_freed_.WaitFor(lock, options_.slot_wait_timeout, ready)) {
       return Unavailable(EndpointOf(url) + ": no request slot free within " +
                          std::to_string(options_.slot_wait_timeout.count()) + " ms (all " +
                          std::to_string(options_.max_in_flight) +
                          " requests in flight are stuck or slow)");
     }
   } else {
-    slot_freed_.wait(lock, ready);
+    slot_freed_.Wait(lock, ready);
   }
   if (aborted_.load()) return AbortedStatus();
   ++in_flight_;
@@ -128,17 +130,17 @@ Result<void*> CurlClient::AcquireHandle(const std::string& url) {
     idle_.pop_back();
     return h;
   }
-  lock.unlock();
+  lock.Unlock();
   return static_cast<void*>(curl_easy_init());
 }
 
 void CurlClient::ReleaseHandle(void* handle) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --in_flight_;
     if (handle != nullptr) idle_.push_back(handle);
   }
-  slot_freed_.notify_one();
+  slot_freed_.NotifyOne();
 }
 
 namespace {

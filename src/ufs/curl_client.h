@@ -29,11 +29,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/origin_defaults.h"
 #include "granary/status.h"
 
@@ -118,15 +117,15 @@ class CurlClient {
   // A CURL* (null: curl_easy_init failed; the slot is still taken). Waits while
   // max_in_flight are running, at most slot_wait_timeout; kUnavailable naming
   // `url`'s endpoint past that, kCancelled after Abort().
-  Result<void*> AcquireHandle(const std::string& url);
-  void ReleaseHandle(void* handle);
+  Result<void*> AcquireHandle(const std::string& url) EXCLUDES(mu_);
+  void ReleaseHandle(void* handle) EXCLUDES(mu_);
 
   CurlClientOptions options_;
   std::atomic<bool> aborted_{false};  // set once by Abort(); read by the progress callback
-  std::mutex mu_;  // guards idle_, in_flight_; leaf lock
-  std::condition_variable slot_freed_;
-  std::vector<void*> idle_;  // idle CURL* easy handles (keep their connections)
-  int in_flight_ = 0;
+  Mutex mu_;  // guards idle_, in_flight_; leaf lock
+  CondVar slot_freed_;  // signalled when a slot is released or on Abort()
+  std::vector<void*> idle_ GUARDED_BY(mu_);  // idle CURL* easy handles (keep their connections)
+  int in_flight_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace granary

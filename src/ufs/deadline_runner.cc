@@ -4,20 +4,21 @@
 #include "ufs/deadline_runner.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <system_error>
 #include <thread>
 #include <unordered_set>
 
+#include "common/mutex.h"
+
 namespace granary {
 namespace {
 
-// One call handed to a helper.
+// One call handed to a helper. Its flags are guarded by the runner's
+// State::mu (not annotated: the analysis cannot name another object's mutex).
 struct Job {
   std::function<void()> fn;
-  std::condition_variable finished;  // signalled when done turns true (or on Abort)
+  CondVar finished;                  // signalled when done turns true (or on Abort)
   bool started = false;              // a helper took it
   bool done = false;                 // fn returned
   bool abandoned = false;            // its caller stopped waiting
@@ -38,15 +39,15 @@ std::string Seconds(std::chrono::milliseconds d) {
 }  // namespace
 
 struct DeadlineRunner::State {
-  std::mutex mu;                 // guards everything below and every Job's flags; leaf lock
-  std::condition_variable work;  // a job was queued, or stopping
-  std::deque<std::shared_ptr<Job>> queue;
-  std::unordered_set<Job*> waited_on;  // jobs whose caller is waiting (for Abort)
-  int threads = 0;                     // helpers alive
-  int idle = 0;                        // helpers waiting for work
-  int stuck = 0;                       // abandoned jobs still running
-  bool stopping = false;               // the runner is gone: idle helpers end
-  bool aborted = false;                // Abort(): refuse and release callers
+  Mutex mu;      // guards everything below and every Job's flags; leaf lock
+  CondVar work;  // a job was queued, or stopping
+  std::deque<std::shared_ptr<Job>> queue GUARDED_BY(mu);
+  std::unordered_set<Job*> waited_on GUARDED_BY(mu);  // jobs whose caller is waiting (for Abort)
+  int threads GUARDED_BY(mu) = 0;        // helpers alive
+  int idle GUARDED_BY(mu) = 0;           // helpers waiting for work
+  int stuck GUARDED_BY(mu) = 0;          // abandoned jobs still running
+  bool stopping GUARDED_BY(mu) = false;  // the runner is gone: idle helpers end
+  bool aborted GUARDED_BY(mu) = false;   // Abort(): refuse and release callers
 };
 
 DeadlineRunner::DeadlineRunner(DeadlineRunnerOptions options)
@@ -59,40 +60,40 @@ DeadlineRunner::DeadlineRunner(DeadlineRunnerOptions options)
 
 DeadlineRunner::~DeadlineRunner() {
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->stopping = true;
   }
-  state_->work.notify_all();
+  state_->work.NotifyAll();
 }
 
 void DeadlineRunner::Abort() {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->aborted = true;
-  for (Job* job : state_->waited_on) job->finished.notify_all();
+  for (Job* job : state_->waited_on) job->finished.NotifyAll();
 }
 
 int DeadlineRunner::stuck() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->stuck;
 }
 
 void DeadlineRunner::HelperLoop(std::shared_ptr<State> st) {
-  std::unique_lock lock(st->mu);
+  MutexLock lock(st->mu);
   for (;;) {
     ++st->idle;
-    st->work.wait(lock, [&] { return st->stopping || !st->queue.empty(); });
+    st->work.Wait(lock, [&]() REQUIRES(st->mu) { return st->stopping || !st->queue.empty(); });
     --st->idle;
     if (st->queue.empty()) break;  // stopping
     std::shared_ptr<Job> job = std::move(st->queue.front());
     st->queue.pop_front();
     job->started = true;
-    lock.unlock();
+    lock.Unlock();
     job->fn();
     std::function<void()>().swap(job->fn);  // drop captures outside the lock
-    lock.lock();
+    lock.Lock();
     job->done = true;
     if (job->abandoned) --st->stuck;
-    job->finished.notify_all();
+    job->finished.NotifyAll();
   }
   --st->threads;
 }
@@ -102,7 +103,7 @@ Status DeadlineRunner::RunErased(const std::string& what, std::function<void()> 
   auto job = std::make_shared<Job>();
   job->fn = std::move(fn);
   State& st = *state_;
-  std::unique_lock lock(st.mu);
+  MutexLock lock(st.mu);
   if (st.aborted) return Cancelled(what + ": the origin connector is shutting down");
   if (st.stuck >= options_.max_stuck) {
     return Unavailable(what + ": refused, " + std::to_string(st.stuck) +
@@ -118,9 +119,10 @@ Status DeadlineRunner::RunErased(const std::string& what, std::function<void()> 
       // No new helper: the job waits for a busy one, within its deadline.
     }
   }
-  st.work.notify_one();
+  st.work.NotifyOne();
   st.waited_on.insert(job.get());
-  job->finished.wait_until(lock, deadline, [&] { return job->done || st.aborted; });
+  job->finished.WaitUntil(lock, deadline,
+                          [&]() REQUIRES(st.mu) { return job->done || st.aborted; });
   st.waited_on.erase(job.get());
   if (job->done) return Status::Ok();
   job->abandoned = true;

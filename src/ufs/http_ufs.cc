@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
-#include <mutex>
 #include <optional>
 #include <random>
 
+#include "common/mutex.h"
 #include "common/units.h"
 
 namespace granary {
@@ -151,7 +151,7 @@ class HttpUfs : public UnderStorage {
   Result<HttpResponse> Execute(const HttpRequest& req, std::span<char>* into, const std::string& url) {
     uint64_t seed;
     {
-      std::lock_guard lock(rng_mu_);
+      MutexLock lock(rng_mu_);
       seed = rng_();
     }
     std::mt19937_64 rng(seed);
@@ -176,8 +176,8 @@ class HttpUfs : public UnderStorage {
   HttpUfsOptions options_;
   Clock* clock_;
   std::unique_ptr<CurlClient> http_;
-  std::mutex rng_mu_;  // guards rng_; leaf lock
-  std::mt19937_64 rng_;
+  Mutex rng_mu_;  // guards rng_; leaf lock
+  std::mt19937_64 rng_ GUARDED_BY(rng_mu_);
 };
 
 }  // namespace

@@ -49,7 +49,7 @@ Result<std::unique_ptr<MountTableUfs>> MountTableUfs::Make(std::string root,
 
 Status MountTableUfs::SetMounts(std::vector<UfsMount> mounts) {
   ASSIGN_OR_RETURN(std::shared_ptr<const Table> t, Check(std::move(mounts)));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   table_ = std::move(t);
   return Status::Ok();
 }
@@ -68,7 +68,7 @@ bool MountTableUfs::BoundsRequestTime() const {
 }
 
 std::shared_ptr<const MountTableUfs::Table> MountTableUfs::table() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return table_;
 }
 

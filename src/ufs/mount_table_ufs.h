@@ -18,10 +18,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ufs/ufs.h"
 
 namespace granary {
@@ -71,8 +71,8 @@ class MountTableUfs final : public UnderStorage {
   const UfsMount* Route(const Table& t, std::string_view key, std::string* inner) const;
 
   const std::string root_;
-  mutable std::mutex mu_;  // guards table_ (the pointer; tables are immutable)
-  std::shared_ptr<const Table> table_;
+  mutable Mutex mu_;  // guards table_ (the pointer; tables are immutable)
+  std::shared_ptr<const Table> table_ GUARDED_BY(mu_);
 };
 
 }  // namespace granary

@@ -15,12 +15,12 @@
 #include <filesystem>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/units.h"
 #include "ufs/deadline_runner.h"
 
@@ -135,7 +135,7 @@ class DirCache {
     }
     const Version version{.dev = st.st_dev, .ino = st.st_ino, .mtime_ns = MtimeNanos(st)};
     if (allow_cached) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (auto it = slots_.begin(); it != slots_.end(); ++it) {
         if (it->path == path && it->version == version) {
           slots_.splice(slots_.begin(), slots_, it);
@@ -145,7 +145,7 @@ class DirCache {
       }
     }
     ASSIGN_OR_RETURN(std::shared_ptr<const SortedDir> dir, ReadDirSorted(fd, path));
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::erase_if(slots_, [&](const Slot& s) { return s.path == path; });
     slots_.push_front(Slot{.path = path, .version = version, .dir = dir});
     if (slots_.size() > kSlots) slots_.pop_back();
@@ -166,8 +166,8 @@ class DirCache {
   };
   static constexpr size_t kSlots = 16;
 
-  std::mutex mu_;  // guards slots_; leaf lock
-  std::list<Slot> slots_;  // most recently used first
+  Mutex mu_;  // guards slots_; leaf lock
+  std::list<Slot> slots_ GUARDED_BY(mu_);  // most recently used first
 };
 
 // Builds one page of a listing by walking directories in key order, skipping

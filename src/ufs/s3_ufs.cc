@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <mutex>
 #include <set>
 #include <thread>
 
@@ -304,7 +303,7 @@ Result<HttpResponse> S3Ufs::Execute(const std::string& method, std::string_view 
                                     const std::string& what, const Headers* extra) {
   uint64_t seed;
   {
-    std::lock_guard lock(rng_mu_);
+    MutexLock lock(rng_mu_);
     seed = rng_();
   }
   std::mt19937_64 rng(seed);

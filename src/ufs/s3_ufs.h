@@ -23,12 +23,12 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/origin_defaults.h"
 #include "common/retry.h"
 #include "common/uri.h"
@@ -144,8 +144,8 @@ class S3Ufs : public UnderStorage {
   std::string endpoint_;  // resolved, without a trailing slash
   std::unique_ptr<CurlClient> http_;
   std::shared_ptr<AwsCredentialsProvider> credentials_;  // null when anonymous
-  std::mutex rng_mu_;  // guards rng_; leaf lock
-  std::mt19937_64 rng_;
+  Mutex rng_mu_;  // guards rng_; leaf lock
+  std::mt19937_64 rng_ GUARDED_BY(rng_mu_);
 };
 
 // The S3 connector for uri (scheme kS3; serves uri.bucket). Called by

@@ -8,16 +8,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include <pugixml.hpp>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "ufs/s3_ufs.h"
 #include "ufs/sigv4.h"
 
@@ -112,9 +111,12 @@ class S3Ufs::Upload final : public StreamingUpload {
     Status failed = Stop(Status::Ok());
     if (!failed.ok()) return failed;  // the destructor aborts
     std::string body = "<CompleteMultipartUpload>";
-    for (uint64_t i = 0; i < parts; ++i) {
-      body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
-              XmlEscape(etags_[i]) + "</ETag></Part>";
+    {
+      MutexLock lock(mu_);  // uncontended: Stop() joined the workers
+      for (uint64_t i = 0; i < parts; ++i) {
+        body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
+                XmlEscape(etags_[i]) + "</ETag></Part>";
+      }
     }
     body += "</CompleteMultipartUpload>";
     auto done = s3_->Execute("POST", key_, CanonicalQuery({{"uploadId", id_}}), body, std::nullopt,
@@ -130,31 +132,31 @@ class S3Ufs::Upload final : public StreamingUpload {
   }
 
  private:
-  void Queue(uint64_t index, uint64_t length) {
-    std::lock_guard lock(mu_);
+  void Queue(uint64_t index, uint64_t length) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (index >= etags_.size()) etags_.resize(index + 1);
     queue_.push_back({index, length});
     added_ = std::max(added_, index + 1);
     if (workers_.size() < static_cast<size_t>(parallel_) && workers_.size() < queue_.size() + busy_) {
       workers_.emplace_back([this] { Work(); });
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
-  void Work() {
-    std::unique_lock lock(mu_);
+  void Work() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      cv_.Wait(lock, [&]() REQUIRES(mu_) { return !queue_.empty() || stopping_; });
       if (queue_.empty()) return;
       auto [index, length] = queue_.front();
       queue_.pop_front();
       if (!error_.ok()) continue;  // a part failed: the rest are not sent
       ++busy_;
-      lock.unlock();
+      lock.Unlock();
       auto etag = s3_->UploadPart(key_, id_, static_cast<int>(index + 1), fd_, index * part_size_,
                                   length, what_);
       if (etag.ok() && release_sent_) ReleasePages(fd_, index * part_size_, length);
-      lock.lock();
+      lock.Lock();
       --busy_;
       if (etag.ok()) {
         etags_[index] = std::move(*etag);
@@ -166,17 +168,17 @@ class S3Ufs::Upload final : public StreamingUpload {
 
   // Lets the workers finish the queue (or, given an error, drop it), joins
   // them and returns the first error.
-  Status Stop(const Status& why) {
+  Status Stop(const Status& why) EXCLUDES(mu_) {
     std::vector<std::thread> workers;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!why.ok() && error_.ok()) error_ = why;
       stopping_ = true;
       workers.swap(workers_);
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     for (auto& t : workers) t.join();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = false;
     return error_;
   }
@@ -189,14 +191,15 @@ class S3Ufs::Upload final : public StreamingUpload {
   const bool release_sent_;
   bool completed_ = false;
   uint64_t added_ = 0;  // parts added (the next index)
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<uint64_t, uint64_t>> queue_;  // (index, length) not yet taken
-  std::vector<std::string> etags_;                   // by part index
-  std::vector<std::thread> workers_;
-  int busy_ = 0;  // parts being sent
-  bool stopping_ = false;
-  Status error_;
+  Mutex mu_;    // guards the members below; a leaf (parts are sent without it)
+  CondVar cv_;  // signalled when a part is queued or stopping_ is set
+  // (index, length) not yet taken.
+  std::deque<std::pair<uint64_t, uint64_t>> queue_ GUARDED_BY(mu_);
+  std::vector<std::string> etags_ GUARDED_BY(mu_);  // by part index
+  std::vector<std::thread> workers_ GUARDED_BY(mu_);
+  int busy_ GUARDED_BY(mu_) = 0;  // parts being sent
+  bool stopping_ GUARDED_BY(mu_) = false;
+  Status error_ GUARDED_BY(mu_);
 };
 
 S3Ufs::Headers S3Ufs::BodyChecksum(std::string_view body) const {
