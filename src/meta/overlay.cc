@@ -49,21 +49,23 @@ Status Errno(const std::string& what, int err) {
 }  // namespace
 
 struct Overlay::File {
-  std::mutex mu;  // guards everything below
-  uint64_t id = 0;
-  std::string path;
-  int fd = -1;
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
-  bool dirty = false;     // changed since the last upload (or never uploaded)
-  bool sealed = false;    // dirty, and closed or fsynced since its last change: upload it
-  bool uploaded = false;  // an object of this path exists at the origin
-  bool removed = false;   // unlinked or folded: no more I/O
+  Mutex mu;  // guards everything below; taken before Overlay::mu_
+  uint64_t id GUARDED_BY(mu) = 0;
+  std::string path GUARDED_BY(mu);
+  int fd GUARDED_BY(mu) = -1;
+  uint64_t size GUARDED_BY(mu) = 0;
+  int64_t mtime_ns GUARDED_BY(mu) = 0;
+  bool dirty GUARDED_BY(mu) = false;     // changed since the last upload (or never uploaded)
+  // Dirty, and closed or fsynced since its last change: upload it.
+  bool sealed GUARDED_BY(mu) = false;
+  bool uploaded GUARDED_BY(mu) = false;  // an object of this path exists at the origin
+  bool removed GUARDED_BY(mu) = false;   // unlinked or folded: no more I/O
   // Streaming (S3): a multipart upload whose parts go out while a sequential
   // writer is still writing; bytes [0, streamed) were added to it as parts.
-  std::unique_ptr<StreamingUpload> upload;
-  uint64_t streamed = 0;
-  bool stream_off = false;  // a write that was not an append since the last upload: no new parts
+  std::unique_ptr<StreamingUpload> upload GUARDED_BY(mu);
+  uint64_t streamed GUARDED_BY(mu) = 0;
+  // A write that was not an append since the last upload: no new parts.
+  bool stream_off GUARDED_BY(mu) = false;
   ~File() {
     upload.reset();  // aborts an unfinished upload
     if (fd >= 0) ::close(fd);
@@ -88,7 +90,7 @@ Result<std::unique_ptr<Overlay>> Overlay::Open(OverlayOptions options,
   return o;
 }
 
-Status Overlay::WriteMeta(const File& f) const {
+Status Overlay::WriteMeta(const File& f) const REQUIRES(f.mu) {
   json j = {{"v", 1}, {"kind", "file"}, {"path", f.path}, {"dirty", f.dirty}, {"sealed", f.sealed},
             {"uploaded", f.uploaded}, {"mtime_ns", f.mtime_ns}};
   // A crash leaves this multipart upload unfinished: the next mount aborts it.
@@ -174,7 +176,7 @@ Status Overlay::Load() {
 std::optional<Overlay::Entry> Overlay::Get(const std::string& path) const {
   std::shared_ptr<File> f;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = files_.find(path);
     if (it == files_.end()) {
       if (auto d = dirs_.find(path); d != dirs_.end()) return Entry{.is_dir = true, .mtime_ns = d->second.mtime_ns};
@@ -183,7 +185,7 @@ std::optional<Overlay::Entry> Overlay::Get(const std::string& path) const {
     }
     f = it->second;
   }
-  std::lock_guard lock(f->mu);
+  MutexLock lock(f->mu);
   return Entry{.size = f->size, .mtime_ns = f->mtime_ns};
 }
 
@@ -191,7 +193,7 @@ std::map<std::string, Overlay::Entry> Overlay::Children(const std::string& dir) 
   std::map<std::string, Entry> out;
   std::vector<std::shared_ptr<File>> files;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const std::string prefix = dir.empty() ? "" : dir + "/";
     auto direct = [&](const std::string& p) {
       return p.size() > prefix.size() && p.starts_with(prefix) &&
@@ -205,14 +207,14 @@ std::map<std::string, Overlay::Entry> Overlay::Children(const std::string& dir) 
       if (direct(it->first)) files.push_back(it->second);
   }
   for (const auto& f : files) {
-    std::lock_guard lock(f->mu);
+    MutexLock lock(f->mu);
     if (!f->removed) out[NameOf(f->path)] = Entry{.size = f->size, .mtime_ns = f->mtime_ns};
   }
   return out;
 }
 
 std::shared_ptr<Overlay::File> Overlay::FileOf(const std::string& path) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = files_.find(path);
   return it == files_.end() ? nullptr : it->second;
 }
@@ -222,8 +224,9 @@ Status Overlay::NewFile(const std::string& path, std::span<const char> initial, 
   if (staged_bytes_.load() + initial.size() > options_.quota)
     return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
   auto f = std::make_shared<File>();
+  MutexLock file_lock(f->mu);  // uncontended: no other thread sees f before files_ holds it
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (files_.count(path) || dirs_.count(path)) return InvalidArgument(path + ": exists");
     f->id = next_id_++;
   }
@@ -251,7 +254,7 @@ Status Overlay::NewFile(const std::string& path, std::span<const char> initial, 
     return s;
   }
   staged_bytes_ += f->size;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   whiteouts_.erase(path);
   files_[path] = std::move(f);
   return Status::Ok();
@@ -267,20 +270,20 @@ Status Overlay::Mkdir(const std::string& path) {
   uint64_t id;
   const int64_t now = NowNs();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (files_.count(path) || dirs_.count(path)) return InvalidArgument(path + ": exists");
     id = next_id_++;
     dirs_[path] = Dir{.mtime_ns = now, .id = id};
   }
   Status s = WriteSmallMeta(options_.staging_dir, id, {{"v", 1}, {"kind", "dir"}, {"path", path}, {"mtime_ns", now}});
   if (!s.ok()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     dirs_.erase(path);
   }
   return s;
 }
 
-void Overlay::DropFile(const std::shared_ptr<File>& f) {
+void Overlay::DropFile(const std::shared_ptr<File>& f) REQUIRES(f->mu) {
   const std::string base = options_.staging_dir + "/" + std::to_string(f->id);
   ::unlink((base + ".meta").c_str());
   ::unlink((base + ".data").c_str());
@@ -292,14 +295,14 @@ void Overlay::DropFile(const std::shared_ptr<File>& f) {
 Status Overlay::Unlink(const std::string& path) {
   std::shared_ptr<File> f = FileOf(path);
   if (!f) return NotFound(path);
-  std::lock_guard lock(f->mu);
+  MutexLock lock(f->mu);
   if (f->removed) return NotFound(path);
   if (f->uploaded) {
     RETURN_IF_ERROR(ufs_->Delete(options_.prefix + path));
     ++deletes_;
   }
   DropFile(f);
-  std::lock_guard maps(mu_);
+  MutexLock maps(mu_);
   files_.erase(path);
   return Status::Ok();
 }
@@ -308,7 +311,7 @@ Status Overlay::Whiteout(const std::string& path) {
   uint64_t id;
   const int64_t now = NowNs();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     id = next_id_++;
     whiteouts_[path] = now;
   }
@@ -317,7 +320,7 @@ Status Overlay::Whiteout(const std::string& path) {
 }
 
 Status Overlay::Rmdir(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto dir = dirs_.find(path);
   if (dir == dirs_.end()) return NotFound(path);
   const std::string prefix = path + "/";
@@ -335,7 +338,7 @@ Status Overlay::Rmdir(const std::string& path) {
 Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::span<const char> data) {
   std::shared_ptr<File> f = FileOf(path);
   if (!f) return NotFound(path);
-  std::lock_guard lock(f->mu);
+  MutexLock lock(f->mu);
   if (f->removed) return NotFound(path);
   const uint64_t end = offset + data.size();
   const uint64_t growth = end > f->size ? end - f->size : 0;
@@ -368,7 +371,7 @@ Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::spa
 Result<size_t> Overlay::Read(const std::string& path, uint64_t offset, std::span<char> out) const {
   std::shared_ptr<File> f = FileOf(path);
   if (!f) return NotFound(path);
-  std::lock_guard lock(f->mu);
+  MutexLock lock(f->mu);
   if (f->removed) return NotFound(path);
   if (offset >= f->size) return size_t{0};
   size_t want = static_cast<size_t>(std::min<uint64_t>(out.size(), f->size - offset));
@@ -386,7 +389,7 @@ Result<size_t> Overlay::Read(const std::string& path, uint64_t offset, std::span
 Status Overlay::Truncate(const std::string& path, uint64_t size) {
   std::shared_ptr<File> f = FileOf(path);
   if (!f) return NotFound(path);
-  std::lock_guard lock(f->mu);
+  MutexLock lock(f->mu);
   if (f->removed) return NotFound(path);
   if (size > f->size && staged_bytes_.load() + (size - f->size) > options_.quota)
     return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
@@ -408,7 +411,7 @@ Status Overlay::Truncate(const std::string& path, uint64_t size) {
   return Status::Ok();
 }
 
-Status Overlay::BeginUpload(File& f) {
+Status Overlay::BeginUpload(File& f) REQUIRES(f.mu) {
   if (!streaming_.load(std::memory_order_relaxed)) return Status::Ok();
   auto up = ufs_->StartUpload(options_.prefix + f.path, f.fd, options_.upload);
   if (!up.ok()) {
@@ -423,7 +426,7 @@ Status Overlay::BeginUpload(File& f) {
   return Status::Ok();
 }
 
-void Overlay::StreamParts(File& f) {
+void Overlay::StreamParts(File& f) REQUIRES(f.mu) {
   const uint64_t part = options_.upload.part_size;
   if (f.size < f.streamed + part || f.streamed >= kMaxParts * part) return;
   if (!f.upload) {
@@ -439,13 +442,13 @@ void Overlay::StreamParts(File& f) {
   }
 }
 
-void Overlay::DropUpload(File& f) {
+void Overlay::DropUpload(File& f) REQUIRES(f.mu) {
   f.upload.reset();  // aborts it (after the parts in flight)
   f.streamed = 0;
   f.stream_off = true;
 }
 
-Status Overlay::CommitFile(File& f) {
+Status Overlay::CommitFile(File& f) REQUIRES(f.mu) {
   if (f.removed || !f.dirty) return Status::Ok();
   if (::fsync(f.fd) != 0) return Errno("staging: " + f.path, errno);
   if (!f.sealed) {
@@ -492,7 +495,7 @@ Status Overlay::CommitFile(File& f) {
 Status Overlay::Commit(const std::string& path) {
   std::shared_ptr<File> f = FileOf(path);
   if (!f) return NotFound(path);
-  std::lock_guard lock(f->mu);
+  MutexLock lock(f->mu);
   return CommitFile(*f);
 }
 
@@ -515,7 +518,7 @@ Status Overlay::RecoverPending() {
   std::vector<std::shared_ptr<File>> pending;
   std::vector<std::pair<std::string, std::string>> stale;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [path, f] : files_) pending.push_back(f);
     stale.swap(stale_uploads_);
   }
@@ -526,7 +529,7 @@ Status Overlay::RecoverPending() {
   }
   Status first;
   for (const auto& f : pending) {
-    std::lock_guard lock(f->mu);
+    MutexLock lock(f->mu);
     if (!f->dirty || f->removed) continue;
     if (!f->sealed) {
       GLOG_WARN("staging: {} ({} bytes) was being written when the daemon stopped and never "
@@ -544,17 +547,17 @@ Status Overlay::RecoverPending() {
 void Overlay::Fold(const std::function<bool(const std::string& path)>& in_snapshot) {
   std::vector<std::shared_ptr<File>> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [path, f] : files_) all.push_back(f);
   }
   for (const auto& f : all) {
-    std::lock_guard lock(f->mu);
+    MutexLock lock(f->mu);
     if (f->dirty || f->removed || !in_snapshot(f->path)) continue;
     DropFile(f);
-    std::lock_guard maps(mu_);
+    MutexLock maps(mu_);
     files_.erase(f->path);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = whiteouts_.begin(); it != whiteouts_.end();) {
     it = in_snapshot(it->first) ? std::next(it) : whiteouts_.erase(it);
   }
@@ -564,12 +567,12 @@ OverlayStats Overlay::stats() const {
   OverlayStats s;
   std::vector<std::shared_ptr<File>> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     s.dirs = dirs_.size();
     for (const auto& [path, f] : files_) all.push_back(f);
   }
   for (const auto& f : all) {
-    std::lock_guard lock(f->mu);
+    MutexLock lock(f->mu);
     if (f->removed) continue;
     ++s.files;
     if (f->dirty) {

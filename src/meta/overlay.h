@@ -28,7 +28,8 @@
 //
 // Thread safety: every method may be called from many threads at once.
 // mu_ guards the path maps; each file's own mutex guards its staged file,
-// size and state (held across an upload, so writes wait for it).
+// size and state (held across an upload, so writes wait for it). Lock order:
+// a File's mu -> mu_.
 #pragma once
 
 #include <atomic>
@@ -37,16 +38,19 @@
 #include <optional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "granary/status.h"
 #include "ufs/ufs.h"
 
 namespace granary {
+
+// Bytes staged at once when the mount names no quota (--staging-quota).
+inline constexpr uint64_t kDefaultStagingQuota = 10ull << 30;
 
 struct OverlayOptions {
   // Directory of the staged files (created 0700). Required.
@@ -54,7 +58,7 @@ struct OverlayOptions {
   // Origin key prefix of the dataset ("" or ending in "/").
   std::string prefix;
   // Bytes staged at once (dirty and clean); writes past it fail with NoSpace.
-  uint64_t quota = 10ull << 30;
+  uint64_t quota = kDefaultStagingQuota;
   // Drop dirty staged files found at start instead of uploading them.
   bool discard_pending = false;
   // Staged bytes a multipart upload has sent leave the page cache (release_sent).
@@ -131,9 +135,14 @@ class Overlay {
 
  private:
   Overlay(OverlayOptions options, std::shared_ptr<UnderStorage> ufs);
-  Status Load();
-  std::shared_ptr<File> FileOf(const std::string& path) const;
-  Status NewFile(const std::string& path, std::span<const char> initial, bool dirty, bool uploaded);
+  // Reads the staging directory into the maps. The analysis is off: it runs
+  // in Open(), before any other thread can see this overlay or its files.
+  Status Load() NO_THREAD_SAFETY_ANALYSIS;
+  std::shared_ptr<File> FileOf(const std::string& path) const EXCLUDES(mu_);
+  Status NewFile(const std::string& path, std::span<const char> initial, bool dirty, bool uploaded)
+      EXCLUDES(mu_);
+  // The methods taking a File are called with its mu held: REQUIRES(f.mu)
+  // sits on their definitions (overlay.cc), where File is a complete type.
   void DropFile(const std::shared_ptr<File>& f);
   Status CommitFile(File& f);
   // Streaming uploads (S3; f.mu held): starts f's multipart upload (OK with
@@ -149,18 +158,20 @@ class Overlay {
 
   OverlayOptions options_;
   std::shared_ptr<UnderStorage> ufs_;
-  mutable std::mutex mu_;  // guards files_, dirs_, whiteouts_, next_id_
-  std::map<std::string, std::shared_ptr<File>> files_;
+  // Guards files_, dirs_, whiteouts_, next_id_, stale_uploads_. Taken after a
+  // File's mu when both are held (Unlink, Fold), never before one.
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<File>> files_ GUARDED_BY(mu_);
   struct Dir {
     int64_t mtime_ns = 0;
     uint64_t id = 0;  // of its <id>.meta; 0 = none (the parent of a staged file)
   };
-  std::map<std::string, Dir> dirs_;
-  std::map<std::string, int64_t> whiteouts_;
+  std::map<std::string, Dir> dirs_ GUARDED_BY(mu_);
+  std::map<std::string, int64_t> whiteouts_ GUARDED_BY(mu_);
   // (origin key, upload id) of multipart uploads a stop left unfinished:
   // RecoverPending aborts them.
-  std::vector<std::pair<std::string, std::string>> stale_uploads_;
-  uint64_t next_id_ = 1;
+  std::vector<std::pair<std::string, std::string>> stale_uploads_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
   std::atomic<bool> streaming_{true};  // false once the origin said it has no multipart upload
   std::atomic<uint64_t> staged_bytes_{0};
   std::atomic<uint64_t> uploads_{0}, upload_failures_{0}, uploaded_bytes_{0}, deletes_{0};
