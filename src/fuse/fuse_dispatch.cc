@@ -119,14 +119,14 @@ void FuseDispatcher::SetDirPrefetch(std::function<void(std::string)> list) {
   list_dir_ = std::move(list);
   // The root (never looked up, never forgotten): parent 0, name "".
   Shard& s = ShardOf(kRootIno);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   s.nodes[kRootIno].dir = std::make_unique<DirInfo>();
 }
 
 void FuseDispatcher::NoteDir(uint64_t ino, uint64_t parent, std::string_view name) {
   if (!list_dir_ || ino == kRootIno) return;
   Shard& s = ShardOf(ino);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   std::unique_ptr<DirInfo>& dir = s.nodes[ino].dir;
   if (!dir) dir = std::make_unique<DirInfo>();
   DirInfo& d = *dir;
@@ -140,7 +140,7 @@ void FuseDispatcher::NoteFileLookup(uint64_t parent) {
   if (!list_dir_) return;
   {
     Shard& s = ShardOf(parent);
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.nodes.find(parent);
     if (it == s.nodes.end() || !it->second.dir || it->second.dir->listed) return;
     DirInfo& d = *it->second.dir;
@@ -156,7 +156,7 @@ std::optional<std::string> FuseDispatcher::DirPath(uint64_t ino) {
   for (int depth = 0; ino != kRootIno; ++depth) {
     if (depth > 4096) return std::nullopt;  // a cycle would be a bug; never loop
     Shard& s = ShardOf(ino);
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.nodes.find(ino);
     if (it == s.nodes.end() || !it->second.dir) return std::nullopt;
     names.push_back(it->second.dir->name);
@@ -355,7 +355,7 @@ HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<co
     const uint64_t unique = h.unique;
     const uint64_t nodeid = h.nodeid;
     {
-      std::lock_guard lock(waiting_mu_);
+      MutexLock lock(waiting_mu_);
       ++deferred_outstanding_;
     }
     const bool taken = waiters_->TrySubmit([this, token, reply_fd, sink, tag, unique, nodeid, fh,
@@ -363,9 +363,9 @@ HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<co
       struct Answered {
         FuseDispatcher* d;
         ~Answered() {
-          std::lock_guard lock(d->waiting_mu_);
+          MutexLock lock(d->waiting_mu_);
           --d->deferred_outstanding_;
-          d->answered_cv_.notify_all();
+          d->answered_cv_.NotifyAll();
         }
       } answered{this};
       std::unique_ptr<char[]> buf(new char[want]);
@@ -392,9 +392,9 @@ HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<co
       }
     });
     if (!taken) {
-      std::lock_guard lock(waiting_mu_);
+      MutexLock lock(waiting_mu_);
       --deferred_outstanding_;
-      answered_cv_.notify_all();
+      answered_cv_.NotifyAll();
     }
     if (taken) {
       reads_deferred_.fetch_add(1, std::memory_order_relaxed);
@@ -422,7 +422,7 @@ std::shared_ptr<CancelToken> FuseDispatcher::AddWaiting(uint64_t unique) {
   auto token = std::make_shared<CancelToken>();
   bool cancel = false;
   {
-    std::lock_guard lock(waiting_mu_);
+    MutexLock lock(waiting_mu_);
     waiting_[unique] = token;
     cancel = stopping_ || early_interrupts_.erase(unique) > 0;
   }
@@ -431,7 +431,7 @@ std::shared_ptr<CancelToken> FuseDispatcher::AddWaiting(uint64_t unique) {
 }
 
 void FuseDispatcher::RemoveWaiting(uint64_t unique) {
-  std::lock_guard lock(waiting_mu_);
+  MutexLock lock(waiting_mu_);
   waiting_.erase(unique);
 }
 
@@ -441,7 +441,7 @@ void FuseDispatcher::DoInterrupt(std::span<const char> body) {
   interrupts_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<CancelToken> token;
   {
-    std::lock_guard lock(waiting_mu_);
+    MutexLock lock(waiting_mu_);
     auto it = waiting_.find(in->unique);
     if (it != waiting_.end()) {
       token = it->second;
@@ -462,14 +462,15 @@ void FuseDispatcher::DoInterrupt(std::span<const char> body) {
 }
 
 bool FuseDispatcher::WaitReadsAnswered(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock lock(waiting_mu_);
-  return answered_cv_.wait_until(lock, deadline, [this] { return deferred_outstanding_ == 0; });
+  MutexLock lock(waiting_mu_);
+  return answered_cv_.WaitUntil(
+      lock, deadline, [this]() REQUIRES(waiting_mu_) { return deferred_outstanding_ == 0; });
 }
 
 void FuseDispatcher::CancelWaits() {
   std::vector<std::shared_ptr<CancelToken>> all;
   {
-    std::lock_guard lock(waiting_mu_);
+    MutexLock lock(waiting_mu_);
     stopping_ = true;
     for (auto& [unique, token] : waiting_) all.push_back(token);
   }
@@ -485,7 +486,7 @@ HandlerReply FuseDispatcher::DoRelease(const struct fuse_in_header& h,
   int32_t to_close = 0;
   {
     Shard& s = ShardOf(h.nodeid);
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.nodes.find(h.nodeid);
     if (it != s.nodes.end()) {
       Node& n = it->second;
@@ -581,7 +582,7 @@ HandlerReply FuseDispatcher::DoListXattr(std::span<const char> body, std::span<c
 void FuseDispatcher::AddLookup(uint64_t ino) {
   if (ino == kRootIno) return;
   Shard& s = ShardOf(ino);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   ++s.nodes[ino].nlookup;
 }
 
@@ -591,7 +592,7 @@ void FuseDispatcher::DoForget(uint64_t ino, uint64_t nlookup) {
   bool gone = false;
   {
     Shard& s = ShardOf(ino);
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.nodes.find(ino);
     if (it == s.nodes.end()) return;
     Node& n = it->second;
@@ -609,7 +610,7 @@ void FuseDispatcher::DoForget(uint64_t ino, uint64_t nlookup) {
 
 int32_t FuseDispatcher::AttachOpen(uint64_t ino, const std::string& backing_path) {
   Shard& s = ShardOf(ino);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   Node& n = s.nodes[ino];
   int32_t id = 0;
   if (n.backing_id > 0 && n.passthrough_opens > 0) {
@@ -674,7 +675,7 @@ void FuseDispatcher::DropBacking(uint64_t ino) {
   int32_t to_close = 0;
   {
     Shard& s = ShardOf(ino);
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.nodes.find(ino);
     if (it == s.nodes.end() || it->second.backing_id <= 0) return;
     Node& n = it->second;
@@ -692,7 +693,7 @@ void FuseDispatcher::DropBacking(uint64_t ino) {
 void FuseDispatcher::CloseAllBacking() {
   if (passthrough_dev_fd_ < 0 || leave_backing_.load()) return;
   for (Shard& s : shards_) {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     for (auto& [ino, n] : s.nodes) {
       if (n.backing_id > 0) CloseBacking(n.backing_id);
       n.backing_id = 0;

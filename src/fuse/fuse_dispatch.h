@@ -32,11 +32,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -46,6 +44,7 @@
 
 #include "common/cancel.h"
 #include "common/elastic_pool.h"
+#include "common/mutex.h"
 #include "fuse/fuse_filesystem.h"
 #include "fuse/fuse_kernel.h"
 #include "fuse/fuse_server.h"
@@ -189,8 +188,8 @@ class FuseDispatcher {
     std::unique_ptr<DirInfo> dir;  // directories, with directory read-ahead on
   };
   struct Shard {
-    std::mutex mu;  // guards nodes
-    std::unordered_map<uint64_t, Node> nodes;
+    Mutex mu;  // guards nodes; a leaf lock
+    std::unordered_map<uint64_t, Node> nodes GUARDED_BY(mu);
   };
   // Records a directory child seen in a LOOKUP or READDIRPLUS reply.
   void NoteDir(uint64_t ino, uint64_t parent, std::string_view name);
@@ -270,13 +269,15 @@ class FuseDispatcher {
   std::atomic<bool> journal_warned_{false};
   std::atomic<bool> leave_backing_{false};
 
-  std::mutex waiting_mu_;  // guards waiting_, early_*, stopping_, deferred_outstanding_; a leaf lock
-  std::unordered_map<uint64_t, std::shared_ptr<CancelToken>> waiting_;  // by unique
-  std::unordered_set<uint64_t> early_interrupts_;
-  std::deque<uint64_t> early_order_;  // oldest first, for the bound
-  bool stopping_ = false;
-  size_t deferred_outstanding_ = 0;  // READs taken by read waiters, reply not yet written
-  std::condition_variable answered_cv_;  // deferred_outstanding_ dropped
+  Mutex waiting_mu_;  // guards waiting_, early_*, stopping_, deferred_outstanding_; a leaf lock
+  std::unordered_map<uint64_t, std::shared_ptr<CancelToken>> waiting_
+      GUARDED_BY(waiting_mu_);  // by unique
+  std::unordered_set<uint64_t> early_interrupts_ GUARDED_BY(waiting_mu_);
+  std::deque<uint64_t> early_order_ GUARDED_BY(waiting_mu_);  // oldest first, for the bound
+  bool stopping_ GUARDED_BY(waiting_mu_) = false;
+  // READs taken by read waiters, reply not yet written.
+  size_t deferred_outstanding_ GUARDED_BY(waiting_mu_) = 0;
+  CondVar answered_cv_;  // deferred_outstanding_ dropped
   std::atomic<uint64_t> reads_deferred_{0}, reads_waited_inline_{0}, interrupts_{0},
       interrupted_reads_{0};
   std::unique_ptr<ElasticPool> waiters_;  // null when read_waiters is 0

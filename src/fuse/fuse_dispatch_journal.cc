@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "fuse/fuse_dispatch.h"
 
 namespace granary {
@@ -98,7 +99,7 @@ Status FuseDispatcher::OpenBackingJournal(const std::string& path, bool restore)
   for (auto& [id, e] : live) {
     Shard& s = ShardOf(e.ino);
     {
-      std::lock_guard lock(s.mu);
+      MutexLock lock(s.mu);
       Node& n = s.nodes[e.ino];
       n.backing_id = id;
       n.backing_path = e.path;
@@ -109,7 +110,7 @@ Status FuseDispatcher::OpenBackingJournal(const std::string& path, bool restore)
   for (auto& [ino, count] : user_opens) {
     if (count <= 0) continue;
     Shard& s = ShardOf(ino);
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     s.nodes[ino].userspace_opens = static_cast<uint32_t>(std::min<int64_t>(count, UINT32_MAX));
   }
   if (!live.empty()) GLOG_INFO("fuse: {} passthrough backing ids taken over", live.size());

@@ -16,16 +16,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <future>
-#include <mutex>
-#include <shared_mutex>
 #include <thread>
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "fuse/fuse_connection_state.h"
 #include "fuse/fuse_dispatch.h"
 #include "fuse/fuse_mount.h"
@@ -151,31 +149,33 @@ class FuseServer::Impl {
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
   // Guards dev_fd_ against Cleanup() (exclusive) while notifications are
-  // written (shared: the kernel serializes what it must).
-  std::shared_mutex notify_mu_;
+  // written (shared: the kernel serializes what it must). A leaf lock.
+  // dev_fd_ is not GUARDED_BY it: the transport threads read dev_fd_
+  // without it (they are joined before Cleanup() closes it).
+  SharedMutex notify_mu_;
   std::atomic<uint64_t> stores_{0}, store_bytes_{0};  // FUSE_NOTIFY_STORE done
 
-  std::mutex list_mu_;  // guards list_queue_, list_stop_
-  std::condition_variable list_cv_;
-  std::deque<std::string> list_queue_;
-  bool list_stop_ = false;
+  Mutex list_mu_;  // guards list_queue_, list_stop_; a leaf lock
+  CondVar list_cv_;  // signalled when a directory is queued or list_stop_ is set
+  std::deque<std::string> list_queue_ GUARDED_BY(list_mu_);
+  bool list_stop_ GUARDED_BY(list_mu_) = false;
   std::thread lister_;
 
-  mutable std::mutex mu_;  // guards running_ and the wake-up of Wait()/Stop()
-  std::condition_variable cv_;
-  int running_ = 0;
+  mutable Mutex mu_;  // guards running_ and the wake-up of Wait()/Stop(); a leaf lock
+  CondVar cv_;
+  int running_ GUARDED_BY(mu_) = 0;
 };
 
 void FuseServer::Impl::Spawn(std::function<void()> body) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++running_;
   }
   threads_.emplace_back([this, body = std::move(body)] {
     body();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --running_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   });
 }
 
@@ -242,7 +242,7 @@ Status FuseServer::Impl::Start() {
 void FuseServer::Impl::MakeDispatcher() {
   dispatcher_ = std::make_unique<FuseDispatcher>(fs_, opts_, uid_, gid_);
   {
-    std::lock_guard lock(list_mu_);
+    MutexLock lock(list_mu_);
     list_stop_ = false;
   }
   if (opts_.dir_prefetch) {
@@ -332,10 +332,10 @@ bool FuseServer::Impl::Detach(std::chrono::milliseconds drain) {
   {
     // Threads blocked in read(2) leave at the signal; one serving a request
     // leaves once it has written the reply.
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (running_ > 0 && std::chrono::steady_clock::now() < deadline) {
       for (auto& t : threads_) WakeTransportThread(t.native_handle());
-      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      cv_.WaitFor(lock, std::chrono::milliseconds(20));
     }
     if (running_ > 0) return false;
   }
@@ -344,17 +344,17 @@ bool FuseServer::Impl::Detach(std::chrono::milliseconds drain) {
   for (auto& t : threads_) t.join();
   threads_.clear();
   {
-    std::unique_lock lock(notify_mu_);
+    WriterMutexLock lock(notify_mu_);
     for (int fd : clone_fds_) ::close(fd);
     clone_fds_.clear();
     if (dev_fd_ >= 0) ::close(dev_fd_);
     dev_fd_ = -1;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     mounted_ = false;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return true;
 }
 
@@ -488,20 +488,20 @@ void FuseServer::Impl::Stop() {
   if (dispatcher_) dispatcher_->CancelWaits();
   // Wake threads blocked in read(2)/io_uring_enter until they have all left;
   // repeated because a signal may land just before a thread blocks.
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (running_ > 0) {
     for (auto& t : threads_) WakeTransportThread(t.native_handle());
-    cv_.wait_for(lock, std::chrono::milliseconds(20));
+    cv_.WaitFor(lock, std::chrono::milliseconds(20));
   }
-  lock.unlock();
+  lock.Unlock();
   Cleanup();
 }
 
 void FuseServer::Impl::QueueList(std::string rel) {
-  std::lock_guard lock(list_mu_);
+  MutexLock lock(list_mu_);
   if (list_stop_ || list_queue_.size() >= 65536) return;  // bounded; a miss only costs LOOKUPs
   list_queue_.push_back(std::move(rel));
-  list_cv_.notify_one();
+  list_cv_.NotifyOne();
 }
 
 // Lists each queued directory through the mount with getdents64: the kernel
@@ -512,8 +512,9 @@ void FuseServer::Impl::RunLister() {
   for (;;) {
     std::string rel;
     {
-      std::unique_lock lock(list_mu_);
-      list_cv_.wait(lock, [this] { return list_stop_ || !list_queue_.empty(); });
+      MutexLock lock(list_mu_);
+      list_cv_.Wait(lock,
+                    [this]() REQUIRES(list_mu_) { return list_stop_ || !list_queue_.empty(); });
       if (list_stop_) return;
       rel = std::move(list_queue_.front());
       list_queue_.pop_front();
@@ -531,7 +532,7 @@ bool FuseServer::Impl::ListDir(const std::string& rel, std::vector<char>& buf) {
   }
   long n;
   while ((n = syscall(SYS_getdents64, fd, buf.data(), buf.size())) > 0) {
-    std::lock_guard lock(list_mu_);
+    MutexLock lock(list_mu_);
     if (list_stop_) break;
   }
   ::close(fd);
@@ -541,11 +542,11 @@ bool FuseServer::Impl::ListDir(const std::string& rel, std::vector<char>& buf) {
 
 void FuseServer::Impl::StopLister() {
   {
-    std::lock_guard lock(list_mu_);
+    MutexLock lock(list_mu_);
     list_stop_ = true;
     list_queue_.clear();
   }
-  list_cv_.notify_all();
+  list_cv_.NotifyAll();
   if (lister_.joinable()) lister_.join();
 }
 
@@ -557,20 +558,20 @@ void FuseServer::Impl::Cleanup() {
   for (int fd : clone_fds_) close(fd);
   clone_fds_.clear();
   {
-    std::unique_lock lock(notify_mu_);
+    WriterMutexLock lock(notify_mu_);
     if (dev_fd_ >= 0) close(dev_fd_);
     dev_fd_ = -1;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     mounted_ = false;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void FuseServer::Impl::Wait() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return running_ == 0; });
+  MutexLock lock(mu_);
+  cv_.Wait(lock, [this]() REQUIRES(mu_) { return running_ == 0; });
 }
 
 FuseStats FuseServer::Impl::Stats() const {
@@ -591,7 +592,7 @@ Status FuseServer::Impl::Notify(int code, const iovec* parts, int count, const s
   std::vector<iovec> iov;
   iov.push_back({&out, sizeof(out)});
   iov.insert(iov.end(), parts, parts + count);
-  std::shared_lock lock(notify_mu_);
+  ReaderMutexLock lock(notify_mu_);
   if (dev_fd_ < 0 || stop_.load()) return Unavailable("fuse: " + what + ": not mounted");
   if (::writev(dev_fd_, iov.data(), static_cast<int>(iov.size())) < 0) {
     if (errno == ENOENT) {  // the kernel had nothing cached

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace granary {
 namespace {
@@ -123,7 +124,7 @@ class RingReplies final : public DeferredReplySink {
 
   void Send(uint64_t tag, uint64_t unique, int error, std::span<const char> body) override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (closed_) return;
       ready_.push_back(Reply{.entry = tag, .unique = unique, .error = error,
                              .body = std::string(body.data(), body.size())});
@@ -136,23 +137,23 @@ class RingReplies final : public DeferredReplySink {
 
   // The replies queued so far (the ring thread's).
   std::vector<Reply> Take() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::vector<Reply> out;
     out.swap(ready_);
     return out;
   }
 
   void Close() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
     ready_.clear();
   }
 
  private:
   const int efd_;
-  std::mutex mu_;  // guards ready_ and closed_; a leaf lock
-  std::vector<Reply> ready_;
-  bool closed_ = false;
+  Mutex mu_;  // guards ready_ and closed_; a leaf lock
+  std::vector<Reply> ready_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 struct RingEntry {
