@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 namespace granary {
 namespace {
@@ -28,18 +27,18 @@ DirFs::DirFs(DirFsOptions options) : options_(std::move(options)) {
 
 uint64_t DirFs::IdFor(const std::string& rel) {
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     auto it = ids_.find(rel);
     if (it != ids_.end()) return it->second;
   }
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(mu_);
   auto [it, inserted] = ids_.try_emplace(rel, paths_.size() + 1);
   if (inserted) paths_.push_back(rel);
   return it->second;
 }
 
 Result<std::string> DirFs::PathOf(uint64_t ino) const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(mu_);
   if (ino == 0 || ino > paths_.size()) return NotFound("dirfs: no node " + std::to_string(ino));
   return Join(options_.root, paths_[ino - 1]);
 }
@@ -66,7 +65,7 @@ Result<NodeAttr> DirFs::Lookup(uint64_t parent, std::string_view name) {
   }
   std::string parent_rel;
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     if (parent == 0 || parent > paths_.size()) return NotFound("dirfs: no parent node");
     parent_rel = paths_[parent - 1];
   }
@@ -76,7 +75,7 @@ Result<NodeAttr> DirFs::Lookup(uint64_t parent, std::string_view name) {
 Result<NodeAttr> DirFs::GetAttr(uint64_t ino) {
   std::string rel;
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     if (ino == 0 || ino > paths_.size()) return NotFound("dirfs: no node " + std::to_string(ino));
     rel = paths_[ino - 1];
   }
@@ -124,13 +123,13 @@ void DirFs::Release(uint64_t ino, uint64_t fh) {
 
 Result<std::shared_ptr<const std::vector<DirEntry>>> DirFs::Listing(uint64_t ino) {
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     auto it = listings_.find(ino);
     if (it != listings_.end()) return it->second;
   }
   std::string rel;
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     if (ino == 0 || ino > paths_.size()) return NotFound("dirfs: no node " + std::to_string(ino));
     rel = paths_[ino - 1];
   }
@@ -151,7 +150,7 @@ Result<std::shared_ptr<const std::vector<DirEntry>>> DirFs::Listing(uint64_t ino
     Result<NodeAttr> attr = StatPath(Join(rel, name));
     if (attr.ok()) list->push_back(DirEntry{.name = std::move(name), .attr = *attr});
   }
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(mu_);
   auto [it, inserted] = listings_.try_emplace(ino, std::move(list));
   return it->second;
 }

@@ -14,11 +14,11 @@
 #pragma once
 
 #include <memory>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "fuse/fuse_filesystem.h"
 
 namespace granary {
@@ -49,10 +49,11 @@ class DirFs : public FuseFilesystem {
   Result<std::shared_ptr<const std::vector<DirEntry>>> Listing(uint64_t ino);
 
   const DirFsOptions options_;
-  mutable std::shared_mutex mu_;  // guards ids_, paths_, listings_
-  std::unordered_map<std::string, uint64_t> ids_;  // relative path -> id
-  std::vector<std::string> paths_;                 // id - 1 -> relative path ("" = root)
-  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<DirEntry>>> listings_;
+  mutable SharedMutex mu_;  // guards ids_, paths_, listings_
+  std::unordered_map<std::string, uint64_t> ids_ GUARDED_BY(mu_);  // relative path -> id
+  std::vector<std::string> paths_ GUARDED_BY(mu_);  // id - 1 -> relative path ("" = root)
+  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<DirEntry>>> listings_
+      GUARDED_BY(mu_);
 };
 
 }  // namespace granary

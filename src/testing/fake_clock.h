@@ -5,41 +5,41 @@
 // Thread safety: thread-safe.
 #pragma once
 
-#include <mutex>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace granary::testing {
 
 class FakeClock : public Clock {
  public:
   TimePoint Now() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return now_;
   }
   void SleepFor(Duration d) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sleeps_.push_back(d);
     now_ += d;
   }
   int64_t WallNanos() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return 1'700'000'000'000'000'000 + now_.time_since_epoch().count();
   }
   void Advance(Duration d) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     now_ += d;
   }
   std::vector<Duration> sleeps() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return sleeps_;
   }
 
  private:
-  std::mutex mu_;  // guards now_, sleeps_
-  TimePoint now_{};
-  std::vector<Duration> sleeps_;
+  Mutex mu_;  // guards now_, sleeps_; a leaf lock
+  TimePoint now_ GUARDED_BY(mu_){};
+  std::vector<Duration> sleeps_ GUARDED_BY(mu_);
 };
 
 }  // namespace granary::testing

@@ -6,23 +6,23 @@
 namespace granary::testing {
 
 void MemUfs::Put(const std::string& key, std::string data, int64_t mtime_ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string etag = std::to_string(std::hash<std::string>{}(data)) + "-" + std::to_string(++version_);
   objects_[key] = Object{std::move(data), mtime_ns, std::move(etag)};
 }
 
 void MemUfs::Remove(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   objects_.erase(key);
 }
 
 void MemUfs::SetReadHook(std::function<Status(std::string_view, uint64_t)> hook) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   read_hook_ = std::move(hook);
 }
 
 Result<ListPage> MemUfs::ListImpl(const ListRequest& request) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ListPage page;
   auto it = request.continuation_token.empty() ? objects_.lower_bound(request.prefix)
                                                : objects_.upper_bound(request.continuation_token);
@@ -56,7 +56,7 @@ Result<ListPage> MemUfs::ListImpl(const ListRequest& request) {
 }
 
 Result<ObjectInfo> MemUfs::StatImpl(std::string_view key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return NotFound(root_ + "/" + std::string(key) + ": no such object");
   return ObjectInfo{it->first, it->second.data.size(), it->second.mtime_ns, it->second.etag};
@@ -66,11 +66,11 @@ Result<size_t> MemUfs::ReadImpl(std::string_view key, uint64_t offset, std::span
                                 std::string_view if_match) {
   std::function<Status(std::string_view, uint64_t)> hook;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     hook = read_hook_;
   }
   if (hook) RETURN_IF_ERROR(hook(key, offset));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return NotFound(root_ + "/" + std::string(key) + ": no such object");
   if (!if_match.empty() && it->second.etag != if_match) {

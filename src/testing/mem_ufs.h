@@ -10,9 +10,9 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "ufs/ufs.h"
 
 namespace granary::testing {
@@ -49,10 +49,10 @@ class MemUfs : public UnderStorage {
     std::string etag;
   };
   std::string root_;
-  std::mutex mu_;  // guards objects_, read_hook_, version_
-  std::map<std::string, Object, std::less<>> objects_;
-  std::function<Status(std::string_view, uint64_t)> read_hook_;
-  uint64_t version_ = 0;
+  Mutex mu_;  // guards objects_, read_hook_, version_
+  std::map<std::string, Object, std::less<>> objects_ GUARDED_BY(mu_);
+  std::function<Status(std::string_view, uint64_t)> read_hook_ GUARDED_BY(mu_);
+  uint64_t version_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace granary::testing
