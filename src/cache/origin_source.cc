@@ -1,4 +1,5 @@
 #include "cache/origin_source.h"
+#include "common/clock.h"
 
 namespace granary {
 
@@ -27,9 +28,9 @@ Result<BlockData> OriginSource::ReadBlockUntil(const BlockRef& ref, Priority pri
       ~Held() { s.Release(); }
     } held{slots_};
     requests_.fetch_add(1, std::memory_order_relaxed);
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::Real()->Now();
     n = ufs_->Read(ref.key.key, ref.offset, buf->span(), ref.key.etag);
-    RecordLatency(std::chrono::steady_clock::now() - t0);
+    RecordLatency(Clock::Real()->Now() - t0);
   }
   if (!n.ok()) {
     RecordError(n.status().code());

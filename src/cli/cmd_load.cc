@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "common/clock.h"
 #include "common/origin_defaults.h"
 #include "common/units.h"
 #include "control/control.h"
@@ -106,7 +107,7 @@ int RunLoad(const LoadFlags& flags) {
   sa.sa_handler = [](int) { g_interrupted = 1; };
   ::sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: Receive returns on Ctrl-C
   bool tty = ::isatty(STDERR_FILENO) != 0;
-  auto last_line = std::chrono::steady_clock::now();
+  auto last_line = Clock::Real()->Now();
   for (;;) {
     auto reply = (*client)->Receive();
     if (g_interrupted) {
@@ -130,9 +131,9 @@ int RunLoad(const LoadFlags& flags) {
     std::string line = ProgressLine(LoadProgressFromJson((*reply)["progress"]));
     if (tty) {
       std::fprintf(stderr, "\r\033[K%s", line.c_str());
-    } else if (std::chrono::steady_clock::now() - last_line >= std::chrono::seconds(5)) {
+    } else if (Clock::Real()->Now() - last_line >= std::chrono::seconds(5)) {
       std::fprintf(stderr, "%s\n", line.c_str());
-      last_line = std::chrono::steady_clock::now();
+      last_line = Clock::Real()->Now();
     }
   }
 }

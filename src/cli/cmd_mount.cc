@@ -21,6 +21,7 @@
 
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "common/clock.h"
 #include "common/origin_defaults.h"
 #include "common/units.h"
 #include "control/control.h"
@@ -299,8 +300,8 @@ int RunDrain(const MountFlags& flags) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling the worker's progress
   }
   // The rest of a stop is bounded (the daemon's shutdown grace).
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (PidFileProcessAlive(*pid) && std::chrono::steady_clock::now() < until) {
+  const auto until = Clock::Real()->Now() + std::chrono::seconds(60);
+  while (PidFileProcessAlive(*pid) && Clock::Real()->Now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // waiting for its exit
   }
   if (PidFileProcessAlive(*pid)) {

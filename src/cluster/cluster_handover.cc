@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "cluster/cluster_node.h"
+#include "common/clock.h"
 #include "dataset/dataset.h"
 
 namespace granary {
@@ -114,7 +115,7 @@ void ClusterNode::HandoverLoop() {
       done = generation;
       continue;
     }
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::Real()->Now();
     const uint64_t blocks0 = handover_.blocks.load();
     // The others see a change a moment apart (etcd's poll, SIGHUPs one after
     // the other); until then one may still fetch, as the owner it thinks it
@@ -125,7 +126,7 @@ void ClusterNode::HandoverLoop() {
     while (true) {
       const bool agreed = others_agree();
       if (!RunHandoverPass(generation)) break;  // a newer change (or stopping): start over
-      if (agreed || std::chrono::steady_clock::now() > give_up) {
+      if (agreed || Clock::Real()->Now() > give_up) {
         if (!agreed) GLOG_WARN("cluster: handover ends while some member places by another set");
         ended = true;
         break;
@@ -142,7 +143,7 @@ void ClusterNode::HandoverLoop() {
     done = generation;
     GLOG_INFO("cluster: handover ended: {} blocks from earlier owners in {:.1f} s",
               handover_.blocks.load() - blocks0,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+              std::chrono::duration<double>(Clock::Real()->Now() - t0).count());
   }
 }
 
@@ -254,7 +255,7 @@ bool ClusterNode::RemovedByOthers() {
 }
 
 Status ClusterNode::Drain(std::chrono::milliseconds timeout) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::Real()->Now();
   const auto deadline = t0 + timeout;
   std::shared_ptr<const Placement> last = last_with_self_.load();
   if (!last || stopped_.load() || leaving_.exchange(true)) return Status::Ok();
@@ -262,7 +263,7 @@ Status ClusterNode::Drain(std::chrono::milliseconds timeout) {
     std::lock_guard lock(drain_mu_);
     drain_.state = std::move(state);
     drain_.timeout_s = std::chrono::duration<double>(timeout).count();
-    drain_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    drain_.elapsed_s = std::chrono::duration<double>(Clock::Real()->Now() - t0).count();
     drain_.waiting = std::move(waiting);
     drain_started_ = t0;
   };
@@ -298,10 +299,10 @@ Status ClusterNode::Drain(std::chrono::milliseconds timeout) {
     if (waiting.empty()) {
       report("drained", {});
       GLOG_INFO("cluster: drained in {:.1f} s: every member has taken over",
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                std::chrono::duration<double>(Clock::Real()->Now() - t0).count());
       return Status::Ok();
     }
-    if (std::chrono::steady_clock::now() + kDrainPoll > deadline) break;
+    if (Clock::Real()->Now() + kDrainPoll > deadline) break;
     report("draining", waiting);
     std::this_thread::sleep_for(kDrainPoll);  // polling the other nodes' status
   }

@@ -8,6 +8,7 @@
 #include "cluster/etcd_membership.h"
 #include "cluster/node_identity.h"
 #include "cluster/static_membership.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "cluster/cluster_stats_json.h"
@@ -26,11 +27,7 @@ uint64_t StoreCapacity(Store& store) {
   return total;
 }
 
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowUnixMs() { return Clock::Real()->WallNanos() / 1'000'000; }
 
 }  // namespace
 
@@ -444,7 +441,7 @@ ClusterStats ClusterNode::stats() const {
     s.drain = drain_;
     if (drain_.state == "draining") {
       s.drain.elapsed_s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_started_).count();
+          std::chrono::duration<double>(Clock::Real()->Now() - drain_started_).count();
     }
   }
   auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };

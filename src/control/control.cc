@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "control/run_files.h"
 
@@ -160,7 +161,7 @@ ControlServer::~ControlServer() {
   if (::write(wake_fd_, &one, sizeof(one)) < 0) GLOG_WARN("control socket: wake failed");
   if (accept_thread_.joinable()) accept_thread_.join();
   {
-    std::lock_guard lock(conns_mu_);
+    MutexLock lock(conns_mu_);
     for (auto& c : conns_) ::shutdown(c->fd, SHUT_RDWR);
   }
   for (auto& c : conns_) {
@@ -173,7 +174,7 @@ ControlServer::~ControlServer() {
 }
 
 void ControlServer::ReapFinished() {
-  std::lock_guard lock(conns_mu_);
+  MutexLock lock(conns_mu_);
   for (auto it = conns_.begin(); it != conns_.end();) {
     if ((*it)->done.load()) {
       (*it)->thread.join();
@@ -197,7 +198,7 @@ void ControlServer::AcceptLoop() {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     ReapFinished();
-    std::lock_guard lock(conns_mu_);
+    MutexLock lock(conns_mu_);
     if (conns_.size() >= static_cast<size_t>(options_.max_connections)) {
       if (!WriteLine(fd, ErrorReply("too many control connections (" +
                                     std::to_string(options_.max_connections) + "); try again"))) {
@@ -294,7 +295,7 @@ bool ControlServer::HandleLoad(Connection* conn, const ControlRequest& req) {
     return WriteLine(conn->fd, reply);
   }
   bool peer_alive = true;
-  auto next_progress = std::chrono::steady_clock::now() + options_.progress_interval;
+  auto next_progress = Clock::Real()->Now() + options_.progress_interval;
   while (!j->WaitFor(std::chrono::milliseconds(peer_alive ? 0 : 50))) {
     if (stopping_.load()) j->Cancel();
     // During a load the client sends nothing but "cancel"; EOF means it left (Ctrl-C).
@@ -311,7 +312,7 @@ bool ControlServer::HandleLoad(Connection* conn, const ControlRequest& req) {
         if (conn->buffer.size() > options_.max_request_bytes) conn->buffer.clear();
       }
     }
-    if (!peer_alive || std::chrono::steady_clock::now() < next_progress) continue;
+    if (!peer_alive || Clock::Real()->Now() < next_progress) continue;
     next_progress += options_.progress_interval;
     json msg = OkReply();
     msg["progress"] = LoadProgressToJson(j->progress());

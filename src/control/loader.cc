@@ -1,5 +1,6 @@
 // LoadJob, LoadManager and target resolution (see loader.h).
 #include "control/loader.h"
+#include "common/clock.h"
 
 #include <algorithm>
 #include <optional>
@@ -123,7 +124,7 @@ LoadJob::~LoadJob() {
 }
 
 void LoadJob::Start() {
-  start_ = std::chrono::steady_clock::now();
+  start_ = Clock::Real()->Now();
   int n = check_only_
               ? 1
               : static_cast<int>(std::min<size_t>(threads_, std::max<size_t>(1, state_.size())));
@@ -142,10 +143,10 @@ void LoadJob::Worker() {
   }
   if (running_workers_.fetch_sub(1) == 1) {
     LoadResult r = Finish();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     result_ = std::move(r);
     finished_ = true;
-    done_cv_.notify_all();
+    done_cv_.NotifyAll();
   }
 }
 
@@ -159,7 +160,7 @@ void LoadJob::Handle(size_t i) {
     auto fetched = engine_->Fetch(snapshot_, ino, Priority::kLow);
     if (!fetched.ok()) {
       st = TargetState::kFailed;
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (failures_.size() < kReportedPaths) {
         failures_.push_back(
             {.path = snapshot_->Path(ino), .reason = fetched.status().ToString()});
@@ -206,26 +207,26 @@ LoadResult LoadJob::Finish() {
         break;
     }
   }
-  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  std::lock_guard lock(mu_);
+  r.elapsed_s = std::chrono::duration<double>(Clock::Real()->Now() - start_).count();
+  MutexLock lock(mu_);
   r.failures = failures_;
   elapsed_s_ = r.elapsed_s;
   return r;
 }
 
 LoadResult LoadJob::Wait() {
-  std::unique_lock lock(mu_);
-  done_cv_.wait(lock, [&] { return finished_; });
+  MutexLock lock(mu_);
+  done_cv_.Wait(lock, [&]() REQUIRES(mu_) { return finished_; });
   return result_;
 }
 
 bool LoadJob::WaitFor(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  return done_cv_.wait_for(lock, timeout, [&] { return finished_; });
+  MutexLock lock(mu_);
+  return done_cv_.WaitFor(lock, timeout, [&]() REQUIRES(mu_) { return finished_; });
 }
 
 bool LoadJob::finished() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return finished_;
 }
 
@@ -238,11 +239,11 @@ LoadProgress LoadJob::progress() const {
                  .bytes_fetched = bytes_fetched_.load()};
   bool done;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     done = finished_;
     p.elapsed_s =
         done ? elapsed_s_
-             : std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+             : std::chrono::duration<double>(Clock::Real()->Now() - start_).count();
   }
   p.running = !done;
   if (p.elapsed_s > 0) {
@@ -258,12 +259,12 @@ LoadProgress LoadJob::progress() const {
 }
 
 LoadManager::~LoadManager() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (current_) current_->Cancel();
 }
 
 Result<std::shared_ptr<LoadJob>> LoadManager::Start(const LoadRequest& request) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (current_ && !current_->finished()) {
     LoadProgress p = current_->progress();
     return Unavailable("a load is already running (" + std::to_string(p.files_done) + "/" +
@@ -279,19 +280,19 @@ Result<std::shared_ptr<LoadJob>> LoadManager::Start(const LoadRequest& request) 
 }
 
 Status LoadManager::Cancel() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!current_ || current_->finished()) return NotFound("no load is running");
   current_->Cancel();
   return Status::Ok();
 }
 
 std::shared_ptr<LoadJob> LoadManager::current() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return current_;
 }
 
 bool LoadManager::loading() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return current_ && !current_->finished();
 }
 

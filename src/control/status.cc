@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/clock.h"
 #include "common/json_fields.h"
 #include "control/control.h"
 
@@ -44,11 +45,11 @@ CachedFigures StatusReporter::FromCounters(const std::shared_ptr<const Snapshot>
                   .bytes = ss.complete_bytes,
                   .owned_files = ss.owned_complete_objects,
                   .owned_bytes = ss.owned_complete_bytes};
-  std::lock_guard lock(empty_mu_);
+  MutexLock lock(empty_mu_);
   if (empty_of_.lock() != snap) {
     // Once per snapshot version: the store never holds empty files.
     empty_keys_.clear();
-    snap->ForEachFile([&](const EntryView& e) {
+    snap->ForEachFile([&](const EntryView& e) REQUIRES(empty_mu_) {
       if (e.size == 0) empty_keys_.push_back(engine_->KeyOf(*snap, e));
     });
     empty_of_ = snap;
@@ -115,10 +116,10 @@ DatasetStatus StatusReporter::Compute() {
   if (loads_ != nullptr) {
     if (auto job = loads_->current()) s.load = job->progress();
   }
-  auto now = std::chrono::steady_clock::now();
+  auto now = Clock::Real()->Now();
   bool degraded;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (es.origin_errors > last_errors_) degraded_until_ = now + kDegradedWindow;
     last_errors_ = es.origin_errors;
     degraded = now < degraded_until_;

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -259,7 +258,7 @@ Status Daemon::StartMount() {
     }
     OverlayOptions ov{.staging_dir = dataset_->dir() + "/staging",
                       .prefix = dataset_->snapshot()->prefix(),
-                      .quota = o.staging_quota > 0 ? o.staging_quota : (10ull << 30),
+                      .quota = o.staging_quota > 0 ? o.staging_quota : kDefaultStagingQuota,
                       .discard_pending = o.discard_pending};
     ASSIGN_OR_RETURN(overlay_, Overlay::Open(std::move(ov), dataset_->shared_ufs()));
     fs_opts.overlay = overlay_.get();
@@ -377,17 +376,17 @@ bool Daemon::PushFetched(const Snapshot& snap, uint64_t ino, uint64_t offset,
   const std::string listed_key = std::to_string(snap.version()) + ":" + dir;
   bool lister = false;
   {
-    std::unique_lock lock(push_mu_);
+    MutexLock lock(push_mu_);
     lister = push_listed_.try_emplace(listed_key, false).second;
-    if (!lister) push_cv_.wait(lock, [&] { return push_listed_[listed_key]; });
+    if (!lister) push_cv_.Wait(lock, [&]() REQUIRES(push_mu_) { return push_listed_[listed_key]; });
   }
   if (lister) {
     fuse_->ListDir(dir);
     {
-      std::lock_guard lock(push_mu_);
+      MutexLock lock(push_mu_);
       push_listed_[listed_key] = true;
     }
-    push_cv_.notify_all();
+    push_cv_.NotifyAll();
   }
   stored = fuse_->StoreData(node, offset, bytes);
   return stored.ok() && *stored;
@@ -470,20 +469,20 @@ Status Daemon::RequestDrain() {
 }
 
 void Daemon::RequestStop() {
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(stop_mu_);
   stop_requested_ = true;
-  stop_cv_.notify_all();
+  stop_cv_.NotifyAll();
 }
 
 void Daemon::AddStopHook(std::function<void()> hook) {
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(stop_mu_);
   stop_hooks_.push_back(std::move(hook));
 }
 
 Status Daemon::Run() {
   {
-    std::unique_lock lock(stop_mu_);
-    stop_cv_.wait(lock, [this] { return stop_requested_; });
+    MutexLock lock(stop_mu_);
+    stop_cv_.Wait(lock, [this]() REQUIRES(stop_mu_) { return stop_requested_; });
   }
   return Shutdown();
 }
@@ -503,7 +502,7 @@ Status Daemon::Shutdown() {
   }
   std::vector<std::function<void()>> hooks;
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     hooks.swap(stop_hooks_);
   }
   for (auto& hook : hooks) hook();
@@ -536,14 +535,14 @@ Status Daemon::Shutdown() {
     // Every reader has left (the engine's waits end at shutdown) and Close()
     // aborts the origin's transfers; a daemon process does not wait for a
     // transfer that still does not end longer than kShutdownGrace.
-    std::mutex closed_mu;
-    std::condition_variable closed_cv;
+    Mutex closed_mu;
+    CondVar closed_cv;
     bool closed = false;
     std::thread watchdog;
     if (options_.handle_signals) {
       watchdog = std::thread([&] {
-        std::unique_lock lock(closed_mu);
-        if (closed_cv.wait_for(lock, kShutdownGrace, [&] { return closed; })) return;
+        MutexLock lock(closed_mu);
+        if (closed_cv.WaitFor(lock, kShutdownGrace, [&] { return closed; })) return;
         GLOG_WARN("origin transfers still running {} s after unmount (stalled origin?); "
                   "exiting without waiting for them",
                   std::chrono::duration_cast<std::chrono::seconds>(kShutdownGrace).count());
@@ -554,10 +553,10 @@ Status Daemon::Shutdown() {
     }
     result = dataset_->Close();
     {
-      std::lock_guard lock(closed_mu);
+      MutexLock lock(closed_mu);
       closed = true;
     }
-    closed_cv.notify_all();
+    closed_cv.NotifyAll();
     if (watchdog.joinable()) watchdog.join();
     last.store = dataset_->store().stats();
   }
@@ -565,7 +564,7 @@ Status Daemon::Shutdown() {
   fs_.reset();
   overlay_.reset();
   {
-    std::lock_guard lock(final_mu_);
+    MutexLock lock(final_mu_);
     final_stats_ = last;
     has_final_ = true;
   }
@@ -582,7 +581,7 @@ Daemon::~Daemon() { Shutdown().IgnoreError(); }
 
 DaemonStats Daemon::stats() const {
   {
-    std::lock_guard lock(final_mu_);
+    MutexLock lock(final_mu_);
     if (has_final_) return final_stats_;
   }
   DaemonStats out;

@@ -28,12 +28,10 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +43,7 @@
 
 #include "cache/engine.h"
 #include "cluster/cluster_node.h"
+#include "common/mutex.h"
 #include "dataset/dataset.h"
 #include "common/config.h"
 #include "common/origin_defaults.h"
@@ -109,7 +108,7 @@ struct DaemonOptions {
   // `--writable` (docs/semantics.md): new files and directories are created
   // in an overlay staged under <dataset dir>/staging and uploaded on close
   // and fsync. Overwriting or deleting origin objects needs allow_overwrite
-  // / allow_delete. staging_quota: bytes staged at once (0 = 10 GiB);
+  // / allow_delete. staging_quota: bytes staged at once (0 = kDefaultStagingQuota);
   // discard_pending: drop what a crash left staged instead of uploading it.
   bool writable = false;
   bool allow_overwrite = false;
@@ -263,10 +262,10 @@ class Daemon {
   std::thread unmount_watcher_;  // FuseServer::Wait() -> RequestStop()
   std::thread signal_thread_;    // sigtimedwait loop (handle_signals)
 
-  std::mutex stop_mu_;  // guards stop_requested_ and stop_hooks_
-  std::condition_variable stop_cv_;
-  bool stop_requested_ = false;
-  std::vector<std::function<void()>> stop_hooks_;
+  Mutex stop_mu_;  // guards stop_requested_ and stop_hooks_; a leaf (hooks run without it)
+  CondVar stop_cv_;  // signalled when stop_requested_ is set
+  bool stop_requested_ GUARDED_BY(stop_mu_) = false;
+  std::vector<std::function<void()>> stop_hooks_ GUARDED_BY(stop_mu_);
   std::atomic<bool> shut_down_{false};  // Shutdown() began (signal thread exits)
   std::atomic<bool> handover_{false};   // SIGUSR2 under a holder: Shutdown() detaches
   std::atomic<bool> drain_requested_{false};  // RequestDrain(): Shutdown() drains
@@ -275,14 +274,14 @@ class Daemon {
   std::unique_ptr<HeldConnection> held_;  // the connection the holder keeps (a restart)
   bool serving_ = false;  // Open() finished: mounted, pid file written (controlling thread)
 
-  mutable std::mutex final_mu_;  // guards final_stats_ and has_final_
-  DaemonStats final_stats_;      // counters frozen at shutdown (engine gone)
-  bool has_final_ = false;
+  mutable Mutex final_mu_;  // guards final_stats_ and has_final_; a leaf lock
+  DaemonStats final_stats_ GUARDED_BY(final_mu_);  // counters frozen at shutdown (engine gone)
+  bool has_final_ GUARDED_BY(final_mu_) = false;
 
-  std::mutex push_mu_;  // guards push_listed_
-  std::condition_variable push_cv_;
+  Mutex push_mu_;  // guards push_listed_; a leaf (the listing runs without it)
+  CondVar push_cv_;  // signalled when a directory's listing ends
   // "version:directory" PushFetched listed (true) or is listing (false).
-  std::unordered_map<std::string, bool> push_listed_;
+  std::unordered_map<std::string, bool> push_listed_ GUARDED_BY(push_mu_);
 };
 
 // What a pid file says: "pid\nmountpoint\nsource\nstart time\n" and, from a

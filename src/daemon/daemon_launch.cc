@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/clock.h"
 #include "common/mountinfo.h"
 #include "common/uri.h"
 #include "daemon/daemon.h"
@@ -386,9 +387,9 @@ Status StopDaemon(std::string_view run_dir, std::string_view mountpoint,
       return ErrnoStatus("signal granary daemon pid " + std::to_string(info->pid), errno);
     }
     // Polling an external process with a deadline: it is not our child.
-    auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = Clock::Real()->Now() + timeout;
     while (ProcessAlive(info->pid)) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (Clock::Real()->Now() > deadline) {
         return Unavailable("granary daemon pid " + std::to_string(info->pid) + " did not exit within " +
                            std::to_string(timeout.count()) + " s");
       }

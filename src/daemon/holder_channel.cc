@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/clock.h"
 #include "daemon/daemon.h"
 
 namespace granary {
@@ -165,11 +166,11 @@ Result<nlohmann::json> AskMountHolder(const std::string& run_dir, const std::str
     return ErrnoStatus("mount holder: send", err);
   }
   std::string reply;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = Clock::Real()->Now() + timeout;
   char buf[4096];
   while (reply.find('\n') == std::string::npos) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+        deadline - Clock::Real()->Now());
     if (left.count() <= 0) {
       ::close(fd);
       return Unavailable("the mount holder did not answer within " +

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/clock.h"
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/uri.h"
@@ -343,7 +344,7 @@ Dataset::~Dataset() {
 
 Result<SyncResult> Dataset::Sync(const SwitchedHook& switched) {
   std::lock_guard lock(sync_mu_);
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::Real()->Now();
   const std::shared_ptr<const Snapshot> old = engine_->snapshot();
   ASSIGN_OR_RETURN(std::unique_ptr<Snapshot> built,
                    Snapshot::Rebuild(*ufs_, *old, dir_ + "/snapshot"));
@@ -379,7 +380,7 @@ Result<SyncResult> Dataset::Sync(const SwitchedHook& switched) {
     ++r.cache_files_dropped;
     r.cache_bytes_dropped += key.size;
   }
-  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.elapsed_s = std::chrono::duration<double>(Clock::Real()->Now() - t0).count();
   GLOG_INFO("sync: snapshot v{} -> v{}: {} files ({} added, {} removed, {} changed), {} cache "
             "files dropped, {:.2f} s",
             r.old_version, r.new_version, r.files, r.added, r.removed, r.changed,
