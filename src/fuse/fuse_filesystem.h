@@ -1,8 +1,9 @@
 // FuseFilesystem: the small interface between the FUSE kernel-protocol layer
 // (FuseServer) and whatever serves the files (the cache engine adapter, or
 // testing/dir_fs.h's DirFs in tests and benchmarks). Adapters translate; the protocol layer owns
-// framing, INIT, passthrough backing ids, attribute normalisation (files 0444,
-// dirs 0555, uid/gid from FuseOptions), timeouts and the Status -> errno map.
+// framing, INIT, passthrough backing ids, attribute normalisation (files 0444
+// and dirs 0555, or 0644 and 0755 on a writable mount; uid/gid from
+// FuseOptions), timeouts and the Status -> errno map.
 //
 // Node ids: 1 (kRootIno) is the root directory. Every other id is chosen by
 // the adapter and must stay valid until Forget(ino) is called for it. The
@@ -140,7 +141,8 @@ class FuseFilesystem {
   // ---- Writes (FuseOptions::writable; docs/semantics.md). ----
   // These answer an errno directly (0 = done): the refusals a writer must
   // tell apart (EPERM, EEXIST, ENOTEMPTY, EXDEV, ENOSPC) have no Status code.
-  // The defaults refuse: a read-only tree.
+  // The defaults refuse every write (an adapter without writes serves a
+  // read-only tree).
 
   // Opens a file for writing (`flags` has O_WRONLY or O_RDWR; O_TRUNC).
   // `pid`: the caller's (the request header's), for Flush to tell the
