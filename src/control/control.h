@@ -31,13 +31,13 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "control/control_request.h"
 #include "control/loader.h"
 #include "granary/status.h"
@@ -111,8 +111,8 @@ class ControlServer {
   int wake_fd_;  // eventfd: wakes the accept loop on shutdown
   std::atomic<bool> stopping_{false};
   std::thread accept_thread_;
-  std::mutex conns_mu_;  // guards conns_
-  std::list<std::unique_ptr<Connection>> conns_;
+  Mutex conns_mu_;  // guards conns_; a leaf lock
+  std::list<std::unique_ptr<Connection>> conns_ GUARDED_BY(conns_mu_);
 };
 
 // A connection to a daemon's control socket.

@@ -21,15 +21,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cache/engine.h"
+#include "common/mutex.h"
 #include "common/origin_defaults.h"
 #include "granary/status.h"
 #include "meta/snapshot.h"
@@ -154,12 +153,12 @@ class LoadJob {
   std::vector<std::thread> workers_;
   std::atomic<int> running_workers_{0};
 
-  mutable std::mutex mu_;  // guards failures_, finished_, result_, elapsed_s_
-  std::condition_variable done_cv_;
-  std::vector<LoadFailure> failures_;
-  bool finished_ = false;
-  double elapsed_s_ = 0;
-  LoadResult result_;
+  mutable Mutex mu_;  // guards failures_, finished_, result_, elapsed_s_
+  CondVar done_cv_;
+  std::vector<LoadFailure> failures_ GUARDED_BY(mu_);
+  bool finished_ GUARDED_BY(mu_) = false;
+  double elapsed_s_ GUARDED_BY(mu_) = 0;
+  LoadResult result_ GUARDED_BY(mu_);
 };
 
 // One load at a time per daemon.
@@ -181,8 +180,8 @@ class LoadManager {
 
  private:
   CacheEngine* engine_;
-  mutable std::mutex mu_;  // guards current_
-  std::shared_ptr<LoadJob> current_;
+  mutable Mutex mu_;  // guards current_
+  std::shared_ptr<LoadJob> current_ GUARDED_BY(mu_);
 };
 
 }  // namespace granary

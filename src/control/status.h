@@ -35,7 +35,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
@@ -43,6 +42,7 @@
 #include <vector>
 
 #include "cache/engine.h"
+#include "common/mutex.h"
 #include "common/units.h"  // FluidSize, FormatPercent: the sizes and ratios of a status
 #include "control/loader.h"
 #include "meta/overlay.h"
@@ -149,12 +149,13 @@ class StatusReporter {
   std::function<FuseStats()> fuse_stats_;
   std::string read_mode_;
   std::function<OverlayStats()> write_stats_;
-  std::mutex mu_;  // guards last_errors_, degraded_until_
-  uint64_t last_errors_ = 0;
-  std::chrono::steady_clock::time_point degraded_until_{};
-  std::mutex empty_mu_;  // guards empty_of_, empty_keys_ (never held with mu_)
-  std::weak_ptr<const Snapshot> empty_of_;  // the snapshot empty_keys_ were listed from
-  std::vector<ObjectKey> empty_keys_;       // its files of size 0
+  Mutex mu_;  // guards last_errors_, degraded_until_
+  uint64_t last_errors_ GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point degraded_until_ GUARDED_BY(mu_){};
+  Mutex empty_mu_;  // guards empty_of_, empty_keys_ (never held with mu_)
+  // The snapshot empty_keys_ were listed from.
+  std::weak_ptr<const Snapshot> empty_of_ GUARDED_BY(empty_mu_);
+  std::vector<ObjectKey> empty_keys_ GUARDED_BY(empty_mu_);  // its files of size 0
 };
 
 nlohmann::json StatusToJson(const DatasetStatus& s);
