@@ -343,7 +343,7 @@ Dataset::~Dataset() {
 }
 
 Result<SyncResult> Dataset::Sync(const SwitchedHook& switched) {
-  std::lock_guard lock(sync_mu_);
+  MutexLock lock(sync_mu_);
   const auto t0 = Clock::Real()->Now();
   const std::shared_ptr<const Snapshot> old = engine_->snapshot();
   ASSIGN_OR_RETURN(std::unique_ptr<Snapshot> built,

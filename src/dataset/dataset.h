@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,6 +32,7 @@
 
 #include "cache/engine.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/origin_defaults.h"
 #include "cluster/cluster_options.h"
 #include "granary/status.h"
@@ -163,7 +163,9 @@ class Dataset {
   std::unique_ptr<CacheEngine> engine_;
   std::unique_ptr<ClusterNode> cluster_;
   std::shared_ptr<const Snapshot> opened_snapshot_;  // until the engine exists
-  std::mutex sync_mu_;  // one Sync() at a time
+  // One Sync() at a time: serializes, guards no member. Held across the whole
+  // of Sync(), so taken before every lock Sync() reaches (engine, store).
+  Mutex sync_mu_;
   bool closed_ = false;
 };
 

@@ -247,20 +247,20 @@ Result<std::unique_ptr<FluidServer>> FluidServer::Start(Role role, FluidRunOptio
 
 FluidServer::~FluidServer() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (watcher_.joinable()) watcher_.join();
 }
 
 Status FluidServer::Run() {
   Status s = daemon_->Run();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (watcher_.joinable()) watcher_.join();
   std::error_code ec;
   fs::remove(StatePath(options_.run_dir, role_, source_), ec);
@@ -270,9 +270,9 @@ Status FluidServer::Run() {
 void FluidServer::RequestStop() { daemon_->RequestStop(); }
 
 void FluidServer::WatchLoop() {
-  std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, options_.watch_interval, [this] { return stop_; })) {
-    lock.unlock();
+  MutexLock lock(mu_);
+  while (!cv_.WaitFor(lock, options_.watch_interval, [this]() REQUIRES(mu_) { return stop_; })) {
+    lock.Unlock();
     // Fluid updates the ConfigMap by swapping a symlink: read the content,
     // not the inode or mtime.
     auto text = ReadRuntimeConfigText(options_.config_path);
@@ -287,7 +287,7 @@ void FluidServer::WatchLoop() {
         WriteState(true, "");
       }
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 

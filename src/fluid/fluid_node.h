@@ -27,16 +27,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/mutex.h"
 #include "daemon/daemon.h"
 #include "control/loader.h"
 #include "fluid/runtime_config.h"
@@ -125,9 +124,9 @@ class FluidServer {
   std::shared_ptr<MountTableUfs> table_;
   std::unique_ptr<Daemon> daemon_;
   std::thread watcher_;
-  std::mutex mu_;  // guards stop_ (with cv_)
-  std::condition_variable cv_;
-  bool stop_ = false;
+  Mutex mu_;  // guards stop_ (with cv_); a leaf lock
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
 };
 
 // `granary fluid dataload`: makes the workers cache `paths` (dataset paths,
