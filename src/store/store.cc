@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/page_cache.h"
 #include "store/store_impl.h"
 
@@ -142,7 +143,7 @@ store_format::EntryRecord Store::Impl::ToRecord(const Entry& e) const {
 }
 
 Status Store::Impl::AppendJournal(store_format::RecordType type, std::string_view payload) {
-  std::lock_guard lock(journal_mu);
+  MutexLock lock(journal_mu);
   if (!journal) {
     // Opened on a full disk. A removal needs no record: recovery drops an
     // entry whose file is gone. Anything else waits until a journal fits.
@@ -160,7 +161,7 @@ bool Store::Impl::CurrentLocked(const Shard& shard, const std::shared_ptr<Entry>
 
 bool Store::Impl::StillCurrent(const std::shared_ptr<Entry>& e, uint64_t generation) const {
   const Shard& shard = ShardOf(e->id);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   return CurrentLocked(shard, e, generation);
 }
 
@@ -310,7 +311,7 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   uint64_t generation;
   Shard& shard = ShardOf(e->id);
   {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     for (uint64_t b = first; b <= last; ++b) {
       if (!Entry::Bit(e->verified, b)) todo.emplace_back(b, e->checksums[b]);
     }
@@ -346,7 +347,7 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   }
   const bool hand_over = ok && one;
   if (fd >= 0) ::close(fd);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   if (!CurrentLocked(shard, e, generation)) return false;
   if (!ok) {
     GLOG_WARN("store: {} (dataset {}, key {}) failed verification; dropped",
@@ -388,7 +389,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
     uint64_t generation;
     bool need_verify = false;
     {
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       e = s.FindLocked(shard, id, key);
       if (!e) return miss();
       for (uint64_t b = first; b <= last; ++b) {
@@ -453,7 +454,7 @@ bool Store::Contains(const ObjectKey& key) const {
   const Impl& s = *impl_;
   ObjectId id = IdOf(key);
   const Shard& shard = s.ShardOf(id);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto e = s.FindLocked(shard, id, key);
   return e && e->complete();
 }
@@ -462,7 +463,7 @@ bool Store::ContainsRange(const ObjectKey& key, uint64_t offset, uint64_t len) c
   const Impl& s = *impl_;
   ObjectId id = IdOf(key);
   const Shard& shard = s.ShardOf(id);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto e = s.FindLocked(shard, id, key);
   if (!e) return false;
   if (offset >= key.size || len == 0) return true;
@@ -477,7 +478,7 @@ Result<CachedObjectInfo> Store::Describe(const ObjectKey& key) const {
   const Impl& s = *impl_;
   ObjectId id = IdOf(key);
   const Shard& shard = s.ShardOf(id);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto e = s.FindLocked(shard, id, key);
   if (!e) return NotFound("store: " + key.dataset + "/" + key.key + " not cached");
   return CachedObjectInfo{
@@ -498,7 +499,7 @@ Result<std::string> Store::Impl::CompleteFile(const ObjectKey& key, std::shared_
   uint32_t tier = 0;
   bool complete = false;
   {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     e = FindLocked(shard, id, key);
     complete = e && e->complete();
     if (complete) {
@@ -547,7 +548,7 @@ Result<Store::BlockFile> Store::OpenBlockFile(const ObjectKey& key, uint64_t blo
     uint64_t generation = 0;
     bool verified = false;
     {
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       e = s.FindLocked(shard, id, key);
       if (!e || block >= e->blocks || !Entry::Bit(e->present, block)) return missing();
       tier = e->tier;
@@ -559,7 +560,7 @@ Result<Store::BlockFile> Store::OpenBlockFile(const ObjectKey& key, uint64_t blo
     if (fd < 0) continue;
     uint64_t checksum = 0;
     {
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       const bool current = s.CurrentLocked(shard, e, generation) && Entry::Bit(e->present, block);
       if (current) checksum = e->checksums[block];
       if (!current) {
@@ -589,7 +590,7 @@ Status Store::Remove(const ObjectKey& key) {
   Impl& s = *impl_;
   ObjectId id = IdOf(key);
   Shard& shard = s.ShardOf(id);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto e = s.FindLocked(shard, id, key);
   if (e) s.DropLocked(shard, e);
   return Status::Ok();
@@ -617,7 +618,7 @@ StoreStats Store::stats() const {
       .near_evictions = get(c.near_evictions),
   };
   for (const Shard& shard : s.shards) {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     out.complete_objects += shard.complete.objects;
     out.complete_bytes += shard.complete.bytes;
     out.owned_complete_objects += shard.complete.owned_objects;
@@ -637,7 +638,7 @@ StoreStats Store::stats() const {
 void Store::SetOwnershipOracle(OwnershipOracle oracle, BlockOwnershipOracle block_oracle) {
   {
     // Eviction passes hold maintenance_mu: once this returns, none uses the old oracle.
-    std::lock_guard lock(impl_->maintenance_mu);
+    MutexLock lock(impl_->maintenance_mu);
     impl_->ownership.store(std::make_shared<const OwnershipOracle>(std::move(oracle)));
     impl_->block_ownership.store(
         std::make_shared<const BlockOwnershipOracle>(std::move(block_oracle)));
@@ -649,7 +650,7 @@ void Store::RecountOwnership() {
   Impl& s = *impl_;
   // Serialized, and the oracles are loaded once holding recount_mu: a later
   // recount (after a later oracle change) always applies last.
-  std::lock_guard recount(s.recount_mu);
+  MutexLock recount(s.recount_mu);
   std::shared_ptr<const OwnershipOracle> oracle = s.ownership.load();
   std::shared_ptr<const BlockOwnershipOracle> block_oracle = s.block_ownership.load();
   const bool all_owned = !oracle || !*oracle;
@@ -669,7 +670,7 @@ void Store::RecountOwnership() {
     seen.clear();
     words.clear();
     {
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       for (const auto& [id, e] : shard.map) {
         if (e->present_count == 0) continue;
         seen.push_back({.entry = e,
@@ -687,7 +688,7 @@ void Store::RecountOwnership() {
       v.block_bytes = s.OwnedBlockBytes(e.key, words.data() + v.first_word, e.blocks,
                                         block_oracle.get());
     }
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     for (const Seen& v : seen) {
       Entry& e = *v.entry;
       auto it = shard.map.find(e.id);
@@ -707,21 +708,21 @@ void Store::RecountOwnership() {
 }
 
 void Store::RunEvictionOnce() {
-  std::lock_guard lock(impl_->maintenance_mu);
+  MutexLock lock(impl_->maintenance_mu);
   impl_->EvictOnce();
 }
 
 Status Store::Checkpoint() {
-  std::lock_guard lock(impl_->maintenance_mu);
+  MutexLock lock(impl_->maintenance_mu);
   return impl_->CheckpointLocked();
 }
 
 Store::~Store() {
   {
-    std::lock_guard lock(impl_->bg_mu);
+    MutexLock lock(impl_->bg_mu);
     impl_->bg_stop = true;
   }
-  impl_->bg_cv.notify_all();
+  impl_->bg_cv.NotifyAll();
   if (impl_->bg_thread.joinable()) impl_->bg_thread.join();
   Status s = Checkpoint();
   if (!s.ok()) GLOG_WARN("store: checkpoint at close failed: {}", s.ToString());

@@ -14,6 +14,7 @@
 
 #include "common/file_modes.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 
@@ -100,7 +101,7 @@ void Store::Impl::NoteNoSpace(uint32_t tier, uint64_t bytes, bool disk_full) {
     tiers[tier]->pressure.fetch_add(std::max<uint64_t>(bytes * 4, 1 << 20),
                                     std::memory_order_relaxed);
   }
-  bg_cv.notify_one();
+  bg_cv.NotifyOne();
 }
 
 int Store::Impl::WriteNewFile(int tier, const std::string& path, std::string_view data,
@@ -157,7 +158,7 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
                                      std::string_view data, bool served) {
   Shard& shard = ShardOf(id);
   {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     if (FindLocked(shard, id, key)) return true;
   }
   uint64_t alloc = RoundUpAlloc(key.size);
@@ -191,7 +192,7 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
     return ErrnoStatus("store: write " + tmp, err);
   }
   uint64_t checksum = XXH3_64bits(data.data(), data.size());
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   if (shard.map.count(id)) {  // a concurrent admission won
     undo();
     return FindLocked(shard, id, key) != nullptr;
@@ -299,6 +300,7 @@ Result<bool> Store::Impl::CommitBlockLocked(const std::shared_ptr<Entry>& e, uin
   e->present_count++;
   e->allocated += alloc;
   Shard& shard = ShardOf(e->id);
+  shard.mu.AssertHeld();  // the caller holds e's shard lock (see the declaration)
   CountOwnedBlockLocked(shard, *e, block);
   if (e->complete()) CountCompleteLocked(shard, *e);  // its last block
   counters.admissions.fetch_add(1, std::memory_order_relaxed);
@@ -314,7 +316,7 @@ Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& 
   uint32_t tier;
   bool created = false;
   {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     e = FindLocked(shard, id, key);
     if (e && Entry::Bit(e->present, block)) return true;
     if (!e && shard.map.count(id)) return false;  // same id, other identity: never in practice
@@ -335,7 +337,7 @@ Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& 
                        served && options.drop_read_pages && options.direct_writes);
   uint64_t checksum = err == 0 ? XXH3_64bits(data.data(), data.size()) : 0;
 
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto it = shard.map.find(id);
   bool same = it != shard.map.end() && it->second == e && e->generation == generation;
   if (err == 0 && same && !Entry::Bit(e->present, block)) {

@@ -12,6 +12,7 @@
 
 #include "common/file_modes.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 
@@ -34,7 +35,7 @@ void Store::Impl::EvictTier(uint32_t t, uint64_t target) {
   std::vector<std::shared_ptr<Entry>> entries;
   std::vector<EvictionCandidate> candidates;
   for (Shard& shard : shards) {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     for (const auto& [id, e] : shard.map) {
       if (e->tier != t || e->allocated == 0) continue;  // empty: a writer is filling it
       candidates.push_back({.last_use = e->last_use.load(std::memory_order_relaxed),
@@ -61,7 +62,7 @@ void Store::Impl::EvictTier(uint32_t t, uint64_t target) {
       continue;
     }
     Shard& shard = ShardOf(e->id);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     auto it = shard.map.find(e->id);
     if (it == shard.map.end() || it->second != e || e->tier != t) continue;
     DropLocked(shard, e);
@@ -118,7 +119,7 @@ bool Store::Impl::Demote(const std::shared_ptr<Entry>& e, uint32_t to) {
   uint64_t generation, present_count, alloc;
   std::vector<uint64_t> present;
   {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     auto it = shard.map.find(e->id);
     if (it == shard.map.end() || it->second != e || e->tier >= to) return false;
     from = e->tier;
@@ -133,7 +134,7 @@ bool Store::Impl::Demote(const std::shared_ptr<Entry>& e, uint32_t to) {
   std::string tmp = dst + ".tmp." + std::to_string(::getpid()) + "." +
                     std::to_string(tmp_seq.fetch_add(1, std::memory_order_relaxed));
   int err = CopyPresentBlocks(*e, present, src, tmp);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto it = shard.map.find(e->id);
   bool same = it != shard.map.end() && it->second == e && e->generation == generation &&
               e->present_count == present_count;
@@ -182,7 +183,7 @@ Status Store::Impl::CheckpointLocked() {
   // 1. New mutations go to a fresh journal from here on.
   uint64_t generation;
   {
-    std::lock_guard lock(journal_mu);
+    MutexLock lock(journal_mu);
     generation = (journal ? journal->generation() : reopen_generation) + 1;
     ASSIGN_OR_RETURN(auto fresh, store_format::Journal::Create(options.index_dir, generation));
     journal = std::move(fresh);
@@ -199,7 +200,7 @@ Status Store::Impl::CheckpointLocked() {
       batch.clear();
       batch_pos = 0;
       Shard& shard = shards[shard_index++];
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       for (const auto& [id, e] : shard.map) {
         if (e->present_count > 0) batch.push_back(ToRecord(*e));
       }
@@ -215,17 +216,17 @@ Status Store::Impl::CheckpointLocked() {
 }
 
 void Store::Impl::BackgroundLoop() {
-  std::unique_lock lock(bg_mu);
+  MutexLock lock(bg_mu);
   while (!bg_stop) {
-    bg_cv.wait_for(lock, options.eviction_interval);
+    bg_cv.WaitFor(lock, options.eviction_interval);
     if (bg_stop) break;
-    lock.unlock();
+    lock.Unlock();
     {
-      std::lock_guard m(maintenance_mu);
+      MutexLock m(maintenance_mu);
       EvictOnce();
       uint64_t records;
       {
-        std::lock_guard j(journal_mu);
+        MutexLock j(journal_mu);
         records = journal ? journal->records() : 0;
       }
       if (records >= options.checkpoint_every_records) {
@@ -233,7 +234,7 @@ void Store::Impl::BackgroundLoop() {
         if (!s.ok()) GLOG_WARN("store: periodic checkpoint failed: {}", s.ToString());
       }
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 

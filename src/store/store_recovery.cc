@@ -21,6 +21,7 @@
 
 #include "common/file_modes.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/thread_pool.h"
 #include "store/store.h"
 #include "store/store_impl.h"
@@ -147,7 +148,9 @@ void Store::Impl::UpsertEntry(store_format::EntryRecord&& rec) {
   e->verified.assign(words, 0);
   for (uint64_t w : e->present) e->present_count += static_cast<uint64_t>(std::popcount(w));
   e->last_use.store(rec.last_use, std::memory_order_relaxed);
-  ShardOf(id).map[id] = std::move(e);
+  Shard& shard = ShardOf(id);
+  MutexLock lock(shard.mu);  // uncontended: recovery runs before the store is shared
+  shard.map[id] = std::move(e);
 }
 
 void Store::Impl::UpsertBlock(const store_format::BlockRecord& rec) {
@@ -157,6 +160,7 @@ void Store::Impl::UpsertBlock(const store_format::BlockRecord& rec) {
   uint64_t blocks = BlockCount(key.size);
   if (id != ObjectId{.hi = o.id_hi, .lo = o.id_lo} || rec.block >= blocks) return;
   Shard& shard = ShardOf(id);
+  MutexLock lock(shard.mu);  // uncontended: recovery runs before the store is shared
   std::shared_ptr<Entry>& slot = shard.map[id];
   if (!slot) {
     slot = std::make_shared<Entry>();
@@ -187,7 +191,11 @@ void Store::Impl::ApplyRecord(store_format::RecordType type, std::string_view pa
     if (rec.ok()) UpsertBlock(*rec);
   } else if (type == RecordType::kRemove) {
     ObjectId id;
-    if (store_format::DecodeRemove(payload, id.hi, id.lo).ok()) ShardOf(id).map.erase(id);
+    if (store_format::DecodeRemove(payload, id.hi, id.lo).ok()) {
+      Shard& shard = ShardOf(id);
+      MutexLock lock(shard.mu);
+      shard.map.erase(id);
+    }
   }
 }
 
@@ -200,7 +208,7 @@ void Store::Impl::ValidateFiles() {
   ParallelFor(shards.size(), kRecoveryParallelism, [&](size_t i) {
     Shard& shard = shards[i];
     // Nothing else runs yet; the lock is for the *Locked helpers' contract.
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     shard.complete = CompleteCounts{};
     shard.owned_block_bytes = 0;
     uint64_t shard_max = 0;
@@ -256,6 +264,7 @@ void Store::Impl::RemoveOrphans() {
       bool known = false;
       if (ParseHexName(file, id)) {
         const Shard& shard = ShardOf(id);
+        MutexLock lock(shard.mu);
         auto it = shard.map.find(id);
         known = it != shard.map.end() && it->second->tier == t;
       }
@@ -277,7 +286,10 @@ Status Store::Impl::Recover() {
   } else if (ckpt.status().code() != Code::kNotFound) {
     GLOG_WARN("store: ignoring the index checkpoint ({}); starting from the journals",
               ckpt.status().ToString());
-    for (Shard& shard : shards) shard.map.clear();
+    for (Shard& shard : shards) {
+      MutexLock lock(shard.mu);
+      shard.map.clear();
+    }
   }
   uint64_t next_gen = ckpt_gen;
   for (uint64_t gen : ListJournals(options.index_dir)) {
@@ -296,7 +308,7 @@ Status Store::Impl::Recover() {
   // A full disk does not refuse the store: it serves what it
   // holds and admits again once the index can be written.
   {
-    std::lock_guard lock(journal_mu);
+    MutexLock lock(journal_mu);
     auto created = store_format::Journal::Create(options.index_dir, next_gen);
     if (!created.ok() && created.status().code() == Code::kNoSpace) {
       reopen_generation = next_gen;
