@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "cluster/cluster_node.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "dataset/dataset.h"
 
 namespace granary {
@@ -106,8 +107,10 @@ void ClusterNode::HandoverLoop() {
   while (true) {
     uint64_t generation = 0;
     {
-      std::unique_lock lock(handover_mu_);
-      handover_cv_.wait(lock, [&] { return handover_stop_ || handover_wanted_ != done; });
+      MutexLock lock(handover_mu_);
+      handover_cv_.Wait(lock, [&]() REQUIRES(handover_mu_) {
+        return handover_stop_ || handover_wanted_ != done;
+      });
       if (handover_stop_) return;
       generation = handover_wanted_;
     }
@@ -131,9 +134,10 @@ void ClusterNode::HandoverLoop() {
         ended = true;
         break;
       }
-      std::unique_lock lock(handover_mu_);
-      if (handover_cv_.wait_for(lock, kDrainPoll,
-                                [&] { return handover_stop_ || handover_wanted_ != generation; })) {
+      MutexLock lock(handover_mu_);
+      if (handover_cv_.WaitFor(lock, kDrainPoll, [&]() REQUIRES(handover_mu_) {
+            return handover_stop_ || handover_wanted_ != generation;
+          })) {
         break;
       }
     }
@@ -154,7 +158,7 @@ bool ClusterNode::RunHandoverPass(uint64_t generation) {
   handover_.objects_total.store(snap->file_count());
   handover_.objects_checked.store(0);
   auto interrupted = [&] {
-    std::lock_guard lock(handover_mu_);
+    MutexLock lock(handover_mu_);
     return handover_stop_ || handover_wanted_ != generation;
   };
   bool stop = false;
@@ -177,10 +181,10 @@ bool ClusterNode::RunHandoverPass(uint64_t generation) {
 
 void ClusterNode::StopHandover() {
   {
-    std::lock_guard lock(handover_mu_);
+    MutexLock lock(handover_mu_);
     handover_stop_ = true;
   }
-  handover_cv_.notify_all();
+  handover_cv_.NotifyAll();
   if (handover_thread_.joinable()) handover_thread_.join();
 }
 
@@ -260,7 +264,7 @@ Status ClusterNode::Drain(std::chrono::milliseconds timeout) {
   std::shared_ptr<const Placement> last = last_with_self_.load();
   if (!last || stopped_.load() || leaving_.exchange(true)) return Status::Ok();
   auto report = [&](std::string state, std::vector<std::string> waiting) {
-    std::lock_guard lock(drain_mu_);
+    MutexLock lock(drain_mu_);
     drain_.state = std::move(state);
     drain_.timeout_s = std::chrono::duration<double>(timeout).count();
     drain_.elapsed_s = std::chrono::duration<double>(Clock::Real()->Now() - t0).count();

@@ -221,14 +221,14 @@ void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
     }
   }
   {
-    std::lock_guard lock(handover_mu_);
+    MutexLock lock(handover_mu_);
     handover_wanted_ = generation;
   }
-  handover_cv_.notify_all();
+  handover_cv_.NotifyAll();
   // The store's owned-object counters follow the new placement. Not under
   // clients_mu_: the recount calls Owns() for every complete object.
   dataset_->store().RecountOwnership();
-  std::lock_guard lock(clients_mu_);
+  MutexLock lock(clients_mu_);
   for (auto it = clients_.begin(); it != clients_.end();) {
     bool live = false;
     for (const Member& m : next->members()) live = live || m.address == it->first;
@@ -286,7 +286,7 @@ bool ClusterNode::IsPrimary(const ObjectKey& key, uint64_t block) const {
 }
 
 std::shared_ptr<net::PeerClient> ClusterNode::ClientFor(const Member& m) {
-  std::lock_guard lock(clients_mu_);
+  MutexLock lock(clients_mu_);
   auto& client = clients_[m.address];
   if (!client) {
     client = std::make_shared<net::PeerClient>(
@@ -379,14 +379,14 @@ Result<bool> ClusterNode::Warm(const net::BlockRequest& r) {
 }
 
 void ClusterNode::SetStatusProvider(std::function<Result<nlohmann::json>()> provider) {
-  std::lock_guard lock(provider_mu_);
+  MutexLock lock(provider_mu_);
   status_provider_ = std::move(provider);
 }
 
 Result<std::string> ClusterNode::StatusJson() {
   std::function<Result<nlohmann::json>()> provider;
   {
-    std::lock_guard lock(provider_mu_);
+    MutexLock lock(provider_mu_);
     provider = status_provider_;
   }
   if (!provider) return Unavailable("node " + self_id_ + " is starting");
@@ -437,7 +437,7 @@ ClusterStats ClusterNode::stats() const {
   }
   s.leaving = leaving_.load();
   {
-    std::lock_guard lock(drain_mu_);
+    MutexLock lock(drain_mu_);
     s.drain = drain_;
     if (drain_.state == "draining") {
       s.drain.elapsed_s =
@@ -466,7 +466,7 @@ ClusterStats ClusterNode::stats() const {
     s.peer_latency_sum_s += cs.latency_sum_s;
   };
   {
-    std::lock_guard lock(clients_mu_);
+    MutexLock lock(clients_mu_);
     for (const auto& [addr, c] : clients_) add(*c);
     for (const auto& c : retired_) add(*c);
   }

@@ -32,11 +32,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +46,7 @@
 #include "cluster/peer_health.h"
 #include "cluster/placement.h"
 #include "cluster/placement_history.h"
+#include "common/mutex.h"
 #include "common/shared_slot.h"
 #include "cluster/cluster_options.h"
 #include "net/peer_client.h"
@@ -198,22 +197,24 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   cluster::PeerHealth health_;
   SharedSlot<const cluster::Placement> placement_;
 
-  mutable std::mutex clients_mu_;  // guards clients_
-  std::map<std::string, std::shared_ptr<net::PeerClient>> clients_;  // by address
+  mutable Mutex clients_mu_;  // guards clients_, retired_; a leaf lock
+  // By address.
+  std::map<std::string, std::shared_ptr<net::PeerClient>> clients_ GUARDED_BY(clients_mu_);
   // Clients of members that left: their counters still count.
-  std::vector<std::shared_ptr<net::PeerClient>> retired_;
+  std::vector<std::shared_ptr<net::PeerClient>> retired_ GUARDED_BY(clients_mu_);
 
-  std::mutex provider_mu_;  // guards status_provider_
-  std::function<Result<nlohmann::json>()> status_provider_;
+  Mutex provider_mu_;  // guards status_provider_; a leaf (the provider runs without it)
+  std::function<Result<nlohmann::json>()> status_provider_ GUARDED_BY(provider_mu_);
 
   std::unique_ptr<cluster::PlacementHistory> history_;  // set by StartAll
   // Members of the last view that held this node, for a drain to ask.
   SharedSlot<const cluster::Placement> last_with_self_;
 
-  std::mutex handover_mu_;  // guards handover_wanted_, handover_stop_
-  std::condition_variable handover_cv_;
-  uint64_t handover_wanted_ = 0;  // history generation a pass should cover
-  bool handover_stop_ = false;
+  Mutex handover_mu_;  // guards handover_wanted_, handover_stop_; a leaf lock
+  CondVar handover_cv_;  // signalled when either changes
+  // History generation a pass should cover.
+  uint64_t handover_wanted_ GUARDED_BY(handover_mu_) = 0;
+  bool handover_stop_ GUARDED_BY(handover_mu_) = false;
   std::thread handover_thread_;
   struct HandoverCounters {
     std::atomic<uint64_t> objects_total{0}, objects_checked{0}, passes{0}, blocks{0}, bytes{0};
@@ -222,9 +223,9 @@ class ClusterNode : public ClusterSource, public net::PeerService {
 
   std::atomic<bool> stopped_{false};
   std::atomic<bool> leaving_{false};  // Drain() began: out of the member set
-  mutable std::mutex drain_mu_;       // guards drain_, drain_started_; a leaf lock
-  DrainStats drain_;
-  std::chrono::steady_clock::time_point drain_started_;
+  mutable Mutex drain_mu_;       // guards drain_, drain_started_; a leaf lock
+  DrainStats drain_ GUARDED_BY(drain_mu_);
+  std::chrono::steady_clock::time_point drain_started_ GUARDED_BY(drain_mu_);
 };
 
 }  // namespace granary

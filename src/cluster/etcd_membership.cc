@@ -85,7 +85,7 @@ Status EtcdMembership::Validate() const {
 
 Status EtcdMembership::Start() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (started_) return InvalidArgument("etcd membership: Start called twice");
     started_ = true;
   }
@@ -141,7 +141,7 @@ Status EtcdMembership::Refresh() {
 void EtcdMembership::Publish(std::vector<Member> members) {
   std::shared_ptr<const Placement> next;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto candidate = std::make_shared<const Placement>(std::move(members), placement_->generation() + 1);
     if (candidate->members() == placement_->members()) return;
     GLOG_INFO("cluster: {} members (was {}), generation {}", candidate->members().size(),
@@ -151,15 +151,15 @@ void EtcdMembership::Publish(std::vector<Member> members) {
   }
   std::vector<std::function<void(std::shared_ptr<const Placement>)>> callbacks;
   {
-    std::lock_guard lock(callbacks_mu_);
+    MutexLock lock(callbacks_mu_);
     callbacks = callbacks_;
   }
   for (auto& cb : callbacks) cb(next);
 }
 
 bool EtcdMembership::WaitFor(Clock::Duration d) {
-  std::unique_lock lock(mu_);
-  wake_.wait_for(lock, d, [this] { return stopping_; });
+  MutexLock lock(mu_);
+  wake_.WaitFor(lock, d, [this]() REQUIRES(mu_) { return stopping_; });
   return !stopping_;
 }
 
@@ -198,18 +198,18 @@ void EtcdMembership::PollLoop() {
 
 void EtcdMembership::JoinThreads() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
-  std::lock_guard lock(threads_mu_);
+  wake_.NotifyAll();
+  MutexLock lock(threads_mu_);
   if (keepalive_thread_.joinable()) keepalive_thread_.join();
   if (poll_thread_.joinable()) poll_thread_.join();
 }
 
 void EtcdMembership::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
   }
@@ -229,12 +229,12 @@ void EtcdMembership::AbandonForTest() {
 }
 
 std::shared_ptr<const Placement> EtcdMembership::placement() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return placement_;
 }
 
 void EtcdMembership::OnChange(std::function<void(std::shared_ptr<const Placement>)> cb) {
-  std::lock_guard lock(callbacks_mu_);
+  MutexLock lock(callbacks_mu_);
   callbacks_.push_back(std::move(cb));
 }
 

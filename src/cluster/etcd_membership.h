@@ -32,10 +32,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +41,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/membership.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace granary::cluster {
 
@@ -103,17 +102,21 @@ class EtcdMembership : public Membership {
   std::atomic<int64_t> lease_{0};        // 0: no lease held
   std::atomic<bool> need_put_{false};    // the key must be put again under lease_
 
-  mutable std::mutex mu_;  // guards placement_, stopping_, started_, stopped_; before callbacks_mu_
-  std::condition_variable wake_;  // signalled on stop
-  std::shared_ptr<const Placement> placement_;
-  bool started_ = false;
-  bool stopping_ = false;
-  bool stopped_ = false;
+  // Guards placement_, stopping_, started_, stopped_; taken before callbacks_mu_.
+  mutable Mutex mu_ ACQUIRED_BEFORE(callbacks_mu_);
+  CondVar wake_;  // signalled on stop
+  std::shared_ptr<const Placement> placement_ GUARDED_BY(mu_);
+  bool started_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
 
-  std::mutex callbacks_mu_;  // guards callbacks_; never held while a callback runs
-  std::vector<std::function<void(std::shared_ptr<const Placement>)>> callbacks_;
+  Mutex callbacks_mu_;  // guards callbacks_; never held while a callback runs
+  std::vector<std::function<void(std::shared_ptr<const Placement>)>> callbacks_
+      GUARDED_BY(callbacks_mu_);
 
-  std::mutex threads_mu_;  // guards the joining of the threads (Stop vs AbandonForTest)
+  // Guards the joining of the threads (Stop vs AbandonForTest); not annotated
+  // on the threads: they are started before any other thread can join them.
+  Mutex threads_mu_;
   std::thread keepalive_thread_;
   std::thread poll_thread_;
 };

@@ -13,7 +13,7 @@ PeerHealth::PeerHealth(PeerHealthOptions options)
 
 void PeerHealth::RecordFailure(std::string_view node_id) {
   const Clock::TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = peers_.find(node_id);
   if (it == peers_.end()) {
     it = peers_.emplace(std::string(node_id), State{}).first;
@@ -31,14 +31,14 @@ void PeerHealth::RecordFailure(std::string_view node_id) {
 void PeerHealth::RecordSuccess(std::string_view node_id) { Forget(node_id); }
 
 void PeerHealth::Forget(std::string_view node_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = peers_.find(node_id);
   if (it != peers_.end()) peers_.erase(it);
 }
 
 bool PeerHealth::Usable(std::string_view node_id) {
   const Clock::TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = peers_.find(node_id);
   if (it == peers_.end()) return true;
   State& s = it->second;
@@ -50,7 +50,7 @@ bool PeerHealth::Usable(std::string_view node_id) {
 
 std::vector<PeerBackoff> PeerHealth::Failing() {
   const Clock::TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<PeerBackoff> out;
   for (const auto& [id, s] : peers_) {
     out.push_back(PeerBackoff{

@@ -15,12 +15,12 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace granary::cluster {
 
@@ -65,8 +65,8 @@ class PeerHealth {
 
   const PeerHealthOptions options_;
   Clock* const clock_;
-  std::mutex mu_;  // guards peers_; leaf lock
-  std::map<std::string, State, std::less<>> peers_;
+  Mutex mu_;  // guards peers_; leaf lock
+  std::map<std::string, State, std::less<>> peers_ GUARDED_BY(mu_);
 };
 
 }  // namespace granary::cluster

@@ -18,7 +18,7 @@ uint64_t PlacementHistory::Record(std::shared_ptr<const Placement> prev, const P
       others_owned = others_owned || (m.node_id != self_id_ && m.capacity > 0);
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++generation_;
   if (owns_now && others_owned) {
     sets_.push_back(Kept{.generation = generation_, .placement = std::move(prev)});
@@ -32,7 +32,7 @@ std::vector<Member> PlacementHistory::PreviousOwners(std::string_view placement_
   if (kept() == 0) return out;
   std::vector<std::shared_ptr<const Placement>> sets;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = sets_.rbegin(); it != sets_.rend(); ++it) sets.push_back(it->placement);
   }
   for (const auto& p : sets) {
@@ -51,7 +51,7 @@ std::vector<Member> PlacementHistory::PreviousOwners(std::string_view placement_
 
 void PlacementHistory::Forget(uint64_t upto) {
   std::vector<Kept> dropped;  // released outside the lock
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto keep = std::stable_partition(sets_.begin(), sets_.end(),
                                     [&](const Kept& k) { return k.generation > upto; });
   dropped.assign(std::make_move_iterator(keep), std::make_move_iterator(sets_.end()));
@@ -60,7 +60,7 @@ void PlacementHistory::Forget(uint64_t upto) {
 }
 
 uint64_t PlacementHistory::generation() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return generation_;
 }
 

@@ -21,12 +21,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cluster/placement.h"
+#include "common/mutex.h"
 
 namespace granary::cluster {
 
@@ -63,9 +63,9 @@ class PlacementHistory {
 
   const std::string self_id_;
   const size_t replicas_;
-  mutable std::mutex mu_;   // guards sets_ and generation_; a leaf lock
-  std::vector<Kept> sets_;  // oldest first
-  uint64_t generation_ = 0;
+  mutable Mutex mu_;  // guards sets_ and generation_; a leaf lock
+  std::vector<Kept> sets_ GUARDED_BY(mu_);  // oldest first
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
   std::atomic<size_t> kept_{0};  // sets_.size(), for the read path's fast check
 };
 

@@ -51,28 +51,28 @@ std::vector<Member> StaticMembership::WithSelf(std::vector<Member> peers) const 
 }
 
 Status StaticMembership::Start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return CheckList(members_);
 }
 
 std::shared_ptr<const Placement> StaticMembership::placement() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return placement_;
 }
 
 void StaticMembership::OnChange(std::function<void(std::shared_ptr<const Placement>)> cb) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   callbacks_.push_back(std::move(cb));
 }
 
 Result<bool> StaticMembership::Update(std::vector<Member> peers) {
-  std::lock_guard serial(update_mu_);
+  MutexLock serial(update_mu_);
   std::vector<Member> next = WithSelf(std::move(peers));
   RETURN_IF_ERROR(CheckList(next));
   std::shared_ptr<const Placement> view;
   std::vector<std::function<void(std::shared_ptr<const Placement>)>> callbacks;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (SortedIds(next) == SortedIds(members_)) return false;
     view = std::make_shared<const Placement>(next, placement_->generation() + 1);
     members_ = std::move(next);

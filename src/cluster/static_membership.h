@@ -16,11 +16,11 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "cluster/membership.h"
+#include "common/mutex.h"
 
 namespace granary::cluster {
 
@@ -49,11 +49,13 @@ class StaticMembership : public Membership {
   std::vector<Member> WithSelf(std::vector<Member> peers) const;
 
   Member self_;
-  std::mutex update_mu_;         // serializes Update (and its callbacks); before mu_
-  mutable std::mutex mu_;        // guards members_, placement_, callbacks_; a leaf lock
-  std::vector<Member> members_;  // as given, with self (validated by Start/Update)
-  std::shared_ptr<const Placement> placement_;
-  std::vector<std::function<void(std::shared_ptr<const Placement>)>> callbacks_;
+  // Serializes Update (and its callbacks); guards no member; taken before mu_.
+  Mutex update_mu_ ACQUIRED_BEFORE(mu_);
+  mutable Mutex mu_;  // guards members_, placement_, callbacks_; a leaf lock
+  // As given, with self (validated by Start/Update).
+  std::vector<Member> members_ GUARDED_BY(mu_);
+  std::shared_ptr<const Placement> placement_ GUARDED_BY(mu_);
+  std::vector<std::function<void(std::shared_ptr<const Placement>)>> callbacks_ GUARDED_BY(mu_);
 };
 
 }  // namespace granary::cluster
