@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "common/log.h"
@@ -26,14 +25,14 @@ EngineFs::EngineFs(CacheEngine* engine, EngineFsOptions options)
 }
 
 NodeNumbering EngineFs::numbering() const {
-  std::shared_lock lock(versions_mu_);
+  ReaderMutexLock lock(versions_mu_);
   const Version& v = versions_.back();
   return NodeNumbering{
       .version = v.snap->version(), .base = v.base, .next_base = v.base + v.snap->max_ino()};
 }
 
 Result<EngineFs::Resolved> EngineFs::Resolve(uint64_t node) const {
-  std::shared_lock lock(versions_mu_);
+  ReaderMutexLock lock(versions_mu_);
   if (node == kRootIno) {
     return Resolved{.snap = versions_.back().snap, .base = versions_.back().base, .ino = kRootIno};
   }
@@ -52,7 +51,7 @@ Result<EngineFs::Resolved> EngineFs::Resolve(uint64_t node) const {
 
 uint64_t EngineFs::NodeOf(const Snapshot& snap, uint64_t ino) const {
   if (ino == kRootIno) return kRootIno;
-  std::shared_lock lock(versions_mu_);
+  ReaderMutexLock lock(versions_mu_);
   for (auto it = versions_.rbegin(); it != versions_.rend(); ++it) {
     if (it->snap.get() == &snap) return it->base + ino;
   }
@@ -81,7 +80,7 @@ Result<NodeAttr> EngineFs::Lookup(uint64_t parent, std::string_view name) {
       std::shared_ptr<const Snapshot> snap;
       uint64_t base = 0;
       {
-        std::shared_lock lock(versions_mu_);
+        ReaderMutexLock lock(versions_mu_);
         snap = versions_.back().snap;
         base = versions_.back().base;
       }
@@ -211,7 +210,7 @@ std::vector<std::string> EngineFs::AddVersion(std::shared_ptr<const Snapshot> ne
       pos += page.size();
     }
   };
-  std::unique_lock lock(versions_mu_);
+  WriterMutexLock lock(versions_mu_);
   const Version& last = versions_.back();
   add_root_names(*last.snap);
   add_root_names(*next);
@@ -314,7 +313,7 @@ std::string UnescapeLine(std::string_view text) {
 }  // namespace
 
 uint64_t EngineFs::OverlayNode(const std::string& path) {
-  std::lock_guard lock(overlay_mu_);
+  MutexLock lock(overlay_mu_);
   auto [it, inserted] = overlay_ids_.try_emplace(path, 0);
   if (inserted) {
     it->second = next_overlay_++;
@@ -333,7 +332,7 @@ void EngineFs::JournalOverlayNode(const std::string& line) {
 }
 
 Status EngineFs::OpenOverlayNodeJournal(const std::string& path, bool restore) {
-  std::lock_guard lock(overlay_mu_);
+  MutexLock lock(overlay_mu_);
   if (restore) {
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
@@ -387,7 +386,7 @@ std::optional<Result<size_t>> EngineFs::ReadOverlay(uint64_t node, uint64_t offs
 }
 
 void EngineFs::ForgetOverlayPath(const std::string& path) {
-  std::lock_guard lock(overlay_mu_);
+  MutexLock lock(overlay_mu_);
   if (auto it = overlay_ids_.find(path); it != overlay_ids_.end()) {
     JournalOverlayNode("-\t" + std::to_string(it->second) + "\n");
     overlay_paths_.erase(it->second);
@@ -416,7 +415,7 @@ int EngineFs::MadeEntry(const Status& made, const std::string& path, NodeAttr* a
 Result<std::string> EngineFs::PathOf(uint64_t node) const {
   if (node == kRootIno) return std::string();
   if (node >= kOverlayBase) {
-    std::lock_guard lock(overlay_mu_);
+    MutexLock lock(overlay_mu_);
     auto it = overlay_paths_.find(node);
     if (it == overlay_paths_.end()) return NotFound("node " + std::to_string(node));
     return it->second;
@@ -455,7 +454,7 @@ Status EngineFs::ReadDirMerged(uint64_t node, uint64_t offset, const DirEntrySin
   } else {
     // An overlay directory: the origin may have it too (after a sync).
     {
-      std::shared_lock lock(versions_mu_);
+      ReaderMutexLock lock(versions_mu_);
       snap = versions_.back().snap;
       base = versions_.back().base;
     }

@@ -25,14 +25,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "cache/engine.h"
+#include "common/mutex.h"
 #include "fuse/fuse_filesystem.h"
 #include "meta/overlay.h"
 
@@ -182,15 +181,19 @@ class EngineFs : public FuseFilesystem {
   CacheEngine* engine_;
   EngineFsOptions options_;
   Overlay* overlay_ = nullptr;
-  mutable std::mutex overlay_mu_;  // guards overlay_paths_, overlay_ids_, next_overlay_
-  std::unordered_map<uint64_t, std::string> overlay_paths_;
-  std::unordered_map<std::string, uint64_t> overlay_ids_;
-  uint64_t next_overlay_ = kOverlayBase + 1;
-  int overlay_journal_fd_ = -1;  // OpenOverlayNodeJournal; written under overlay_mu_
-  void JournalOverlayNode(const std::string& line);
-  mutable std::shared_mutex versions_mu_;
-  std::vector<Version> versions_;  // oldest first; back() is current
-  uint64_t dropped_below_ = 0;     // ids <= this belong to dropped versions
+  // Guards overlay_paths_, overlay_ids_, next_overlay_, overlay_journal_fd_.
+  // A leaf lock (the overlay's own locks are taken without it).
+  mutable Mutex overlay_mu_;
+  std::unordered_map<uint64_t, std::string> overlay_paths_ GUARDED_BY(overlay_mu_);
+  std::unordered_map<std::string, uint64_t> overlay_ids_ GUARDED_BY(overlay_mu_);
+  uint64_t next_overlay_ GUARDED_BY(overlay_mu_) = kOverlayBase + 1;
+  // OpenOverlayNodeJournal; written under overlay_mu_.
+  int overlay_journal_fd_ GUARDED_BY(overlay_mu_) = -1;
+  void JournalOverlayNode(const std::string& line) REQUIRES(overlay_mu_);
+  mutable SharedMutex versions_mu_;  // guards versions_, dropped_below_; a leaf lock
+  std::vector<Version> versions_ GUARDED_BY(versions_mu_);  // oldest first; back() is current
+  // Ids <= this belong to dropped versions.
+  uint64_t dropped_below_ GUARDED_BY(versions_mu_) = 0;
   mutable std::atomic<uint64_t> opens_{0}, backing_offers_{0}, read_errors_{0}, stale_nodes_{0};
 };
 

@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "net/handshake.h"
 #include "net/messages.h"
 
@@ -45,10 +44,13 @@ struct PeerClient::Outcome {
 };
 
 struct PeerClient::Slot {
-  std::mutex mu;  // guards opening, conn; a leaf lock, never held while connecting
-  std::condition_variable cv;  // signalled when an open attempt ends
-  bool opening = false;        // a caller is connecting for this slot; others wait for it
-  std::shared_ptr<Connection> conn;
+  // Guards opening, conn; never held while connecting. Taken before the
+  // slot's Connection::mu_ (asking whether it broke).
+  Mutex mu;
+  CondVar cv;  // signalled when an open attempt ends
+  // A caller is connecting for this slot; others wait for it.
+  bool opening GUARDED_BY(mu) = false;
+  std::shared_ptr<Connection> conn GUARDED_BY(mu);
 };
 
 // One connected, authenticated socket with its reader thread. Errors it
@@ -69,7 +71,7 @@ class PeerClient::Connection {
   Outcome Call(Op op, std::string_view payload, Deadline deadline);
 
   bool broken() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return !broken_.ok();
   }
 
@@ -84,12 +86,14 @@ class PeerClient::Connection {
   // holds of it, then the rest straight from the socket.
   bool ReceivePayload(const FrameHeader& h, char* dst);
   // Hands a reply to its caller; false if the connection must end.
-  bool Deliver(Frame f, BlockData block);
+  bool Deliver(Frame f, BlockData block) EXCLUDES(mu_);
   // Marks the connection broken and fails every outstanding request.
-  void Break(const Status& s, PeerErrorKind kind);
+  void Break(const Status& s, PeerErrorKind kind) EXCLUDES(mu_);
 
+  // Not annotated: it is guarded by its Connection's mu_, which the analysis
+  // cannot name from here.
   struct Pending {
-    std::condition_variable cv;
+    CondVar cv;
     std::optional<Outcome> outcome;  // set once, under mu_
   };
 
@@ -99,11 +103,14 @@ class PeerClient::Connection {
   // Received bytes not yet consumed: [pos_, end_) of buf_ (reader thread only).
   std::vector<char> buf_;
   size_t pos_ = 0, end_ = 0;
-  std::mutex write_mu_;  // serializes whole frames on fd_; taken before mu_ when both are held
-  std::mutex mu_;        // guards pending_, next_id_, broken_; a leaf lock
-  std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
-  uint64_t next_id_ = 1;  // 0 is the handshake's and connection-level errors'
-  Status broken_;         // why the connection is unusable; OK while it works
+  // Serializes whole frames on fd_ (guards no member); taken before mu_
+  // when both are held.
+  Mutex write_mu_ ACQUIRED_BEFORE(mu_);
+  Mutex mu_;  // guards pending_, next_id_, broken_; a leaf lock
+  std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_ GUARDED_BY(mu_);
+  // 0 is the handshake's and connection-level errors'.
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  Status broken_ GUARDED_BY(mu_);  // why the connection is unusable; OK while it works
   std::thread reader_;
 };
 
@@ -112,19 +119,19 @@ PeerClient::Outcome PeerClient::Connection::Call(Op op, std::string_view payload
   auto p = std::make_shared<Pending>();
   uint64_t id;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!broken_.ok()) return {.frame = broken_, .kind = PeerErrorKind::kConnectionLost};
     id = next_id_++;
     pending_.emplace(id, p);
   }
   {
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(write_mu_);
     Status s = WriteFrame(fd_, op, id, payload, deadline);
     // A frame may be half sent: nothing else can follow it on this socket.
     if (!s.ok()) Break(Unavailable("connection lost: " + s.message()), PeerErrorKind::kConnectionLost);
   }
-  std::unique_lock lock(mu_);
-  if (!p->cv.wait_until(lock, deadline, [&] { return p->outcome.has_value(); })) {
+  MutexLock lock(mu_);
+  if (!p->cv.WaitUntil(lock, deadline, [&] { return p->outcome.has_value(); })) {
     pending_.erase(id);
     return {.frame = Unavailable("timed out"), .kind = PeerErrorKind::kTimeout};
   }
@@ -222,24 +229,24 @@ bool PeerClient::Connection::Deliver(Frame f, BlockData block) {
                                                     : PeerErrorKind::kProtocol);
     return false;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = pending_.find(f.request_id);
   if (it == pending_.end()) return true;  // its caller timed out and left
   it->second->outcome =
       Outcome{.frame = std::move(f), .block = std::move(block), .kind = PeerErrorKind::kProtocol};
-  it->second->cv.notify_one();
+  it->second->cv.NotifyOne();
   pending_.erase(it);
   return true;
 }
 
 void PeerClient::Connection::Break(const Status& s, PeerErrorKind kind) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!broken_.ok()) return;
     broken_ = s;
     for (auto& [id, p] : pending_) {
       p->outcome = Outcome{.frame = s, .block = nullptr, .kind = kind};
-      p->cv.notify_one();
+      p->cv.NotifyOne();
     }
     pending_.clear();
   }
@@ -316,8 +323,8 @@ Result<std::shared_ptr<PeerClient::Connection>> PeerClient::Acquire(Deadline dea
   Slot& slot = *slots_[next_slot_.fetch_add(1) % slots_.size()];
   std::shared_ptr<Connection> stale;  // a broken connection, destroyed outside the lock
   {
-    std::unique_lock lock(slot.mu);
-    if (!slot.cv.wait_until(lock, deadline, [&] { return !slot.opening; })) {
+    MutexLock lock(slot.mu);
+    if (!slot.cv.WaitUntil(lock, deadline, [&]() REQUIRES(slot.mu) { return !slot.opening; })) {
       return Unavailable("peer " + address_ + ": timed out waiting for a connection");
     }
     *reused = slot.conn && !slot.conn->broken();
@@ -328,11 +335,11 @@ Result<std::shared_ptr<PeerClient::Connection>> PeerClient::Acquire(Deadline dea
   stale.reset();
   auto conn = OpenConnection(deadline);
   {
-    std::lock_guard lock(slot.mu);
+    MutexLock lock(slot.mu);
     slot.opening = false;
     if (conn.ok()) slot.conn = *conn;
   }
-  slot.cv.notify_all();
+  slot.cv.NotifyAll();
   return conn;
 }
 
