@@ -17,13 +17,20 @@ ThreadPool::ThreadPool(int threads, std::string name, size_t max_queue)
   }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { Stop(QueuedTasks::kRun); }
+
+void ThreadPool::Stop(QueuedTasks queued) {
+  std::deque<std::function<void()>> dropped;
   {
     MutexLock lock(mu_);
+    if (stopping_ && workers_.empty()) return;
     stopping_ = true;
+    if (queued == QueuedTasks::kDrop) dropped.swap(queue_);
   }
   cv_.NotifyAll();
   for (auto& t : workers_) t.join();
+  workers_.clear();
+  // `dropped` is destroyed here, outside the lock: tasks may own resources.
 }
 
 void ThreadPool::Submit(std::function<void()> task) {
@@ -37,7 +44,7 @@ void ThreadPool::Submit(std::function<void()> task) {
 bool ThreadPool::TrySubmit(std::function<void()> task) {
   {
     MutexLock lock(mu_);
-    if (max_queue_ > 0 && queue_.size() >= max_queue_) return false;
+    if (stopping_ || (max_queue_ > 0 && queue_.size() >= max_queue_)) return false;
     queue_.push_back(std::move(task));
   }
   cv_.NotifyOne();
@@ -64,6 +71,7 @@ void ThreadPool::WorkerLoop() {
     ++running_;
     lock.Unlock();
     task();
+    task = nullptr;  // release what the task owns before taking the lock again
     lock.Lock();
     --running_;
     if (queue_.empty() && running_ == 0) idle_cv_.NotifyAll();

@@ -1,11 +1,17 @@
 // ThreadPool: a fixed set of worker threads running submitted tasks in FIFO order.
 //
-// Used for background work (admissions, readahead). Tasks must not throw.
-// Shutdown (the destructor) runs every task already queued, then joins.
+// Used for background work (admissions, readahead) and for serving peer
+// requests. Tasks must not throw.
+// Shutdown: the destructor (or Stop()) runs every task already queued, then
+// joins; Stop(QueuedTasks::kDrop) drops the tasks not yet started instead (a
+// server going away), destroying them outside the lock.
 // Bounded: with max_queue > 0, TrySubmit() refuses a task (returns false)
 // while max_queue tasks wait, so a producer faster than the workers sheds
-// work instead of growing the queue without limit. Submit() always queues.
-// Thread safety: Submit() may be called from any thread, including from a task.
+// work (a flood of peer requests gets quick "busy" answers) instead of
+// growing the queue without limit; it also refuses once Stop() was called.
+// Submit() always queues.
+// Thread safety: Submit(), TrySubmit() and Stop() may be called from any
+// thread; Submit() and TrySubmit() also from a task, Stop() never from one.
 #pragma once
 
 #include <deque>
@@ -20,6 +26,12 @@ namespace granary {
 
 class ThreadPool {
  public:
+  // What Stop() does with the tasks queued and not yet started.
+  enum class QueuedTasks {
+    kRun,   // run them all before the workers exit
+    kDrop,  // destroy them unrun
+  };
+
   // Starts `threads` workers (at least 1) named `name` (for debuggers).
   // `max_queue`: tasks waiting at most for TrySubmit (0 = no limit).
   explicit ThreadPool(int threads, std::string name = "granary-pool", size_t max_queue = 0);
@@ -27,12 +39,18 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // Queues `task` whatever the queue's length.
+  // Queues `task` whatever the queue's length. While Stop(kRun) drains, a
+  // task may still queue more work, which runs before the workers exit.
   void Submit(std::function<void()> task);
 
-  // Queues `task` unless max_queue tasks are already waiting; false (and
-  // `task` dropped, not run) when full.
+  // Queues `task` unless max_queue tasks are already waiting or Stop() was
+  // called; false (and `task` dropped, not run) then.
   [[nodiscard]] bool TrySubmit(std::function<void()> task);
+
+  // Stops taking tasks, runs or drops the queued ones (`queued`), waits for
+  // the running ones and joins the workers. Idempotent; the destructor calls
+  // Stop(QueuedTasks::kRun).
+  void Stop(QueuedTasks queued = QueuedTasks::kRun) EXCLUDES(mu_);
 
   // Tasks waiting (not running).
   size_t queued() const;

@@ -10,14 +10,13 @@
 
 #include <atomic>
 #include <cstring>
-#include <condition_variable>
 #include <list>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "common/log.h"
-#include "net/bounded_workers.h"
+#include "common/mutex.h"
+#include "common/thread_pool.h"
 #include "net/handshake.h"
 #include "net/messages.h"
 #include "net/socket.h"
@@ -33,19 +32,19 @@ struct ServerConn {
 
   const int fd;
   const std::string peer;
-  std::mutex write_mu;  // serializes whole frames on fd; never held with mu
-  std::mutex mu;        // guards in_flight, closing; a leaf lock
-  std::condition_variable cv;
-  int in_flight = 0;     // requests queued or running
-  bool closing = false;  // the server is stopping: the reader must not wait
+  Mutex write_mu;  // serializes whole frames on fd (guards no member); never held with mu
+  Mutex mu;        // guards in_flight, closing; a leaf lock
+  CondVar cv;      // signalled when in_flight drops or closing is set
+  int in_flight GUARDED_BY(mu) = 0;     // requests queued or running
+  bool closing GUARDED_BY(mu) = false;  // the server is stopping: the reader must not wait
   std::atomic<bool> done{false};  // the reader has finished
 
   void Release() {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       --in_flight;
     }
-    cv.notify_all();
+    cv.NotifyAll();
   }
 };
 
@@ -86,15 +85,15 @@ struct PeerServer::State {
   int wake_fd = -1;  // eventfd: readers that finished, or Stop
   std::string address;
   Counters c;
-  std::unique_ptr<BoundedWorkers> workers;
+  std::unique_ptr<ThreadPool> workers;
 
   struct Entry {
     std::shared_ptr<ServerConn> conn;
     std::thread reader;
   };
-  std::mutex conns_mu;  // guards conns, stopping; taken before any ServerConn lock
-  std::list<Entry> conns;
-  bool stopping = false;
+  Mutex conns_mu;  // guards conns, stopping; taken before any ServerConn lock
+  std::list<Entry> conns GUARDED_BY(conns_mu);
+  bool stopping GUARDED_BY(conns_mu) = false;
   std::thread acceptor;
 
   void Wake() {
@@ -144,8 +143,9 @@ Result<std::unique_ptr<PeerServer>> PeerServer::Start(PeerServerOptions o, PeerS
   if (o.node_id.empty()) o.node_id = st->address;
   st->auth = AuthConfig{.secret = o.secret, .dataset = o.dataset, .node_id = o.node_id};
   st->service = service;
-  st->workers = std::make_unique<BoundedWorkers>(
-      o.worker_threads, static_cast<size_t>(o.max_queued_requests), "granary-peer");
+  // A bounded queue: a flood of requests gets quick "busy" answers, not memory.
+  st->workers = std::make_unique<ThreadPool>(
+      o.worker_threads, "granary-peer", std::max<size_t>(1, static_cast<size_t>(o.max_queued_requests)));
   st->opts = std::move(o);
   st->acceptor = std::thread([s = st.get()] { s->AcceptLoop(); });
   GLOG_INFO("peer server: serving dataset {} on {} ({})", st->auth.dataset, st->address,
@@ -158,26 +158,26 @@ PeerServer::PeerServer(std::unique_ptr<State> state) : state_(std::move(state)) 
 PeerServer::~PeerServer() {
   State& s = *state_;
   {
-    std::lock_guard lock(s.conns_mu);
+    MutexLock lock(s.conns_mu);
     s.stopping = true;
   }
   s.Wake();
   s.acceptor.join();
   std::list<State::Entry> conns;
   {
-    std::lock_guard lock(s.conns_mu);
+    MutexLock lock(s.conns_mu);
     conns.swap(s.conns);
   }
   for (auto& e : conns) {
     ShutdownSocket(e.conn->fd);
     {
-      std::lock_guard lock(e.conn->mu);
+      MutexLock lock(e.conn->mu);
       e.conn->closing = true;
     }
-    e.conn->cv.notify_all();
+    e.conn->cv.NotifyAll();
   }
   for (auto& e : conns) e.reader.join();
-  s.workers->Stop();  // drops queued requests, waits for running service calls
+  s.workers->Stop(ThreadPool::QueuedTasks::kDrop);  // waits for running service calls
   ::close(s.listen_fd);
   ::close(s.wake_fd);
 }
@@ -210,7 +210,7 @@ void PeerServer::State::AcceptLoop() {
       uint64_t n;
       if (::read(wake_fd, &n, sizeof(n)) < 0) n = 0;
       Reap();
-      std::lock_guard lock(conns_mu);
+      MutexLock lock(conns_mu);
       if (stopping) return;
     }
     if (fds[0].revents == 0) continue;
@@ -222,7 +222,7 @@ void PeerServer::State::AcceptLoop() {
 void PeerServer::State::Reap() {
   std::list<Entry> finished;
   {
-    std::lock_guard lock(conns_mu);
+    MutexLock lock(conns_mu);
     for (auto it = conns.begin(); it != conns.end();) {
       auto next = std::next(it);
       if (it->conn->done.load()) finished.splice(finished.end(), conns, it);
@@ -234,7 +234,7 @@ void PeerServer::State::Reap() {
 
 void PeerServer::State::Admit(int fd, std::string peer) {
   Reap();
-  std::lock_guard lock(conns_mu);
+  MutexLock lock(conns_mu);
   if (stopping || conns.size() >= static_cast<size_t>(opts.max_connections)) {
     c.refused.fetch_add(1);
     GLOG_WARN("peer server {}: refusing {}: {} connections open (max_connections)", address, peer,
@@ -285,8 +285,8 @@ void PeerServer::State::ReadRequests(const std::shared_ptr<ServerConn>& conn,
   Deadline stall = Deadline::max();  // set while a frame is partly received
   for (;;) {
     {
-      std::unique_lock lock(conn->mu);
-      conn->cv.wait(lock, [&] {
+      MutexLock lock(conn->mu);
+      conn->cv.Wait(lock, [&]() REQUIRES(conn->mu) {
         return conn->closing || conn->in_flight < kMaxInFlightPerConnection;
       });
       if (conn->closing) return;
@@ -331,7 +331,7 @@ bool PeerServer::State::Dispatch(const std::shared_ptr<ServerConn>& conn, Frame 
     return true;
   }
   {
-    std::lock_guard lock(conn->mu);
+    MutexLock lock(conn->mu);
     ++conn->in_flight;
   }
   const uint64_t id = f.request_id;
@@ -411,7 +411,7 @@ Status PeerServer::State::SendFileBlock(ServerConn& conn, uint64_t id, const Blo
   }
   std::string header =
       EncodeFrameHeader(Op::kBlock, 0, id, static_cast<uint32_t>(p.length), sum);
-  std::lock_guard lock(conn.write_mu);
+  MutexLock lock(conn.write_mu);
   c.bytes_sent.fetch_add(header.size() + p.length);
   Deadline d = After(opts.io_timeout);
   Status s = SendAll(conn.fd, {header}, d, /*more=*/true);
@@ -442,7 +442,7 @@ Status PeerServer::State::HandleStatus(ServerConn& conn, const Frame& f) {
 }
 
 void PeerServer::State::Reply(ServerConn& conn, Op op, uint64_t id, std::string_view payload) {
-  std::lock_guard lock(conn.write_mu);
+  MutexLock lock(conn.write_mu);
   c.bytes_sent.fetch_add(kFrameHeaderSize + payload.size());
   Status s = WriteFrame(conn.fd, op, id, payload, After(opts.io_timeout));
   if (s.ok()) return;
