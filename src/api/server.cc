@@ -15,6 +15,7 @@
 
 #include "api/wire.h"
 #include "control/control.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 
 namespace granary {
@@ -27,13 +28,6 @@ constexpr size_t kMaxRequestBytes = 256u << 20;  // a prefetch order of ~2M path
 constexpr uint64_t kMaxReadBytes = 64u << 20;
 
 json EntryJson(const FileInfo& f) { return json::array({f.path, f.is_dir, f.size, f.mtime_ns}); }
-
-template <typename T>
-T Field(const json& req, const char* name, T dflt) {
-  auto it = req.find(name);
-  if (it == req.end() || it->is_null()) return dflt;
-  return it->get<T>();
-}
 
 }  // namespace
 
@@ -155,96 +149,118 @@ void ApiServer::Serve(Conn* c) {
       break;
     }
     if (line->empty()) continue;
-    json req = json::parse(*line, nullptr, /*allow_exceptions=*/false);
-    Status sent;
-    try {
-      if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) {
-        sent = w.Send(ErrorJson(InvalidArgument("malformed request: a JSON object with \"op\" expected")));
-      } else {
-        const std::string op = req["op"].get<std::string>();
-        if (op == "hello") {
-          DatasetInfo i = service_->Info();
-          sent = w.Send({{"ok", true}, {"v", kApiProtocolVersion},
-                         {"info", {{"source", i.source}, {"files", i.files}, {"bytes", i.bytes},
-                                   {"version", i.snapshot_version}}}});
-        } else if (op == "stat") {
-          auto r = service_->Stat(Field<std::string>(req, "path", ""));
-          sent = r.ok() ? w.Send({{"ok", true}, {"entry", EntryJson(*r)}}) : w.Send(ErrorJson(r.status()));
-        } else if (op == "list") {
-          auto r = service_->List(Field<std::string>(req, "path", ""), Field<bool>(req, "recursive", false));
-          if (!r.ok()) {
-            sent = w.Send(ErrorJson(r.status()));
-          } else {
-            json entries = json::array();
-            for (const FileInfo& f : *r) entries.push_back(EntryJson(f));
-            sent = w.Send({{"ok", true}, {"entries", std::move(entries)}});
-          }
-        } else if (op == "open") {
-          auto r = service_->Open(Field<std::string>(req, "path", ""));
-          if (!r.ok()) {
-            sent = w.Send(ErrorJson(r.status()));
-          } else {
-            json reply = {{"ok", true}, {"fd", r->fd >= 0}, {"size", r->size}, {"ino", r->ino},
-                          {"version", r->version}};
-            sent = w.Send(reply, r->fd);
-            if (r->fd >= 0) ::close(r->fd);
-          }
-        } else if (op == "read") {
-          const uint64_t offset = Field<uint64_t>(req, "offset", 0);
-          const uint64_t length = Field<uint64_t>(req, "length", 0);
-          if (length > kMaxReadBytes) {
-            sent = w.Send(ErrorJson(InvalidArgument("read: length " + std::to_string(length) +
-                                                    " is over the limit of 64 MiB")));
-          } else {
-            std::string buf(length, '\0');
-            auto r = service_->Read(Field<std::string>(req, "path", ""), offset,
-                                    std::span<char>(buf.data(), buf.size()));
-            sent = r.ok() ? w.Send({{"ok", true}, {"n", *r}}, -1, std::span<const char>(buf.data(), *r))
-                          : w.Send(ErrorJson(r.status()));
-          }
-        } else if (op == "prefetch") {
-          auto paths = Field<std::vector<std::string>>(req, "paths", {});
-          Status s = service_->Prefetch(paths, Field<size_t>(req, "window", 256));
-          sent = w.Send(s.ok() ? json{{"ok", true}} : ErrorJson(s));
-        } else if (op == "prefetch_status") {
-          PrefetchProgress p = service_->PrefetchStatus();
-          sent = w.Send({{"ok", true},
-                         {"progress", {{"queued", p.queued}, {"fetched", p.fetched},
-                                       {"skipped", p.skipped}, {"failed", p.failed},
-                                       {"position", p.position}}}});
-        } else if (op == "load") {
-          auto r = service_->Load(Field<std::string>(req, "path", ""));
-          if (!r.ok()) {
-            sent = w.Send(ErrorJson(r.status()));
-          } else {
-            sent = w.Send({{"ok", true},
-                           {"load", {{"files_requested", r->files_requested},
-                                     {"bytes_requested", r->bytes_requested},
-                                     {"files_cached", r->files_cached},
-                                     {"bytes_cached", r->bytes_cached},
-                                     {"files_failed", r->files_failed},
-                                     {"files_not_fitted", r->files_not_fitted},
-                                     {"missing", r->missing},
-                                     {"elapsed_s", r->elapsed_s}}}});
-          }
-        } else if (op == "status") {
-          auto r = service_->StatusJson();
-          if (!r.ok()) {
-            sent = w.Send(ErrorJson(r.status()));
-          } else {
-            json st = json::parse(*r, nullptr, false);
-            sent = w.Send({{"ok", true}, {"status", std::move(st)}});
-          }
-        } else {
-          sent = w.Send(ErrorJson(InvalidArgument("unknown op '" + op + "'")));
-        }
-      }
-    } catch (const json::exception& e) {
-      sent = w.Send(ErrorJson(InvalidArgument(std::string("bad request fields: ") + e.what())));
-    }
-    if (!sent.ok()) break;
+    if (!Answer(w, json::parse(*line, nullptr, /*allow_exceptions=*/false)).ok()) break;
   }
   c->done = true;
+}
+
+Status ApiServer::Answer(WireConn& w, const json& req) {
+  JsonFields in(req, "bad request fields");
+  std::string op;
+  in.Require("op", op);
+  if (!in.status().ok()) {
+    return w.Send(ErrorJson(InvalidArgument("malformed request: a JSON object with \"op\" expected")));
+  }
+  std::string path;
+  in.Get("path", path);
+  if (op == "hello") return Hello(w);
+  if (op == "stat") return StatOp(w, in, path);
+  if (op == "list") return ListOp(w, in, path);
+  if (op == "open") return OpenOp(w, in, path);
+  if (op == "read") return ReadOp(w, in, path);
+  if (op == "prefetch") return PrefetchOp(w, in);
+  if (op == "prefetch_status") return PrefetchStatusOp(w);
+  if (op == "load") return LoadOp(w, in, path);
+  if (op == "status") return StatusOp(w);
+  return w.Send(ErrorJson(InvalidArgument("unknown op '" + op + "'")));
+}
+
+Status ApiServer::Hello(WireConn& w) {
+  DatasetInfo i = service_->Info();
+  return w.Send({{"ok", true}, {"v", kApiProtocolVersion},
+                 {"info", {{"source", i.source}, {"files", i.files}, {"bytes", i.bytes},
+                           {"version", i.snapshot_version}}}});
+}
+
+Status ApiServer::StatOp(WireConn& w, const JsonFields& in, const std::string& path) {
+  if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
+  auto r = service_->Stat(path);
+  return r.ok() ? w.Send({{"ok", true}, {"entry", EntryJson(*r)}}) : w.Send(ErrorJson(r.status()));
+}
+
+Status ApiServer::ListOp(WireConn& w, JsonFields& in, const std::string& path) {
+  bool recursive = false;
+  in.Get("recursive", recursive);
+  if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
+  auto r = service_->List(path, recursive);
+  if (!r.ok()) return w.Send(ErrorJson(r.status()));
+  json entries = json::array();
+  for (const FileInfo& f : *r) entries.push_back(EntryJson(f));
+  return w.Send({{"ok", true}, {"entries", std::move(entries)}});
+}
+
+Status ApiServer::OpenOp(WireConn& w, const JsonFields& in, const std::string& path) {
+  if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
+  auto r = service_->Open(path);
+  if (!r.ok()) return w.Send(ErrorJson(r.status()));
+  json reply = {{"ok", true}, {"fd", r->fd >= 0}, {"size", r->size}, {"ino", r->ino},
+                {"version", r->version}};
+  Status sent = w.Send(reply, r->fd);
+  if (r->fd >= 0) ::close(r->fd);
+  return sent;
+}
+
+Status ApiServer::ReadOp(WireConn& w, JsonFields& in, const std::string& path) {
+  uint64_t offset = 0, length = 0;
+  in.Get("offset", offset);
+  in.Get("length", length);
+  if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
+  if (length > kMaxReadBytes) {
+    return w.Send(ErrorJson(InvalidArgument("read: length " + std::to_string(length) +
+                                            " is over the limit of 64 MiB")));
+  }
+  std::string buf(length, '\0');
+  auto r = service_->Read(path, offset, std::span<char>(buf.data(), buf.size()));
+  return r.ok() ? w.Send({{"ok", true}, {"n", *r}}, -1, std::span<const char>(buf.data(), *r))
+                : w.Send(ErrorJson(r.status()));
+}
+
+Status ApiServer::PrefetchOp(WireConn& w, JsonFields& in) {
+  std::vector<std::string> paths;
+  size_t window = 256;
+  in.Get("paths", paths);
+  in.Get("window", window);
+  if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
+  Status s = service_->Prefetch(paths, window);
+  return w.Send(s.ok() ? json{{"ok", true}} : ErrorJson(s));
+}
+
+Status ApiServer::PrefetchStatusOp(WireConn& w) {
+  PrefetchProgress p = service_->PrefetchStatus();
+  return w.Send({{"ok", true},
+                 {"progress", {{"queued", p.queued}, {"fetched", p.fetched}, {"skipped", p.skipped},
+                               {"failed", p.failed}, {"position", p.position}}}});
+}
+
+Status ApiServer::LoadOp(WireConn& w, const JsonFields& in, const std::string& path) {
+  if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
+  auto r = service_->Load(path);
+  if (!r.ok()) return w.Send(ErrorJson(r.status()));
+  return w.Send({{"ok", true},
+                 {"load", {{"files_requested", r->files_requested},
+                           {"bytes_requested", r->bytes_requested},
+                           {"files_cached", r->files_cached},
+                           {"bytes_cached", r->bytes_cached},
+                           {"files_failed", r->files_failed},
+                           {"files_not_fitted", r->files_not_fitted},
+                           {"missing", r->missing},
+                           {"elapsed_s", r->elapsed_s}}}});
+}
+
+Status ApiServer::StatusOp(WireConn& w) {
+  auto r = service_->StatusJson();
+  if (!r.ok()) return w.Send(ErrorJson(r.status()));
+  return w.Send({{"ok", true}, {"status", json::parse(*r, nullptr, false)}});
 }
 
 }  // namespace granary

@@ -29,6 +29,8 @@
 #include <thread>
 
 #include "api/service.h"
+#include "api/wire.h"
+#include "common/json_fields.h"
 #include "common/mutex.h"
 
 namespace granary {
@@ -50,7 +52,22 @@ class ApiServer {
   struct Conn;
   ApiServer(ApiService* service, std::string path, int listen_fd, int wake_fd, int max_connections);
   void AcceptLoop();
+  // Reads requests from `c` and answers each until it closes or a reply
+  // cannot be sent.
   void Serve(Conn* c);
+  // Answers one request (a bad one gets an error reply); an error only when
+  // the reply could not be sent.
+  Status Answer(WireConn& w, const nlohmann::json& req);
+  // One op each (docs/api.md): `in` reads the request's fields, `path` its "path".
+  Status Hello(WireConn& w);
+  Status StatOp(WireConn& w, const JsonFields& in, const std::string& path);
+  Status ListOp(WireConn& w, JsonFields& in, const std::string& path);
+  Status OpenOp(WireConn& w, const JsonFields& in, const std::string& path);
+  Status ReadOp(WireConn& w, JsonFields& in, const std::string& path);
+  Status PrefetchOp(WireConn& w, JsonFields& in);
+  Status PrefetchStatusOp(WireConn& w);
+  Status LoadOp(WireConn& w, const JsonFields& in, const std::string& path);
+  Status StatusOp(WireConn& w);
 
   ApiService* service_;
   std::string path_;

@@ -53,14 +53,15 @@ class JsonFields {
     if (!j_.is_object()) status_ = InvalidArgument(what_ + ": not a JSON object");
   }
 
-  // Reads field `name` into `out` if present. T: bool, an integer type,
-  // double, std::string, std::vector<uint64_t>, std::array<uint64_t, N>,
+  // Reads field `name` into `out` if present and not null. T: bool, an
+  // integer type, double, std::string, std::vector<uint64_t>,
+  // std::vector<std::string>, std::array<uint64_t, N>,
   // std::map<std::string, uint64_t>.
   template <typename T>
   void Get(const char* name, T& out) {
     if (!status_.ok()) return;
     auto it = j_.find(name);
-    if (it == j_.end()) return;
+    if (it == j_.end() || it->is_null()) return;
     if (!Read(*it, out)) {
       status_ = InvalidArgument(what_ + ": field '" + name + "' has the wrong type or length");
     }
@@ -127,9 +128,10 @@ class JsonFields {
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (!v.is_string()) return false;
       out = v.get<std::string>();
-    } else if constexpr (std::is_same_v<T, std::vector<uint64_t>>) {
+    } else if constexpr (std::is_same_v<T, std::vector<uint64_t>> ||
+                         std::is_same_v<T, std::vector<std::string>>) {
       if (!v.is_array()) return false;
-      std::vector<uint64_t> items(v.size());
+      T items(v.size());
       for (size_t i = 0; i < v.size(); ++i) {
         if (!Read(v[i], items[i])) return false;
       }

@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mountinfo.h"
 #include "control/run_files.h"
 
 namespace granary {
@@ -363,39 +364,10 @@ Result<json> ControlCall(const std::string& socket_path, const json& request) {
   return reply;
 }
 
-namespace {
-
-// Undoes mountinfo's octal escapes ("\040" = space).
-std::string UnescapeMountinfo(std::string_view f) {
-  std::string out;
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] == '\\' && i + 3 < f.size() && f[i + 1] >= '0' && f[i + 1] <= '7') {
-      out += static_cast<char>((f[i + 1] - '0') * 64 + (f[i + 2] - '0') * 8 + (f[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += f[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<std::string> GranaryMounts() {
   std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string_view> fields;
-    std::string_view rest(line);
-    while (!rest.empty()) {
-      size_t sp = rest.find(' ');
-      fields.push_back(rest.substr(0, sp));
-      if (sp == std::string_view::npos) break;
-      rest.remove_prefix(sp + 1);
-    }
-    auto dash = std::find(fields.begin(), fields.end(), "-");
-    if (fields.size() < 5 || dash == fields.end() || dash + 1 == fields.end()) continue;
-    if (*(dash + 1) == "fuse.granary") out.push_back(UnescapeMountinfo(fields[4]));
+  for (const MountEntry& m : ReadMountinfo()) {
+    if (m.fstype == "fuse.granary") out.push_back(m.mountpoint);
   }
   return out;
 }
