@@ -3,7 +3,10 @@
 # every test with ctest, installs the Python module into a scratch prefix
 # (scripts/install-python.sh), runs every libFuzzer target for FUZZ_SECONDS (default
 # 20) each, then builds the unit tests (ctest label `unit`) under ASan+UBSan
-# and under TSan and runs them; any sanitizer report fails the run.
+# (GCC) and under TSan and runs them; any sanitizer report fails the run.
+# The TSan build compiles with Clang (build-thread/), whose -Wthread-safety
+# (an error there) checks the lock annotations of src/common/mutex.h: a
+# member GUARDED_BY a mutex touched without it fails that build.
 #   scripts/test.sh                          # all of the above
 #   GRANARY_SANITIZERS=0 scripts/test.sh     # without the sanitizer runs
 #   GRANARY_SANITIZE=address scripts/test.sh # only: every test in an ASan+UBSan build (build-address/)
@@ -12,10 +15,29 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 
+# configure DIR SANITIZER [CMAKE_ARGS...]: the TSan build with Clang, the
+# others with the default compiler. CMake cannot change the compiler of a
+# configured directory: a build-thread/ configured with another compiler is
+# configured afresh.
+configure() {
+  local dir=$1 s=$2
+  shift 2
+  if [[ "$s" == thread ]]; then
+    if [[ -f "$dir/CMakeCache.txt" ]] &&
+      ! grep -q '^CMAKE_CXX_COMPILER:FILEPATH=.*clang++' "$dir/CMakeCache.txt"; then
+      rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+    fi
+    CC=clang CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DGRANARY_SANITIZE="$s" "$@" >/dev/null
+  else
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRANARY_SANITIZE="$s" "$@" >/dev/null
+  fi
+}
+
 jobs=$(nproc)
 san="${GRANARY_SANITIZE:-}"
 build="build${san:+-$san}"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRANARY_SANITIZE="$san" >/dev/null
+configure "$build" "$san"
 cmake --build "$build" -j"$jobs"
 (cd "$build" && ctest --output-on-failure -j"$jobs" "$@")
 [[ -n "$san" ]] && exit 0
@@ -35,8 +57,7 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 for s in address thread; do
   b="build-$s"
   start=$SECONDS
-  cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRANARY_SANITIZE="$s" \
-    -DGRANARY_BUILD_BENCHMARKS=OFF >/dev/null
+  configure "$b" "$s" -DGRANARY_BUILD_BENCHMARKS=OFF
   cmake --build "$b" -j"$jobs" --target unit_tests
   echo "sanitize ($s): unit tests built in $((SECONDS - start)) s"
   (cd "$b" && ctest --output-on-failure -j"$jobs" -L unit)
