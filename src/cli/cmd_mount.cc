@@ -73,62 +73,59 @@ struct MountFlags {
   ClusterFlags cluster;
 };
 
-// Flags (and --config) -> DaemonOptions. Errors are usage errors.
-Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globals) {
-  DaemonOptions o;
-  o.dataset.source = f.source;
-  o.mountpoint = f.mountpoint;
-  ASSIGN_OR_RETURN(Uri uri, ParseUri(f.source));
-  ASSIGN_OR_RETURN(o.dataset.ufs, ResolveUfsOptions(uri, globals));
-  std::optional<Config> config;
-  if (!globals.config_path.empty()) {
-    ASSIGN_OR_RETURN(Config c, LoadConfigFile(globals.config_path));
-    config = std::move(c);
-  }
+// The cache's flags (--cache-dir, --cache-size, --mem-cache, --policy,
+// --block-size, --origin-timeout) over the --config file's values.
+Status ApplyCacheFlags(const MountFlags& f, const std::optional<Config>& config,
+                       DatasetOptions& d) {
   if (!f.cache_size.empty()) {
-    ASSIGN_OR_RETURN(o.dataset.default_cache_size, ParseSize(f.cache_size));
-    if (o.dataset.default_cache_size == 0) return InvalidArgument("--cache-size: must be > 0");
+    ASSIGN_OR_RETURN(d.default_cache_size, ParseSize(f.cache_size));
+    if (d.default_cache_size == 0) return InvalidArgument("--cache-size: must be > 0");
   }
   if (!f.cache_dirs.empty()) {
-    o.dataset.cache_dirs.clear();
+    d.cache_dirs.clear();
     for (const std::string& text : f.cache_dirs) {
       ASSIGN_OR_RETURN(TierLevel t, ParseCacheDirSpec(text, "--cache-dir"));
-      o.dataset.cache_dirs.push_back(t);
+      d.cache_dirs.push_back(t);
     }
   } else if (config && !config->tiers.empty()) {
-    o.dataset.cache_dirs.clear();
+    d.cache_dirs.clear();
     for (const TierLevel& t : config->tiers) {
       if (t.medium == Medium::kMem) {
-        o.dataset.mem_cache = t.quota;  // a MEM level becomes the memory tier
+        d.mem_cache = t.quota;  // a MEM level becomes the memory tier
       } else {
-        o.dataset.cache_dirs.push_back(t);
+        d.cache_dirs.push_back(t);
       }
     }
-    if (o.dataset.cache_dirs.empty()) o.dataset.cache_dirs.push_back(TierLevel{.path = "/var/lib/granary/cache"});
+    if (d.cache_dirs.empty()) d.cache_dirs.push_back(TierLevel{.path = "/var/lib/granary/cache"});
   }
   if (f.mem_cache != "0") {
-    ASSIGN_OR_RETURN(o.dataset.mem_cache, ParseSize(f.mem_cache));
+    ASSIGN_OR_RETURN(d.mem_cache, ParseSize(f.mem_cache));
   }
-  o.dataset.policy = !f.policy.empty() ? f.policy : config ? config->policy : "lru";
-  if (o.dataset.policy != "lru" && o.dataset.policy != "training") {
-    return InvalidArgument("--policy: '" + o.dataset.policy + "' is not lru or training");
+  d.policy = !f.policy.empty() ? f.policy : config ? config->policy : "lru";
+  if (d.policy != "lru" && d.policy != "training") {
+    return InvalidArgument("--policy: '" + d.policy + "' is not lru or training");
   }
   if (!f.block_size.empty()) {
-    ASSIGN_OR_RETURN(o.dataset.block_size, ParseSize(f.block_size));
+    ASSIGN_OR_RETURN(d.block_size, ParseSize(f.block_size));
   } else if (config) {
-    o.dataset.block_size = config->block_size;
+    d.block_size = config->block_size;
   }
-  if (config) o.dataset.engine.origin_concurrency = config->ufs_concurrency;
+  if (config) d.engine.origin_concurrency = config->ufs_concurrency;
   const std::string& timeout =
       !f.origin_timeout.empty() ? f.origin_timeout : config ? config->origin_timeout : f.origin_timeout;
   if (!timeout.empty()) {
-    Result<std::chrono::nanoseconds> d = ParseDuration(timeout);
-    if (!d.ok()) return InvalidArgument("--origin-timeout: " + d.status().message());
-    o.dataset.engine.origin_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-    if (o.dataset.engine.origin_timeout.count() <= 0) {
+    Result<std::chrono::nanoseconds> t = ParseDuration(timeout);
+    if (!t.ok()) return InvalidArgument("--origin-timeout: " + t.status().message());
+    d.engine.origin_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*t);
+    if (d.engine.origin_timeout.count() <= 0) {
       return InvalidArgument("--origin-timeout: must be at least 1ms");
     }
   }
+  return Status::Ok();
+}
+
+// The mount's own flags: read mode, FUSE transport and passthrough, writes.
+Status ApplyMountFlags(const MountFlags& f, const std::optional<Config>& config, DaemonOptions& o) {
   if (!f.auto_cached_max.empty()) {
     ASSIGN_OR_RETURN(o.auto_cached_max_bytes, ParseSize(f.auto_cached_max));
   }
@@ -144,6 +141,9 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
   ASSIGN_OR_RETURN(o.fuse.passthrough, ParseFusePassthrough(f.passthrough));
   o.fuse.threads = f.fuse_threads;
   o.fuse.allow_other = f.allow_other;
+  o.fuse.dir_prefetch = !f.no_dir_prefetch;
+  o.fuse.uid = f.uid;
+  o.fuse.gid = f.gid;
   o.writable = f.writable || (config && config->writable());
   o.allow_overwrite = f.allow_overwrite;
   o.allow_delete = f.allow_delete;
@@ -152,10 +152,24 @@ Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globa
     ASSIGN_OR_RETURN(o.staging_quota, ParseSize(f.staging_quota));
     if (o.staging_quota == 0) return InvalidArgument("--staging-quota: must be > 0");
   }
-  o.fuse.dir_prefetch = !f.no_dir_prefetch;
+  return Status::Ok();
+}
+
+// Flags (and --config) -> DaemonOptions. Errors are usage errors.
+Result<DaemonOptions> BuildOptions(const MountFlags& f, const GlobalFlags& globals) {
+  DaemonOptions o;
+  o.dataset.source = f.source;
+  o.mountpoint = f.mountpoint;
+  ASSIGN_OR_RETURN(Uri uri, ParseUri(f.source));
+  ASSIGN_OR_RETURN(o.dataset.ufs, ResolveUfsOptions(uri, globals));
+  std::optional<Config> config;
+  if (!globals.config_path.empty()) {
+    ASSIGN_OR_RETURN(Config c, LoadConfigFile(globals.config_path));
+    config = std::move(c);
+  }
+  RETURN_IF_ERROR(ApplyCacheFlags(f, config, o.dataset));
+  RETURN_IF_ERROR(ApplyMountFlags(f, config, o));
   o.push_fetched = !f.no_push_fetched;
-  o.fuse.uid = f.uid;
-  o.fuse.gid = f.gid;
   o.run_dir = f.run_dir;
   o.log_file = f.log_file;
   o.foreground = f.foreground;

@@ -188,6 +188,55 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
   return j;
 }
 
+namespace {
+
+// The parts of a status object (StatusFromJson).
+Result<TierUsage> TierUsageFromJson(const nlohmann::json& j) {
+  TierUsage u;
+  JsonFields tier(j, "status: tier");
+  tier.Require("medium", u.medium);
+  tier.Require("path", u.path);
+  tier.Require("quota", u.quota);
+  tier.Require("used_bytes", u.used_bytes);
+  tier.Require("files", u.files);
+  RETURN_IF_ERROR(tier.status());
+  return u;
+}
+
+Result<LoadProgress> LoadProgressFromStatusJson(const nlohmann::json& j) {
+  LoadProgress p;
+  JsonFields load(j, "status: load");
+  load.Require("files_total", p.files_total);
+  load.Require("bytes_total", p.bytes_total);
+  load.Require("files_done", p.files_done);
+  load.Require("bytes_done", p.bytes_done);
+  load.Require("running", p.running);
+  load.Require("eta_s", p.eta_s);
+  load.Require("bytes_per_s", p.bytes_per_s);
+  RETURN_IF_ERROR(load.status());
+  return p;
+}
+
+Result<OverlayStats> OverlayStatsFromJson(const nlohmann::json& j) {
+  OverlayStats w;
+  JsonFields writes(j, "status: writes");
+  writes.Require("files", w.files);
+  writes.Require("dirs", w.dirs);
+  writes.Require("pending_files", w.pending_files);
+  writes.Require("pending_bytes", w.pending_bytes);
+  writes.Require("unclosed_files", w.unclosed_files);
+  writes.Require("staged_bytes", w.staged_bytes);
+  writes.Require("uploads", w.uploads);
+  writes.Require("upload_failures", w.upload_failures);
+  writes.Require("uploaded_bytes", w.uploaded_bytes);
+  writes.Require("upload_seconds", w.upload_seconds);
+  writes.Require("deletes", w.deletes);
+  RETURN_IF_ERROR(writes.status());
+  return w;
+}
+
+}  // namespace
+
 Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return InvalidArgument("status: not a JSON object");
   DatasetStatus s;
@@ -224,46 +273,15 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   RETURN_IF_ERROR(in.status());
   if (auto t = j.find("tiers"); t != j.end() && t->is_array()) {
     for (const auto& tj : *t) {
-      TierUsage u;
-      JsonFields tier(tj, "status: tier");
-      tier.Require("medium", u.medium);
-      tier.Require("path", u.path);
-      tier.Require("quota", u.quota);
-      tier.Require("used_bytes", u.used_bytes);
-      tier.Require("files", u.files);
-      RETURN_IF_ERROR(tier.status());
+      ASSIGN_OR_RETURN(TierUsage u, TierUsageFromJson(tj));
       s.tiers.push_back(std::move(u));
     }
   }
   if (auto l = j.find("load"); l != j.end() && l->is_object()) {
-    LoadProgress p;
-    JsonFields load(*l, "status: load");
-    load.Require("files_total", p.files_total);
-    load.Require("bytes_total", p.bytes_total);
-    load.Require("files_done", p.files_done);
-    load.Require("bytes_done", p.bytes_done);
-    load.Require("running", p.running);
-    load.Require("eta_s", p.eta_s);
-    load.Require("bytes_per_s", p.bytes_per_s);
-    RETURN_IF_ERROR(load.status());
-    s.load = p;
+    ASSIGN_OR_RETURN(s.load, LoadProgressFromStatusJson(*l));
   }
   if (auto wj = j.find("writes"); wj != j.end() && wj->is_object()) {
-    OverlayStats w;
-    JsonFields writes(*wj, "status: writes");
-    writes.Require("files", w.files);
-    writes.Require("dirs", w.dirs);
-    writes.Require("pending_files", w.pending_files);
-    writes.Require("pending_bytes", w.pending_bytes);
-    writes.Require("unclosed_files", w.unclosed_files);
-    writes.Require("staged_bytes", w.staged_bytes);
-    writes.Require("uploads", w.uploads);
-    writes.Require("upload_failures", w.upload_failures);
-    writes.Require("uploaded_bytes", w.uploaded_bytes);
-    writes.Require("upload_seconds", w.upload_seconds);
-    writes.Require("deletes", w.deletes);
-    RETURN_IF_ERROR(writes.status());
-    s.writes = w;
+    ASSIGN_OR_RETURN(s.writes, OverlayStatsFromJson(*wj));
   }
   return s;
 }
