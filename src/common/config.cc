@@ -245,6 +245,87 @@ Status Config::Validate() const {
   return Status::Ok();
 }
 
+namespace {
+
+// dataset: name, accessModes, mounts.
+Status ParseDatasetSection(std::string_view source, const YAML::Node& ds, Config& cfg) {
+  cfg.dataset_name = Scalar(Get(ds, "name"));
+  if (const auto& modes = Get(ds, "accessModes"); modes) {
+    if (!modes.IsSequence()) return FieldError(source, "dataset.accessModes", "", "expected a list");
+    for (size_t i = 0; i < modes.size(); ++i) {
+      std::string m = Scalar(modes[i]);
+      if (m != "ReadOnlyMany" && m != "ReadWriteMany" && m != "ReadWriteOnce" && m != "ReadOnlyOnce") {
+        return FieldError(source, "dataset.accessModes[" + std::to_string(i) + "]", m,
+                          "expected ReadOnlyMany, ReadWriteMany or ReadWriteOnce");
+      }
+      cfg.access_modes.push_back(std::move(m));
+    }
+  }
+  if (const auto& mounts = Get(ds, "mounts"); mounts) {
+    if (!mounts.IsSequence()) return FieldError(source, "dataset.mounts", "", "expected a list");
+    for (size_t i = 0; i < mounts.size(); ++i) {
+      MountSpec m;
+      RETURN_IF_ERROR(ParseMount(source, "dataset.mounts[" + std::to_string(i) + "]", mounts[i],
+                                 cfg.secrets_dir, &m));
+      cfg.mounts.push_back(std::move(m));
+    }
+  }
+  return Status::Ok();
+}
+
+// runtime.cache: policy, blockSize, originTimeout, ufsConcurrency.
+Status ParseCacheSection(std::string_view source, const YAML::Node& cache, Config& cfg) {
+  if (Get(cache, "policy")) cfg.policy = Scalar(Get(cache, "policy"));
+  if (Get(cache, "blockSize")) {
+    auto bs = ParseSize(Scalar(Get(cache, "blockSize")));
+    if (!bs.ok()) {
+      return FieldError(source, "runtime.cache.blockSize", Scalar(Get(cache, "blockSize")),
+                        bs.status().message());
+    }
+    cfg.block_size = *bs;
+  }
+  if (Get(cache, "originTimeout")) {
+    cfg.origin_timeout = Scalar(Get(cache, "originTimeout"));
+    auto d = ParseDuration(cfg.origin_timeout);
+    if (!d.ok() || d->count() <= 0) {
+      return FieldError(source, "runtime.cache.originTimeout", cfg.origin_timeout,
+                        d.ok() ? "must be > 0" : d.status().message());
+    }
+  }
+  if (Get(cache, "ufsConcurrency")) {
+    ASSIGN_OR_RETURN(cfg.ufs_concurrency, ParseInt(source, "runtime.cache.ufsConcurrency",
+                                                   Get(cache, "ufsConcurrency"), 1, 4096));
+  }
+  return Status::Ok();
+}
+
+// runtime: replicas, tieredstore.levels, cache, cluster.
+Status ParseRuntimeSection(std::string_view source, const YAML::Node& runtime, Config& cfg) {
+  if (Get(runtime, "replicas")) {
+    ASSIGN_OR_RETURN(cfg.replicas, ParseInt(source, "runtime.replicas", Get(runtime, "replicas"), 1, 10000));
+  }
+  if (const auto& levels = Get(Get(runtime, "tieredstore"), "levels"); levels) {
+    if (!levels.IsSequence()) {
+      return FieldError(source, "runtime.tieredstore.levels", "", "expected a list");
+    }
+    for (size_t i = 0; i < levels.size(); ++i) {
+      RETURN_IF_ERROR(ParseLevel(source, "runtime.tieredstore.levels[" + std::to_string(i) + "]",
+                                 levels[i], &cfg.tiers));
+    }
+    std::stable_sort(cfg.tiers.begin(), cfg.tiers.end(),
+                     [](const TierLevel& a, const TierLevel& b) { return a.medium < b.medium; });
+  }
+  if (const auto& cache = Get(runtime, "cache"); cache) {
+    RETURN_IF_ERROR(ParseCacheSection(source, cache, cfg));
+  }
+  if (const auto& cluster = Get(runtime, "cluster"); cluster) {
+    RETURN_IF_ERROR(ParseCluster(source, cluster, &cfg.cluster));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) {
   YAML::Node root;
   try {
@@ -257,72 +338,10 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
   if (!root.IsMap()) return FieldError(source, "(top level)", "", "expected a mapping");
   try {
     const auto& runtime = Get(root, "runtime");
+    // secretsDir first: the dataset's mounts name secret files relative to it.
     if (runtime && Get(runtime, "secretsDir")) cfg.secrets_dir = Scalar(Get(runtime, "secretsDir"));
-    if (const auto& ds = Get(root, "dataset"); ds) {
-      cfg.dataset_name = Scalar(Get(ds, "name"));
-      if (const auto& modes = Get(ds, "accessModes"); modes) {
-        if (!modes.IsSequence()) return FieldError(source, "dataset.accessModes", "", "expected a list");
-        for (size_t i = 0; i < modes.size(); ++i) {
-          std::string m = Scalar(modes[i]);
-          if (m != "ReadOnlyMany" && m != "ReadWriteMany" && m != "ReadWriteOnce" && m != "ReadOnlyOnce") {
-            return FieldError(source, "dataset.accessModes[" + std::to_string(i) + "]", m,
-                              "expected ReadOnlyMany, ReadWriteMany or ReadWriteOnce");
-          }
-          cfg.access_modes.push_back(std::move(m));
-        }
-      }
-      if (const auto& mounts = Get(ds, "mounts"); mounts) {
-        if (!mounts.IsSequence()) return FieldError(source, "dataset.mounts", "", "expected a list");
-        for (size_t i = 0; i < mounts.size(); ++i) {
-          MountSpec m;
-          RETURN_IF_ERROR(ParseMount(source, "dataset.mounts[" + std::to_string(i) + "]", mounts[i],
-                                     cfg.secrets_dir, &m));
-          cfg.mounts.push_back(std::move(m));
-        }
-      }
-    }
-    if (runtime) {
-      if (Get(runtime, "replicas")) {
-        ASSIGN_OR_RETURN(cfg.replicas, ParseInt(source, "runtime.replicas", Get(runtime, "replicas"), 1, 10000));
-      }
-      if (const auto& levels = Get(Get(runtime, "tieredstore"), "levels"); levels) {
-        if (!levels.IsSequence()) {
-          return FieldError(source, "runtime.tieredstore.levels", "", "expected a list");
-        }
-        for (size_t i = 0; i < levels.size(); ++i) {
-          RETURN_IF_ERROR(ParseLevel(source, "runtime.tieredstore.levels[" + std::to_string(i) + "]",
-                                     levels[i], &cfg.tiers));
-        }
-        std::stable_sort(cfg.tiers.begin(), cfg.tiers.end(),
-                         [](const TierLevel& a, const TierLevel& b) { return a.medium < b.medium; });
-      }
-      if (const auto& cache = Get(runtime, "cache"); cache) {
-        if (Get(cache, "policy")) cfg.policy = Scalar(Get(cache, "policy"));
-        if (Get(cache, "blockSize")) {
-          auto bs = ParseSize(Scalar(Get(cache, "blockSize")));
-          if (!bs.ok()) {
-            return FieldError(source, "runtime.cache.blockSize", Scalar(Get(cache, "blockSize")),
-                              bs.status().message());
-          }
-          cfg.block_size = *bs;
-        }
-        if (Get(cache, "originTimeout")) {
-          cfg.origin_timeout = Scalar(Get(cache, "originTimeout"));
-          auto d = ParseDuration(cfg.origin_timeout);
-          if (!d.ok() || d->count() <= 0) {
-            return FieldError(source, "runtime.cache.originTimeout", cfg.origin_timeout,
-                              d.ok() ? "must be > 0" : d.status().message());
-          }
-        }
-        if (Get(cache, "ufsConcurrency")) {
-          ASSIGN_OR_RETURN(cfg.ufs_concurrency, ParseInt(source, "runtime.cache.ufsConcurrency",
-                                                         Get(cache, "ufsConcurrency"), 1, 4096));
-        }
-      }
-      if (const auto& cluster = Get(runtime, "cluster"); cluster) {
-        RETURN_IF_ERROR(ParseCluster(source, cluster, &cfg.cluster));
-      }
-    }
+    if (const auto& ds = Get(root, "dataset"); ds) RETURN_IF_ERROR(ParseDatasetSection(source, ds, cfg));
+    if (runtime) RETURN_IF_ERROR(ParseRuntimeSection(source, runtime, cfg));
   } catch (const YAML::Exception& e) {
     return InvalidArgument(std::string(source) + ": " + e.what());
   }
