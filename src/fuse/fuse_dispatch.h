@@ -226,6 +226,11 @@ class FuseDispatcher {
                               std::span<char> out);
   HandlerReply DoWriteOp(const struct fuse_in_header& h, std::span<const char> body,
                          std::span<char> out);
+  // DoWriteOp's larger ops, one each.
+  HandlerReply DoCreate(const struct fuse_in_header& h, std::span<const char> body, std::span<char> out);
+  HandlerReply DoMkdir(const struct fuse_in_header& h, std::span<const char> body, std::span<char> out);
+  HandlerReply DoSetattr(const struct fuse_in_header& h, std::span<const char> body, std::span<char> out);
+  HandlerReply DoRename(const struct fuse_in_header& h, std::span<const char> body, std::span<char> out);
   HandlerReply DoListXattr(std::span<const char> body, std::span<char> out);
   void DoForget(uint64_t ino, uint64_t nlookup);
 
