@@ -18,7 +18,8 @@
 // the daemon through it; under a mount holder the holder writes it, naming
 // itself and the daemon); mount-<hash>.stats.json holds DaemonStats as JSON,
 // rewritten on SIGUSR1 and at exit. A worker's files are named after
-// WorkerRunName(dataset id) instead of a mount point.
+// WorkerRunName(dataset id) instead of a mount point (the names:
+// src/control/run_files.h).
 //
 // Thread safety: Start/Run from one controlling thread. RequestStop(),
 // stats(), StatsJson(), WriteStatsFile() and the accessors may be called from
