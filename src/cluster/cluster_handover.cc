@@ -9,7 +9,8 @@
 #include "cluster/cluster_node.h"
 #include "common/clock.h"
 #include "common/mutex.h"
-#include "dataset/dataset.h"
+#include "cache/engine.h"
+#include "store/store.h"
 
 namespace granary {
 namespace {
@@ -44,7 +45,7 @@ Result<BlockData> ClusterNode::ReadFromPrevious(const BlockRef& ref, Priority pr
   const bool owned = Owns(ref.key, ref.block);
   if (owned && history_->kept() == 0) return NotFound("no handover in progress");
   const std::string pk = cluster::PlacementKey(ref.key.dataset, ref.key.key, ref.key.size,
-                                               ref.block, dataset_->engine().block_size());
+                                               ref.block, engine().block_size());
   std::vector<Member> owners = history_->PreviousOwners(pk);
   // A block this node does not own under its view: a peer that has seen a
   // membership change this node has not yet (etcd's poll, a SIGHUP that
@@ -81,7 +82,7 @@ Result<BlockData> ClusterNode::ReadFromPrevious(const BlockRef& ref, Priority pr
 
 Result<net::BlockPayload> ClusterNode::GetCachedBlock(const net::BlockRequest& r) {
   const ObjectKey key{.dataset = r.dataset, .key = r.key, .etag = r.etag, .size = r.size};
-  ASSIGN_OR_RETURN(ServedBlock b, dataset_->engine().ServeCached(key, r.block));
+  ASSIGN_OR_RETURN(ServedBlock b, engine().ServeCached(key, r.block));
   if (b.fd >= 0) {
     return net::BlockPayload{
         .fd = b.fd, .file_offset = b.file_offset, .length = b.length, .checksum = b.checksum};
@@ -152,7 +153,7 @@ void ClusterNode::HandoverLoop() {
 }
 
 bool ClusterNode::RunHandoverPass(uint64_t generation) {
-  CacheEngine& engine = dataset_->engine();
+  CacheEngine& engine = *dataset_.engine;
   const std::shared_ptr<const Snapshot> snap = engine.snapshot();
   const uint64_t bs = engine.block_size();
   handover_.objects_total.store(snap->file_count());

@@ -12,7 +12,8 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "cluster/cluster_stats_json.h"
-#include "dataset/dataset.h"
+#include "cache/engine.h"
+#include "store/store.h"
 #include "net/auth.h"
 
 namespace granary {
@@ -74,19 +75,20 @@ Status ClusterOptions::Validate() const {
   return Status::Ok();
 }
 
-ClusterNode::ClusterNode(const ClusterOptions& options, Dataset* dataset)
+ClusterNode::ClusterNode(const ClusterOptions& options, ClusterDataset dataset)
     : options_(options),
-      dataset_(dataset),
+      dataset_(std::move(dataset)),
       self_id_(options.advertise.empty() ? options.listen : options.advertise),
       self_address_(self_id_) {}
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& options,
-                                                        Dataset* dataset) {
+                                                        ClusterDataset dataset) {
   RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<ClusterNode> node(new ClusterNode(options, dataset));
+  CacheEngine* engine = dataset.engine;
+  std::unique_ptr<ClusterNode> node(new ClusterNode(options, std::move(dataset)));
   if (Status s = node->StartAll(); !s.ok()) {
     node->Stop();  // the peer server is gone: nothing calls the engine from it
-    dataset->engine().SetCluster(nullptr);
+    engine->SetCluster(nullptr);
     return s;
   }
   return node;
@@ -95,14 +97,14 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& op
 Status ClusterNode::StartAll() {
   // Before the peer server: a peer's request may arrive at once. Until the
   // membership is known this node owns everything and asks no peer.
-  dataset_->engine().SetCluster(std::shared_ptr<ClusterSource>(this, [](ClusterSource*) {}));
+  engine().SetCluster(std::shared_ptr<ClusterSource>(this, [](ClusterSource*) {}));
   if (!options_.secret_file.empty()) {
     ASSIGN_OR_RETURN(secret_, net::ReadSecretFile(options_.secret_file));
   }
   // With etcd the id lives on the disk, so the node keeps its share at any
   // address; a static list names its members by address.
   if (!options_.etcd.empty()) {
-    ASSIGN_OR_RETURN(self_id_, cluster::LoadOrCreateNodeId(dataset_->dir()));
+    ASSIGN_OR_RETURN(self_id_, cluster::LoadOrCreateNodeId(dataset_.dir));
   }
   history_ = std::make_unique<cluster::PlacementHistory>(self_id_, options_.replicas);
   handover_thread_ = std::thread([this] { HandoverLoop(); });
@@ -113,24 +115,23 @@ Status ClusterNode::StartAll() {
     ASSIGN_OR_RETURN(server_, net::PeerServer::Start(
                                   net::PeerServerOptions{.listen = options_.listen,
                                                          .secret = secret_,
-                                                         .dataset = dataset_->id(),
+                                                         .dataset = dataset_.id,
                                                          .node_id = self_id_,
                                                          // A request that misses waits on the
                                                          // origin: as many as the origin slots.
                                                          .worker_threads = std::max(
-                                                             16, dataset_->options()
-                                                                     .engine.origin_concurrency)},
+                                                             16, dataset_.origin_concurrency)},
                                   this));
   }
   const Member self{.node_id = self_id_,
                     .address = self_address_,
-                    .capacity = options_.client_only ? 0 : StoreCapacity(dataset_->store()),
+                    .capacity = options_.client_only ? 0 : StoreCapacity(*dataset_.store),
                     .started_unix_ms = NowUnixMs()};
   if (!options_.etcd.empty()) {
     membership_ = std::make_unique<cluster::EtcdMembership>(cluster::EtcdMembershipOptions{
         .endpoints = SplitList(options_.etcd, ','),
-        .cluster = options_.name.empty() ? dataset_->id() : options_.name,
-        .dataset = dataset_->id(),
+        .cluster = options_.name.empty() ? dataset_.id : options_.name,
+        .dataset = dataset_.id,
         .self = self,
         .ttl = options_.etcd_ttl});
   } else {
@@ -227,7 +228,7 @@ void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
   handover_cv_.NotifyAll();
   // The store's owned-object counters follow the new placement. Not under
   // clients_mu_: the recount calls Owns() for every complete object.
-  dataset_->store().RecountOwnership();
+  dataset_.store->RecountOwnership();
   MutexLock lock(clients_mu_);
   for (auto it = clients_.begin(); it != clients_.end();) {
     bool live = false;
@@ -255,7 +256,7 @@ std::string ClusterNode::listen_address() const { return server_ ? server_->addr
 std::vector<const Member*> ClusterNode::Candidates(const Placement& p, const ObjectKey& key,
                                                    uint64_t block, size_t n) const {
   const std::string pk =
-      cluster::PlacementKey(key.dataset, key.key, key.size, block, dataset_->engine().block_size());
+      cluster::PlacementKey(key.dataset, key.key, key.size, block, engine().block_size());
   return p.Rank(pk, n);
 }
 
@@ -265,7 +266,7 @@ bool ClusterNode::Owns(const ObjectKey& key, uint64_t block) const {
   if (options_.replicas == 1) {
     // Per miss and per file of a status call: no vector, one placement key.
     const Member* owner = p->Owner(cluster::PlacementKey(key.dataset, key.key, key.size, block,
-                                                         dataset_->engine().block_size()));
+                                                         engine().block_size()));
     return owner ? owner->node_id == self_id_ : true;
   }
   for (const Member* m : Candidates(*p, key, block, options_.replicas)) {
@@ -280,7 +281,7 @@ bool ClusterNode::IsPrimary(const ObjectKey& key, uint64_t block) const {
   std::shared_ptr<const Placement> p = placement_.load();
   if (!p) return true;
   const Member* owner = p->Owner(cluster::PlacementKey(key.dataset, key.key, key.size, block,
-                                                       dataset_->engine().block_size()));
+                                                       engine().block_size()));
   // No member of capacity (all clients): as Owns, the node reading it.
   return owner ? owner->node_id == self_id_ : true;
 }
@@ -291,7 +292,7 @@ std::shared_ptr<net::PeerClient> ClusterNode::ClientFor(const Member& m) {
   if (!client) {
     client = std::make_shared<net::PeerClient>(
         m.address, net::PeerClientOptions{.secret = secret_,
-                                          .dataset = dataset_->id(),
+                                          .dataset = dataset_.id,
                                           .node_id = self_id_,
                                           .connect_timeout = options_.connect_timeout,
                                           .request_timeout = options_.peer_timeout});
@@ -300,7 +301,7 @@ std::shared_ptr<net::PeerClient> ClusterNode::ClientFor(const Member& m) {
 }
 
 net::BlockRequest ClusterNode::RequestOf(const ObjectKey& key, uint64_t block) const {
-  const uint64_t bs = dataset_->engine().block_size();
+  const uint64_t bs = engine().block_size();
   const uint64_t offset = block * bs;
   return net::BlockRequest{.dataset = key.dataset,
                            .key = key.key,
@@ -365,7 +366,7 @@ Result<bool> ClusterNode::WarmRemote(const ObjectKey& key) {
 
 Result<net::BlockPayload> ClusterNode::GetBlock(const net::BlockRequest& r) {
   const ObjectKey key{.dataset = r.dataset, .key = r.key, .etag = r.etag, .size = r.size};
-  ASSIGN_OR_RETURN(ServedBlock b, dataset_->engine().ServePeer(key, r.block));
+  ASSIGN_OR_RETURN(ServedBlock b, engine().ServePeer(key, r.block));
   if (b.fd >= 0) {
     return net::BlockPayload{
         .fd = b.fd, .file_offset = b.file_offset, .length = b.length, .checksum = b.checksum};
@@ -375,7 +376,7 @@ Result<net::BlockPayload> ClusterNode::GetBlock(const net::BlockRequest& r) {
 
 Result<bool> ClusterNode::Warm(const net::BlockRequest& r) {
   const ObjectKey key{.dataset = r.dataset, .key = r.key, .etag = r.etag, .size = r.size};
-  return dataset_->engine().WarmForPeer(key);
+  return engine().WarmForPeer(key);
 }
 
 void ClusterNode::SetStatusProvider(std::function<Result<nlohmann::json>()> provider) {

@@ -55,7 +55,17 @@
 
 namespace granary {
 
-class Dataset;
+class CacheEngine;
+class Store;
+
+// What a cluster node serves, and where it keeps its identity.
+struct ClusterDataset {
+  CacheEngine* engine = nullptr;  // must outlive ClusterNode::Stop()
+  Store* store = nullptr;         // the engine's store; the same lifetime
+  std::string id;                 // the dataset id (DatasetId(source))
+  std::string dir;                // <first cache dir>/<dataset id>: the node-id file
+  int origin_concurrency = 16;    // the engine's origin slots
+};
 namespace cluster {
 class StaticMembership;
 }  // namespace cluster
@@ -103,9 +113,9 @@ struct ClusterStats {
 class ClusterNode : public ClusterSource, public net::PeerService {
  public:
   // Starts the peer server, joins the membership and returns once this node
-  // is a member. Borrows `dataset` (its engine and store must outlive Stop()).
+  // is a member. Borrows `dataset`'s engine and store.
   static Result<std::unique_ptr<ClusterNode>> Start(const ClusterOptions& options,
-                                                    Dataset* dataset);
+                                                    ClusterDataset dataset);
   ~ClusterNode() override;
 
   // Leaves the membership and stops the peer server. Idempotent.
@@ -163,7 +173,8 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   std::string listen_address() const;
 
  private:
-  ClusterNode(const ClusterOptions& options, Dataset* dataset);
+  ClusterNode(const ClusterOptions& options, ClusterDataset dataset);
+  CacheEngine& engine() const { return *dataset_.engine; }
   Status StartAll();
   // The first n members in HRW order for the block (its owners are the first
   // `replicas`; the ones after them take over a dead owner's share).
@@ -187,7 +198,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   std::vector<cluster::Member> Answering(const std::vector<cluster::Member>& members);
 
   ClusterOptions options_;
-  Dataset* dataset_;
+  ClusterDataset dataset_;
   std::string self_id_;       // set by StartAll before anything uses it
   std::string self_address_;  // advertise, or listen
   std::string secret_;  // never logged

@@ -257,7 +257,15 @@ Status Dataset::OpenAll() {
   engine_ = std::make_unique<CacheEngine>(ufs_, opened_snapshot_, store_.get(), engine_opts);
   opened_snapshot_.reset();
   if (options_.cluster.enabled()) {
-    ASSIGN_OR_RETURN(cluster_, ClusterNode::Start(options_.cluster, this));
+    ASSIGN_OR_RETURN(cluster_, ClusterNode::Start(options_.cluster,
+                                                  ClusterDataset{
+                                                      .engine = engine_.get(),
+                                                      .store = store_.get(),
+                                                      .id = id_,
+                                                      .dir = dir_,
+                                                      .origin_concurrency =
+                                                          options_.engine.origin_concurrency,
+                                                  }));
   }
   return Status::Ok();
 }
