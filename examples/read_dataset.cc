@@ -19,7 +19,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MOUNT_PATH | SOURCE --cache-dir DIR[:QUOTA] [--endpoint URL]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MOUNT_PATH | SOURCE --cache-dir DIR[:QUOTA] [--endpoint URL]\n",
+                 argv[0]);
     return 2;
   }
   std::string target = argv[1];

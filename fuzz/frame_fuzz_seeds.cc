@@ -18,18 +18,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
     return 2;
   }
-  BlockRequest req{.dataset = "imagenet", .key = "train/n01440764/img_001.JPEG",
-                   .etag = "\"9b2cf535f27731c974343645a3985328\"", .size = 110000,
-                   .block = 0, .offset = 0, .length = 110000};
+  BlockRequest req{.dataset = "imagenet",
+                   .key = "train/n01440764/img_001.JPEG",
+                   .etag = "\"9b2cf535f27731c974343645a3985328\"",
+                   .size = 110000,
+                   .block = 0,
+                   .offset = 0,
+                   .length = 110000};
   Nonce nonce{};
   for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(i * 37);
   std::vector<std::pair<std::string, std::pair<Op, std::string>>> bodies = {
-      {"hello", {Op::kHello, EncodeHello({.version = kProtocolVersion, .mode = AuthMode::kHmacSha256,
-                                          .server_nonce = nonce, .node_id = "node-a",
-                                          .dataset = "imagenet"})}},
-      {"auth", {Op::kAuth, EncodeAuth({.mode = AuthMode::kHmacSha256, .client_nonce = nonce,
-                                        .proof = nonce, .dataset = "imagenet",
-                                        .node_id = "node-b"})}},
+      {"hello",
+       {Op::kHello, EncodeHello({.version = kProtocolVersion,
+                                 .mode = AuthMode::kHmacSha256,
+                                 .server_nonce = nonce,
+                                 .node_id = "node-a",
+                                 .dataset = "imagenet"})}},
+      {"auth",
+       {Op::kAuth, EncodeAuth({.mode = AuthMode::kHmacSha256,
+                               .client_nonce = nonce,
+                               .proof = nonce,
+                               .dataset = "imagenet",
+                               .node_id = "node-b"})}},
       {"auth_ok", {Op::kAuthOk, EncodeAuthOk({.proof = nonce})}},
       {"get_block", {Op::kGetBlock, EncodeBlockRequest(req)}},
       {"get_cached_block", {Op::kGetCachedBlock, EncodeBlockRequest(req)}},

@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::off);
   const fs::path out = argv[1];
-  const fs::path tmp = fs::temp_directory_path() / ("granary-fuzz-seeds-" + std::to_string(::getpid()));
+  const fs::path tmp =
+      fs::temp_directory_path() / ("granary-fuzz-seeds-" + std::to_string(::getpid()));
   fs::create_directories(tmp);
 
   // Snapshots: empty, one file, a small tree with skipped keys.
@@ -77,9 +78,16 @@ int main(int argc, char** argv) {
   }
 
   // Index: a journal with every record type, a checkpoint of two entries.
-  store_format::EntryRecord e{.id_hi = 1, .id_lo = 2, .dataset = "ds", .key = "train/x.jpg",
-                              .etag = "abc", .size = 9 << 20, .tier = 0, .last_use = 42,
-                              .checksums = {11, 0, 13}, .present = {0b101}};
+  store_format::EntryRecord e{.id_hi = 1,
+                              .id_lo = 2,
+                              .dataset = "ds",
+                              .key = "train/x.jpg",
+                              .etag = "abc",
+                              .size = 9 << 20,
+                              .tier = 0,
+                              .last_use = 42,
+                              .checksums = {11, 0, 13},
+                              .present = {0b101}};
   store_format::BlockRecord b{.object = e, .block = 1, .checksum = 12};
   b.object.checksums.clear();
   b.object.present.clear();
@@ -87,9 +95,10 @@ int main(int argc, char** argv) {
   {
     auto j = store_format::Journal::Create(tmp.string(), 0);
     if (!j.ok()) return Die(j.status());
-    for (auto [type, payload] : {std::pair{store_format::RecordType::kEntry, store_format::EncodeEntry(e)},
-                                 {store_format::RecordType::kBlock, store_format::EncodeBlock(b)},
-                                 {store_format::RecordType::kRemove, store_format::EncodeRemove(1, 2)}}) {
+    for (auto [type, payload] :
+         {std::pair{store_format::RecordType::kEntry, store_format::EncodeEntry(e)},
+          {store_format::RecordType::kBlock, store_format::EncodeBlock(b)},
+          {store_format::RecordType::kRemove, store_format::EncodeRemove(1, 2)}}) {
       if (Status s = (*j)->Append(type, payload); !s.ok()) return Die(s);
     }
     std::string journal = ReadFile((*j)->path());
@@ -99,12 +108,13 @@ int main(int argc, char** argv) {
     Seed(index_dir, "block_payload", '\0', store_format::EncodeBlock(b));
   }
   int left = 2;
-  Status s = store_format::WriteCheckpoint(tmp.string(), 7, 123, [&](store_format::EntryRecord& out) {
-    if (left-- == 0) return false;
-    out = e;
-    out.id_lo += left;
-    return true;
-  });
+  Status s =
+      store_format::WriteCheckpoint(tmp.string(), 7, 123, [&](store_format::EntryRecord& out) {
+        if (left-- == 0) return false;
+        out = e;
+        out.id_lo += left;
+        return true;
+      });
   if (!s.ok()) return Die(s);
   std::string ckpt = ReadFile(tmp / std::string(store_format::kCheckpointFileName));
   Seed(index_dir, "checkpoint", '\1', ckpt);

@@ -68,7 +68,8 @@ void ReplayAsJournal(std::string_view bytes) {
 
 void ReadAsCheckpoint(std::string_view bytes) {
   WriteFile(g_dir + "/" + std::string(kCheckpointFileName), bytes);
-  auto gen = ReadCheckpoint(g_dir, [](EntryRecord&& e) { Check(DecodeEntry(EncodeEntry(e)).ok()); });
+  auto gen =
+      ReadCheckpoint(g_dir, [](EntryRecord&& e) { Check(DecodeEntry(EncodeEntry(e)).ok()); });
   Check(gen.ok() || gen.status().code() == granary::Code::kCorruption);
 }
 

@@ -20,6 +20,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev liburing-dev
   libgtest-dev libgmock-dev libbenchmark-dev libturbojpeg0-dev
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
+  clang-format clang-tidy   # scripts/check-format.sh, scripts/lint.sh
   fuse3 nginx-light python3 python3-prometheus-client procps psmisc iproute2 curl
   # the comparison's peers and chart, and the ResNet-50 smoke test (CPU torch)
   s3fs rclone gnuplot-nox python3-torch python3-torchvision

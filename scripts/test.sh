@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (what CI runs): installs dependencies, builds Granary, runs
+# The test command (what CI runs): installs dependencies, checks the C++
+# format (scripts/check-format.sh), builds Granary, runs
 # every test with ctest, installs the Python module into a scratch prefix
 # (scripts/install-python.sh), runs every libFuzzer target for FUZZ_SECONDS (default
 # 20) each, then builds the unit tests (ctest label `unit`) under ASan+UBSan
@@ -14,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+# The format check first: seconds, and a misformatted file fails the run.
+scripts/check-format.sh
 
 # configure DIR SANITIZER [CMAKE_ARGS...]: the TSan build with Clang, the
 # others with the default compiler. CMake cannot change the compiler of a

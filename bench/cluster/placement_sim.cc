@@ -40,7 +40,8 @@ std::vector<Object> MakeObjects(size_t n) {
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const uint64_t size = static_cast<uint64_t>(size_dist(rng)) + 1;
-    std::string key = "train/n" + std::to_string(1440764 + i % 1000) + "/img_" + std::to_string(i) + ".JPEG";
+    std::string key =
+        "train/n" + std::to_string(1440764 + i % 1000) + "/img_" + std::to_string(i) + ".JPEG";
     out.push_back({PlacementKey("imagenet", key, size, 0, kBlockSize), size});
   }
   return out;
@@ -50,8 +51,8 @@ std::vector<Member> MakeNodes(bool weighted) {
   std::vector<Member> nodes;
   for (int i = 0; i < 100; ++i) {
     std::string addr = "worker-" + std::to_string(i) + ".svc-worker:7070";
-    nodes.push_back(Member{.node_id = addr, .address = addr,
-                           .capacity = weighted && i >= 50 ? 2 * kTB : kTB});
+    nodes.push_back(
+        Member{.node_id = addr, .address = addr, .capacity = weighted && i >= 50 ? 2 * kTB : kTB});
   }
   return nodes;
 }
@@ -116,10 +117,12 @@ Row Simulate(const char* name, bool weighted, const std::vector<Object>& objects
   Placement after_leave(left);
   row.moved_leave = Moved(base, owners, after_leave, Owners(after_leave, objects, nullptr),
                           nodes.back().node_id, &row.stray);
-  row.ideal_leave = static_cast<size_t>(std::llround(objects.size() * nodes.back().capacity / total_weight));
+  row.ideal_leave =
+      static_cast<size_t>(std::llround(objects.size() * nodes.back().capacity / total_weight));
   // One node joins with 1 TB: ideal = its fair share of the objects.
   std::vector<Member> joined = nodes;
-  joined.push_back(Member{.node_id = "worker-new:7070", .address = "worker-new:7070", .capacity = kTB});
+  joined.push_back(
+      Member{.node_id = "worker-new:7070", .address = "worker-new:7070", .capacity = kTB});
   Placement after_join(joined);
   row.moved_join = Moved(base, owners, after_join, Owners(after_join, objects, nullptr),
                          joined.back().node_id, &row.stray);
@@ -134,19 +137,22 @@ int main(int argc, char** argv) {
   const std::vector<Object> objects = MakeObjects(n);
   double total_bytes = 0;
   for (const Object& o : objects) total_bytes += o.size;
-  std::printf("placement_sim: %zu objects, %.1f GB (mean %.1f KB), 100 nodes\n\n", n, total_bytes / 1e9,
-              total_bytes / n / 1e3);
-  std::printf("| cluster | max/mean bytes per weight | min/mean | moved on leave (ideal) | "
-              "moved on join (ideal) | other moves | ns per Owner() |\n");
+  std::printf("placement_sim: %zu objects, %.1f GB (mean %.1f KB), 100 nodes\n\n", n,
+              total_bytes / 1e9, total_bytes / n / 1e3);
+  std::printf(
+      "| cluster | max/mean bytes per weight | min/mean | moved on leave (ideal) | "
+      "moved on join (ideal) | other moves | ns per Owner() |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const Row& r : {Simulate("100 x 1 TB (unweighted)", false, objects),
                        Simulate("50 x 1 TB + 50 x 2 TB (weighted)", true, objects)}) {
-    std::printf("| %s | %.4f | %.4f | %zu (%zu, %+.1f%%) | %zu (%zu, %+.1f%%) | %zu | %.0f |\n", r.name,
-                r.max_over_mean, r.min_over_mean, r.moved_leave, r.ideal_leave,
-                100.0 * (double(r.moved_leave) - r.ideal_leave) / r.ideal_leave, r.moved_join, r.ideal_join,
-                100.0 * (double(r.moved_join) - r.ideal_join) / r.ideal_join, r.stray, r.ns_per_lookup);
+    std::printf("| %s | %.4f | %.4f | %zu (%zu, %+.1f%%) | %zu (%zu, %+.1f%%) | %zu | %.0f |\n",
+                r.name, r.max_over_mean, r.min_over_mean, r.moved_leave, r.ideal_leave,
+                100.0 * (double(r.moved_leave) - r.ideal_leave) / r.ideal_leave, r.moved_join,
+                r.ideal_join, 100.0 * (double(r.moved_join) - r.ideal_join) / r.ideal_join, r.stray,
+                r.ns_per_lookup);
   }
-  std::printf("\nideal: the leaving node's / the joining node's fair share of the objects; "
-              "other moves: objects that moved between two unchanged nodes (0 for HRW)\n");
+  std::printf(
+      "\nideal: the leaving node's / the joining node's fair share of the objects; "
+      "other moves: objects that moved between two unchanged nodes (0 for HRW)\n");
   return 0;
 }

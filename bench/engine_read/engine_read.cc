@@ -9,7 +9,6 @@
 //
 //   engine_read [--dir /dev/shm/granary-engine-bench] [--objects 4000] [--seconds 1]
 #include <CLI/CLI.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,9 +18,9 @@
 #include <thread>
 
 #include "cache/engine.h"
-#include "dataset/dataset.h"
 #include "common/log.h"
 #include "common/uri.h"
+#include "dataset/dataset.h"
 #include "ufs/open.h"
 
 namespace granary {
@@ -84,7 +83,8 @@ int Main(int argc, char** argv) {
   std::string data(112640, '\0');
   for (int i = 0; i < objects; ++i) {
     for (auto& c : data) c = static_cast<char>(rng());
-    std::ofstream(fs::path(dir) / "origin" / "train" / (std::to_string(i) + ".JPEG"), std::ios::binary)
+    std::ofstream(fs::path(dir) / "origin" / "train" / (std::to_string(i) + ".JPEG"),
+                  std::ios::binary)
         << data;
   }
   auto uri = ParseUri(dir + "/origin");
@@ -107,7 +107,8 @@ int Main(int argc, char** argv) {
   std::vector<std::thread> loaders;
   for (int t = 0; t < 8; ++t) {
     loaders.emplace_back([&] {
-      for (size_t i = next++; i < inos.size(); i = next++) engine.Fetch(inos[i]).status().IgnoreError();
+      for (size_t i = next++; i < inos.size(); i = next++)
+        engine.Fetch(inos[i]).status().IgnoreError();
     });
   }
   for (auto& l : loaders) l.join();
@@ -120,8 +121,9 @@ int Main(int argc, char** argv) {
     std::printf("| %d | %.0f | %.2f |\n", r.threads, r.objects_per_s, r.gb_per_s);
   }
   auto st = engine.stats();
-  std::printf("\norigin requests during the hit-path runs: %llu (expected 0 beyond the cold pass: %d)\n",
-              static_cast<unsigned long long>(st.origin_requests), objects);
+  std::printf(
+      "\norigin requests during the hit-path runs: %llu (expected 0 beyond the cold pass: %d)\n",
+      static_cast<unsigned long long>(st.origin_requests), objects);
   fs::remove_all(dir);
   return 0;
 }

@@ -37,9 +37,9 @@
 #include <vector>
 
 #include "common/log.h"
-#include "testing/dir_fs.h"
 #include "fuse/fuse_kernel.h"
 #include "fuse/fuse_server.h"
+#include "testing/dir_fs.h"
 
 namespace granary {
 namespace {
@@ -79,7 +79,8 @@ int64_t CachedKb() {
 double CpuSeconds() {
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 std::vector<std::string> MakeTree(const Config& c) {
@@ -87,7 +88,8 @@ std::vector<std::string> MakeTree(const Config& c) {
   std::mt19937_64 rng(1234);
   // Lognormal around mean_kb: sigma 0.5, mu chosen so the mean is mean_kb.
   double sigma = 0.5;
-  std::lognormal_distribution<double> size_dist(std::log(c.mean_kb * 1024) - sigma * sigma / 2, sigma);
+  std::lognormal_distribution<double> size_dist(std::log(c.mean_kb * 1024) - sigma * sigma / 2,
+                                                sigma);
   std::string marker = c.dir + "/.complete-" + std::to_string(c.files);
   bool exists = std::filesystem::exists(marker);
   std::vector<char> buf(4 << 20);
@@ -140,7 +142,8 @@ EpochResult RunEpoch(const std::string& root, const std::vector<std::string>& re
         if (n < 0) ++errors;
         close(fd);
         bytes += got;
-        mine.push_back(std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - s).count());
+        mine.push_back(
+            std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - s).count());
       }
     });
   }
@@ -238,13 +241,20 @@ int Main(int argc, char** argv) {
   Config c;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--dir") c.dir = v;
-    else if (k == "--files") c.files = std::stoi(v);
-    else if (k == "--threads") c.threads = std::stoi(v);
-    else if (k == "--mean-kb") c.mean_kb = std::stod(v);
-    else if (k == "--uring") c.uring = v != "off";
-    else if (k == "--rounds") c.rounds = std::max(1, std::stoi(v));
-    else if (k == "--only") c.only = v;
+    if (k == "--dir")
+      c.dir = v;
+    else if (k == "--files")
+      c.files = std::stoi(v);
+    else if (k == "--threads")
+      c.threads = std::stoi(v);
+    else if (k == "--mean-kb")
+      c.mean_kb = std::stod(v);
+    else if (k == "--uring")
+      c.uring = v != "off";
+    else if (k == "--rounds")
+      c.rounds = std::max(1, std::stoi(v));
+    else if (k == "--only")
+      c.only = v;
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       return 2;
@@ -296,8 +306,8 @@ int Main(int argc, char** argv) {
     native_second.ratios.push_back(Fps(second) / Fps(warm));
     for (FuseReadMode mode : {FuseReadMode::kPassthrough, FuseReadMode::kCached}) {
       for (FuseTransport transport : transports) {
-        std::string name = std::string(FuseReadModeName(mode)) + " / " +
-                           std::string(FuseTransportName(transport));
+        std::string name =
+            std::string(FuseReadModeName(mode)) + " / " + std::string(FuseTransportName(transport));
         if (name.find(c.only) == std::string::npos) continue;
         char mnt_tmpl[] = "/tmp/granary-fuse-bench-mnt-XXXXXX";
         std::string mnt = mkdtemp(mnt_tmpl);
@@ -334,7 +344,8 @@ int Main(int argc, char** argv) {
           x.requests.clear();
           for (size_t op = 0; op < after.requests_by_opcode.size(); ++op) {
             uint64_t d = after.requests_by_opcode[op] - before.requests_by_opcode[op];
-            if (d > 0) x.requests += " " + std::string(fusek::OpcodeName(op)) + "=" + std::to_string(d);
+            if (d > 0)
+              x.requests += " " + std::string(fusek::OpcodeName(op)) + "=" + std::to_string(d);
           }
         }
         server->Stop();
@@ -342,8 +353,8 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  std::printf("%d files, %d threads, %d rounds; each row is the median round\n", c.files,
-              c.threads, c.rounds);
+  std::printf("%d files, %d threads, %d rounds; each row is the median round\n", c.files, c.threads,
+              c.rounds);
   std::printf("%-34s %9s %8s %8s %8s %9s %8s %9s %6s\n", "cell", "files/s", "MB/s", "p50us",
               "p99us", "cpu_us/f", "x_ext4", "cacheMB", "errors");
   PrintCell(native);

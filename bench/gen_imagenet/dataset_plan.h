@@ -51,17 +51,17 @@ struct PlanOptions {
   double tail_fraction = 0.002;     // share of files drawn from the heavy tail
   double tail_min_bytes = 600'000;  // heavy tail: log-uniform in [min, max]
   double tail_max_bytes = 4'000'000;
-  uint32_t min_bytes = 4'096;       // clamp of the body
+  uint32_t min_bytes = 4'096;  // clamp of the body
 };
 
 // One file of the plan.
 struct FileSpec {
-  uint64_t index = 0;        // 0 .. count-1
-  uint32_t label = 0;        // class rank
-  uint32_t in_class = 0;     // j in <wnid>_<j>.JPEG
-  uint64_t file_seed = 0;    // seeds this file's pixels
-  uint32_t target_bytes = 0; // size the encoder aims for
-  std::string rel_path;      // "train/<wnid>/<wnid>_<j>.JPEG"
+  uint64_t index = 0;         // 0 .. count-1
+  uint32_t label = 0;         // class rank
+  uint32_t in_class = 0;      // j in <wnid>_<j>.JPEG
+  uint64_t file_seed = 0;     // seeds this file's pixels
+  uint32_t target_bytes = 0;  // size the encoder aims for
+  std::string rel_path;       // "train/<wnid>/<wnid>_<j>.JPEG"
 };
 
 class DatasetPlan {

@@ -12,8 +12,6 @@
 // Threads: --threads workers each own an encoder and pull file indexes from
 // one atomic counter; output does not depend on the thread count.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/units.h"
@@ -35,11 +34,11 @@ namespace {
 
 struct GenOptions {
   PlanOptions plan;
-  int quality = 90;             // JPEG quality of the encoded images
-  int threads = 0;              // 0 = hardware concurrency
-  SinkOptions sink;             // where files go
-  std::string json_path;        // --json: summary file ("" = none)
-  bool quiet = false;           // no progress lines on stderr
+  int quality = 90;       // JPEG quality of the encoded images
+  int threads = 0;        // 0 = hardware concurrency
+  SinkOptions sink;       // where files go
+  std::string json_path;  // --json: summary file ("" = none)
+  bool quiet = false;     // no progress lines on stderr
 };
 
 struct GenState {
@@ -63,8 +62,8 @@ void Worker(const DatasetPlan& plan, const GenOptions& opt, const NoiseTile& til
   if (!enc.ok()) return record_error(enc.status());
   for (uint64_t i = st.next++; i < plan.count() && !st.failed; i = st.next++) {
     FileSpec spec = plan.File(i);
-    std::string tag =
-        "granary gen_imagenet seed=" + std::to_string(opt.plan.seed) + " index=" + std::to_string(i);
+    std::string tag = "granary gen_imagenet seed=" + std::to_string(opt.plan.seed) +
+                      " index=" + std::to_string(i);
     auto jpeg = (*enc)->Encode(spec, bpp, tag);
     if (!jpeg.ok()) return record_error(jpeg.status().WithContext(spec.rel_path));
     Status put = sink.Put(spec.rel_path, jpeg->bytes);
@@ -122,7 +121,8 @@ class ProgressPrinter {
       auto start = std::chrono::steady_clock::now();
       std::unique_lock lock(mu_);
       while (!cv_.wait_for(lock, std::chrono::seconds(5), [this] { return stop_; })) {
-        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::fprintf(stderr, "gen_imagenet: %llu/%llu files, %s, %.0f files/s\n",
                      static_cast<unsigned long long>(st.done.load()),
                      static_cast<unsigned long long>(total), FormatSize(st.bytes.load()).c_str(),
@@ -223,7 +223,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefix", opt.sink.prefix, "S3 key prefix (the dataset root)");
   app.add_option("--threads", opt.threads, "worker threads (default: all cores)");
   app.add_option("--quality", opt.quality, "JPEG quality")->default_val(90);
-  app.add_option("--median-size", median, "median file size of the lognormal body (e.g. 96000 or 94KiB)");
+  app.add_option("--median-size", median,
+                 "median file size of the lognormal body (e.g. 96000 or 94KiB)");
   app.add_option("--sigma", opt.plan.sigma, "lognormal sigma")->default_val(0.5);
   app.add_option("--tail-fraction", opt.plan.tail_fraction, "share of multi-MB files")
       ->default_val(0.002);

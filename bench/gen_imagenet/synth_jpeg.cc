@@ -7,8 +7,8 @@
 namespace granary::bench {
 namespace {
 
-constexpr int kNoiseAmplitude = 28;   // noise in [-amp, amp] per channel: sets bytes/pixel
-constexpr double kFillRatio = 0.93;   // aim the image at this share of the target
+constexpr int kNoiseAmplitude = 28;  // noise in [-amp, amp] per channel: sets bytes/pixel
+constexpr double kFillRatio = 0.93;  // aim the image at this share of the target
 constexpr size_t kComMaxPayload = 65533;
 
 // Aspect ratios (width/height) of photos, roughly as common in ImageNet.

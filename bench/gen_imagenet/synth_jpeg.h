@@ -38,7 +38,7 @@ class NoiseTile {
 };
 
 struct EncodedJpeg {
-  std::string bytes;     // the whole file
+  std::string bytes;  // the whole file
   int width = 0;
   int height = 0;
 };

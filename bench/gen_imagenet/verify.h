@@ -20,10 +20,10 @@
 namespace granary::bench {
 
 struct VerifyReport {
-  SizeSummary sizes;       // over the listed files
-  uint64_t classes = 0;    // distinct folders in the list
-  uint64_t decoded = 0;    // files fully decoded
-  uint64_t duplicates = 0; // files whose bytes equal an earlier file's
+  SizeSummary sizes;                  // over the listed files
+  uint64_t classes = 0;               // distinct folders in the list
+  uint64_t decoded = 0;               // files fully decoded
+  uint64_t duplicates = 0;            // files whose bytes equal an earlier file's
   std::vector<std::string> problems;  // one line each; empty = valid
 };
 

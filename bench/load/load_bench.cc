@@ -24,10 +24,10 @@
 #include <thread>
 
 #include "cache/engine.h"
-#include "dataset/dataset.h"
 #include "common/log.h"
 #include "common/uri.h"
 #include "control/loader.h"
+#include "dataset/dataset.h"
 #include "ufs/open.h"
 
 namespace granary {
@@ -96,8 +96,8 @@ Env Cold(const fs::path& dir, std::shared_ptr<UnderStorage> ufs, const std::stri
   fs::remove_all(dir / "cache");
   DatasetOptions o;
   o.source = source;
-  o.cache_dirs = {TierLevel{
-      .medium = Medium::kMem, .path = (dir / "cache").string(), .quota = 4ull << 30}};
+  o.cache_dirs = {
+      TierLevel{.medium = Medium::kMem, .path = (dir / "cache").string(), .quota = 4ull << 30}};
   o.engine.origin_concurrency = g_concurrency;
   o.store_background = false;
   auto ds = Dataset::Open(std::move(o), std::move(ufs));

@@ -74,7 +74,8 @@ void DecodeAugmenter::ResizeNormalize(int width, Crop crop, bool flip) {
 Status DecodeAugmenter::Process(std::span<const char> jpeg, Rng& rng) {
   auto* data = reinterpret_cast<const unsigned char*>(jpeg.data());
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(handle_, data, jpeg.size(), &width, &height, &subsamp, &colorspace) != 0) {
+  if (tjDecompressHeader3(handle_, data, jpeg.size(), &width, &height, &subsamp, &colorspace) !=
+      0) {
     return Corruption(std::string("jpeg header: ") + tjGetErrorStr2(handle_));
   }
   rgb_.resize(static_cast<size_t>(width) * height * 3);

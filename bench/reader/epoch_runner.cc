@@ -41,11 +41,11 @@ struct SharedEpoch {
   const std::vector<std::string>* files;
   const std::vector<uint32_t>* order;
   const ReaderOptions* options;
-  size_t limit;                    // files to hand out
+  size_t limit;  // files to hand out
   SteadyClock::time_point deadline;
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> files_done{0}, bytes{0}, errors{0};
-  std::mutex mu;                   // guards latencies_us, first_error
+  std::mutex mu;  // guards latencies_us, first_error
   std::vector<uint32_t> latencies_us;
   std::string first_error;
 };
@@ -126,8 +126,8 @@ EpochResult RunEpoch(const std::vector<std::string>& files, const ReaderOptions&
                      int epoch) {
   std::vector<uint32_t> order = ShuffledOrder(files.size(), Mix64(options.seed) ^ Mix64(epoch));
   SharedEpoch ep{.files = &files, .order = &order, .options = &options};
-  ep.limit = options.max_files > 0 ? std::min<size_t>(files.size(), options.max_files)
-                                   : files.size();
+  ep.limit =
+      options.max_files > 0 ? std::min<size_t>(files.size(), options.max_files) : files.size();
   double cpu0 = CpuSeconds();
   auto start = SteadyClock::now();
   ep.deadline = start + std::chrono::duration_cast<SteadyClock::duration>(

@@ -13,7 +13,8 @@ Result<std::vector<std::string>> ListTree(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return NotFound(dir + ": not a directory");
   std::vector<std::string> files;
-  auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+  auto it =
+      fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file(ec)) files.push_back(it->path().string());
   }

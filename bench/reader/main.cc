@@ -10,10 +10,9 @@
 // when no file could be listed; 2 when some reads failed (the table says how
 // many).
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "reader/epoch_runner.h"
 #include "reader/file_list.h"
@@ -61,9 +60,11 @@ int main(int argc, char** argv) {
   app.add_option("dir", dir, "directory to read (every regular file under it)");
   app.add_option("--list", list, "PaddleClas list file (train_list.txt) instead of a directory");
   app.add_option("--root", root, "--list: directory the listed paths are relative to");
-  app.add_option("--threads", opt.threads, "parallel readers")->default_val(16)
+  app.add_option("--threads", opt.threads, "parallel readers")
+      ->default_val(16)
       ->check(CLI::Range(1, 4096));
-  app.add_option("--epochs", epochs, "passes over the data")->default_val(1)
+  app.add_option("--epochs", epochs, "passes over the data")
+      ->default_val(1)
       ->check(CLI::Range(1, 100000));
   app.add_option("--seed", opt.seed, "shuffle seed (epoch e uses (seed, e))")->default_val(1);
   app.add_flag("--decode", opt.decode, "JPEG decode + RandomResizedCrop 224 + flip + normalize");

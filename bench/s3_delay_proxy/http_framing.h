@@ -17,10 +17,10 @@
 namespace granary::bench {
 
 struct RequestHead {
-  std::string method;          // "GET"
-  std::string target;          // "/bucket/key?x=y"
-  bool chunked = false;        // Transfer-Encoding: chunked
-  uint64_t content_length = 0; // body bytes when not chunked
+  std::string method;           // "GET"
+  std::string target;           // "/bucket/key?x=y"
+  bool chunked = false;         // Transfer-Encoding: chunked
+  uint64_t content_length = 0;  // body bytes when not chunked
 };
 
 // Parses a complete head (request line + headers, ending "\r\n\r\n").

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -44,14 +43,16 @@ int main(int argc, char** argv) {
   app.add_option("--listen", opt.listen_host, "address to listen on")->default_val("127.0.0.1");
   app.add_option("--port", opt.port, "port to listen on (0 = any free port)")->default_val(0);
   app.add_option("--delay", delay, "added before each request is forwarded (e.g. 10ms)");
-  app.add_option("--bandwidth", bandwidth, "response bytes/s over all connections, e.g. 100MiB/s "
-                                           "(0 = unlimited)");
+  app.add_option("--bandwidth", bandwidth,
+                 "response bytes/s over all connections, e.g. 100MiB/s "
+                 "(0 = unlimited)");
   app.add_option("--stats-file", stats_file, "write counters (JSON) here periodically and at exit");
   app.add_option("--stats-interval", interval, "how often --stats-file is rewritten");
   CLI11_PARSE(app, argc, argv);
 
   auto d = granary::ParseDuration(delay);
-  std::string bw = bandwidth.ends_with("/s") ? bandwidth.substr(0, bandwidth.size() - 2) : bandwidth;
+  std::string bw =
+      bandwidth.ends_with("/s") ? bandwidth.substr(0, bandwidth.size() - 2) : bandwidth;
   auto b = granary::ParseSize(bw);
   auto every = granary::ParseDuration(interval);
   if (!d.ok() || !b.ok() || !every.ok() || every->count() <= 0) {

@@ -52,14 +52,16 @@ Status SplitHostPort(std::string spec, std::string* host, std::string* port) {
   size_t colon = spec.rfind(':');
   *host = colon == std::string::npos ? spec : spec.substr(0, colon);
   *port = colon == std::string::npos ? "80" : spec.substr(colon + 1);
-  if (host->empty() || port->empty()) return InvalidArgument("--upstream '" + spec + "': want host:port");
+  if (host->empty() || port->empty())
+    return InvalidArgument("--upstream '" + spec + "': want host:port");
   return Status::Ok();
 }
 
 void SendSimpleResponse(int fd, int code, const char* reason, const std::string& body) {
-  std::string resp = "HTTP/1.1 " + std::to_string(code) + " " + reason +
-                     "\r\nContent-Type: application/json\r\nContent-Length: " +
-                     std::to_string(body.size()) + "\r\n\r\n" + body;
+  std::string resp =
+      "HTTP/1.1 " + std::to_string(code) + " " + reason +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
   SendAll(fd, resp.data(), resp.size());
 }
 
@@ -76,7 +78,9 @@ struct DelayProxy::Counters {
 };
 
 std::string ProxyStats::ToJson() const {
-  auto kv = [](const char* k, uint64_t v) { return "\"" + std::string(k) + "\": " + std::to_string(v); };
+  auto kv = [](const char* k, uint64_t v) {
+    return "\"" + std::string(k) + "\": " + std::to_string(v);
+  };
   return "{" + kv("connections", connections) + ", " + kv("requests", requests) + ", " +
          kv("get_requests", get_requests) + ", " + kv("head_requests", head_requests) + ", " +
          kv("put_requests", put_requests) + ", " + kv("other_requests", other_requests) + ", " +
@@ -143,8 +147,9 @@ Result<int> DelayProxy::Start() {
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  int actual = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                 : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  int actual =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   std::lock_guard lock(counters_->mu);
   listen_fd_ = fd;
   counters_->accept_thread = std::thread([this] { AcceptLoop(); });
@@ -280,16 +285,24 @@ void DelayProxy::CountRequest(const std::string& method) {
 
 ProxyStats DelayProxy::Stats() const {
   const Counters& c = *counters_;
-  return {.connections = c.connections, .requests = c.requests, .get_requests = c.get,
-          .head_requests = c.head, .put_requests = c.put, .other_requests = c.other,
-          .bytes_to_upstream = c.to_upstream, .bytes_to_client = c.to_client};
+  return {.connections = c.connections,
+          .requests = c.requests,
+          .get_requests = c.get,
+          .head_requests = c.head,
+          .put_requests = c.put,
+          .other_requests = c.other,
+          .bytes_to_upstream = c.to_upstream,
+          .bytes_to_client = c.to_client};
 }
 
 ProxyStats DelayProxy::ResetStats() {
   Counters& c = *counters_;
-  return {.connections = c.connections.exchange(0), .requests = c.requests.exchange(0),
-          .get_requests = c.get.exchange(0), .head_requests = c.head.exchange(0),
-          .put_requests = c.put.exchange(0), .other_requests = c.other.exchange(0),
+  return {.connections = c.connections.exchange(0),
+          .requests = c.requests.exchange(0),
+          .get_requests = c.get.exchange(0),
+          .head_requests = c.head.exchange(0),
+          .put_requests = c.put.exchange(0),
+          .other_requests = c.other.exchange(0),
           .bytes_to_upstream = c.to_upstream.exchange(0),
           .bytes_to_client = c.to_client.exchange(0)};
 }

@@ -37,12 +37,12 @@ struct ProxyOptions {
 
 // Counters since start (or the last reset).
 struct ProxyStats {
-  uint64_t connections = 0;      // client connections accepted
-  uint64_t requests = 0;         // requests forwarded upstream
+  uint64_t connections = 0;  // client connections accepted
+  uint64_t requests = 0;     // requests forwarded upstream
   uint64_t get_requests = 0;
   uint64_t head_requests = 0;
   uint64_t put_requests = 0;
-  uint64_t other_requests = 0;   // POST, DELETE, ...
+  uint64_t other_requests = 0;  // POST, DELETE, ...
   uint64_t bytes_to_upstream = 0;
   uint64_t bytes_to_client = 0;
   std::string ToJson() const;

@@ -17,7 +17,8 @@ void TokenBucket::Acquire(uint64_t bytes) {
   {
     std::lock_guard lock(mu_);
     auto now = Clock::now();
-    tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
+    tokens_ =
+        std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
     last_ = now;
     tokens_ -= static_cast<double>(bytes);
     wait_s = tokens_ < 0 ? -tokens_ / rate_ : 0;

@@ -33,7 +33,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // kB values of VmRSS, RssAnon, RssFile from /proc/self/status.
 struct Rss {
@@ -63,10 +65,11 @@ std::vector<granary::ObjectInfo> ImageNetListing(int classes, int per_class) {
       std::snprintf(name, sizeof(name), "%s_%d.JPEG", wnid, 10000 + f * 7);
       std::snprintf(etag, sizeof(etag), "%016llx%016llx", static_cast<unsigned long long>(rng()),
                     static_cast<unsigned long long>(rng()));
-      out.push_back(granary::ObjectInfo{.key = std::string("imagenet/train/") + wnid + "/" + name,
-                                        .size = 60'000 + rng() % 100'000,
-                                        .mtime_ns = 1'600'000'000'000'000'000 + static_cast<int64_t>(rng() % 1'000'000'000),
-                                        .etag = etag});
+      out.push_back(granary::ObjectInfo{
+          .key = std::string("imagenet/train/") + wnid + "/" + name,
+          .size = 60'000 + rng() % 100'000,
+          .mtime_ns = 1'600'000'000'000'000'000 + static_cast<int64_t>(rng() % 1'000'000'000),
+          .etag = etag});
     }
   }
   return out;
@@ -82,12 +85,14 @@ void DropFromPageCache(const std::string& path) {
 
 // Seconds for Snapshot::Build through MemUfs (parallel ListAll + write), or -1
 // when the fakes are not built. Objects are empty: only the listing is timed.
-double BuildThroughMemUfs(const std::vector<granary::ObjectInfo>& listing, const std::string& path) {
+double BuildThroughMemUfs(const std::vector<granary::ObjectInfo>& listing,
+                          const std::string& path) {
 #if GRANARY_BENCH_HAVE_MEM_UFS
   granary::testing::MemUfs ufs;
   for (const auto& o : listing) ufs.Put(o.key, "", o.mtime_ns);
   auto t0 = Clock::now();
-  auto s = granary::Snapshot::Build(ufs, {.source_uri = "mem://bench/imagenet", .prefix = "imagenet"}, path, 1);
+  auto s = granary::Snapshot::Build(
+      ufs, {.source_uri = "mem://bench/imagenet", .prefix = "imagenet"}, path, 1);
   double secs = Seconds(t0, Clock::now());
   std::remove(path.c_str());
   return s.ok() ? secs : -1;
@@ -110,12 +115,19 @@ int main(int argc, char** argv) {
   int classes = 1000, per_class = 1281, loads = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--dir") dir = argv[i + 1];
-    else if (flag == "--classes") classes = std::atoi(argv[i + 1]);
-    else if (flag == "--files-per-class") per_class = std::atoi(argv[i + 1]);
-    else if (flag == "--loads") loads = std::max(1, std::atoi(argv[i + 1]));
+    if (flag == "--dir")
+      dir = argv[i + 1];
+    else if (flag == "--classes")
+      classes = std::atoi(argv[i + 1]);
+    else if (flag == "--files-per-class")
+      per_class = std::atoi(argv[i + 1]);
+    else if (flag == "--loads")
+      loads = std::max(1, std::atoi(argv[i + 1]));
     else {
-      std::fprintf(stderr, "unknown flag %s\nusage: snapshot_load [--dir DIR] [--classes N] [--files-per-class N] [--loads N]\n", argv[i]);
+      std::fprintf(stderr,
+                   "unknown flag %s\nusage: snapshot_load [--dir DIR] [--classes N] "
+                   "[--files-per-class N] [--loads N]\n",
+                   argv[i]);
       return 2;
     }
   }
@@ -127,11 +139,13 @@ int main(int argc, char** argv) {
   const uint64_t n_files = listing.size();
   std::mt19937_64 rng(7);
   std::vector<std::string> sample;
-  for (int i = 0; i < 200'000; ++i) sample.push_back(listing[rng() % n_files].key.substr(sizeof("imagenet/") - 1));
+  for (int i = 0; i < 200'000; ++i)
+    sample.push_back(listing[rng() % n_files].key.substr(sizeof("imagenet/") - 1));
 
   const double mem_ufs_build = BuildThroughMemUfs(listing, path);
   auto t0 = Clock::now();
-  auto built = granary::Snapshot::BuildFromEntries(std::move(listing), {.source_uri = "s3://bench/imagenet", .prefix = "imagenet"}, path, 1);
+  auto built = granary::Snapshot::BuildFromEntries(
+      std::move(listing), {.source_uri = "s3://bench/imagenet", .prefix = "imagenet"}, path, 1);
   auto t1 = Clock::now();
   if (!built.ok()) {
     std::fprintf(stderr, "build failed: %s\n", built.status().ToString().c_str());
@@ -166,27 +180,40 @@ int main(int argc, char** argv) {
     lookups.emplace_back(*s.FindPath(p.substr(0, slash)), p.substr(slash + 1));
   }
   volatile uint64_t sink = 0;
-  double find_ns = NsPerOp(sample.size(), [&] { for (const auto& p : sample) sink = sink + *s.FindPath(p); });
-  double lookup_ns = NsPerOp(lookups.size(), [&] { for (const auto& [d, nm] : lookups) sink = sink + *s.Lookup(d, nm); });
-  double get_ns = NsPerOp(1'000'000, [&] { for (uint64_t i = 0; i < 1'000'000; ++i) sink = sink + s.Get(1 + (i * 7919) % entries)->size; });
-  double path_ns = NsPerOp(100'000, [&] { for (uint64_t i = 0; i < 100'000; ++i) sink = sink + s.Path(1 + (i * 7919) % entries).size(); });
+  double find_ns = NsPerOp(sample.size(), [&] {
+    for (const auto& p : sample) sink = sink + *s.FindPath(p);
+  });
+  double lookup_ns = NsPerOp(lookups.size(), [&] {
+    for (const auto& [d, nm] : lookups) sink = sink + *s.Lookup(d, nm);
+  });
+  double get_ns = NsPerOp(1'000'000, [&] {
+    for (uint64_t i = 0; i < 1'000'000; ++i) sink = sink + s.Get(1 + (i * 7919) % entries)->size;
+  });
+  double path_ns = NsPerOp(100'000, [&] {
+    for (uint64_t i = 0; i < 100'000; ++i) sink = sink + s.Path(1 + (i * 7919) % entries).size();
+  });
   uint64_t class_dir = *s.FindPath("train/" + sample[0].substr(6, 9));
-  double readdir_ns = NsPerOp(1000, [&] { for (int i = 0; i < 1000; ++i) sink = sink + s.ReadDir(class_dir, 0, 1u << 20).size(); });
+  double readdir_ns = NsPerOp(1000, [&] {
+    for (int i = 0; i < 1000; ++i) sink = sink + s.ReadDir(class_dir, 0, 1u << 20).size();
+  });
 
-  std::printf("snapshot_load: %llu files, %llu entries, file %s\n", static_cast<unsigned long long>(n_files),
-              static_cast<unsigned long long>(entries), path.c_str());
+  std::printf("snapshot_load: %llu files, %llu entries, file %s\n",
+              static_cast<unsigned long long>(n_files), static_cast<unsigned long long>(entries),
+              path.c_str());
   std::printf("| metric | value |\n|---|---|\n");
   std::printf("| build (BuildFromEntries, incl. write+fsync+verify) | %.2f s |\n", Seconds(t0, t1));
   if (mem_ufs_build >= 0) {
     std::printf("| build (Build via MemUfs ListAll, parallelism 16) | %.2f s |\n", mem_ufs_build);
   }
-  std::printf("| file size | %.1f MiB (%.1f B/entry) |\n", file_bytes / 1048576.0, double(file_bytes) / entries);
+  std::printf("| file size | %.1f MiB (%.1f B/entry) |\n", file_bytes / 1048576.0,
+              double(file_bytes) / entries);
   std::printf("| load, file not in page cache | %.1f ms |\n", Seconds(c0, c1) * 1e3);
-  std::printf("| load, page cache warm (median of %d) | %.1f ms |\n", loads, warm[warm.size() / 2] * 1e3);
-  std::printf("| RSS delta after load: anon (heap state) | %ld KiB (%.3f B/entry) |\n", after.anon - before.anon,
-              (after.anon - before.anon) * 1024.0 / entries);
-  std::printf("| RSS delta after load: file-backed mapping | %ld KiB (%.1f B/entry) |\n", after.file - before.file,
-              (after.file - before.file) * 1024.0 / entries);
+  std::printf("| load, page cache warm (median of %d) | %.1f ms |\n", loads,
+              warm[warm.size() / 2] * 1e3);
+  std::printf("| RSS delta after load: anon (heap state) | %ld KiB (%.3f B/entry) |\n",
+              after.anon - before.anon, (after.anon - before.anon) * 1024.0 / entries);
+  std::printf("| RSS delta after load: file-backed mapping | %ld KiB (%.1f B/entry) |\n",
+              after.file - before.file, (after.file - before.file) * 1024.0 / entries);
   std::printf("| FindPath(\"train/<wnid>/<file>.JPEG\") | %.0f ns/op |\n", find_ns);
   std::printf("| Lookup(dir ino, name) | %.0f ns/op |\n", lookup_ns);
   std::printf("| Get(ino) | %.0f ns/op |\n", get_ns);

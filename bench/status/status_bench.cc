@@ -79,10 +79,9 @@ int Run(const Args& args) {
   fs::create_directories(args.dir);
 
   auto t0 = SteadyClock::now();
-  auto built = Snapshot::BuildFromEntries(Listing(args.files),
-                                          {.source_uri = "s3://bench/imagenet",
-                                           .prefix = "imagenet"},
-                                          args.dir + "/snapshot", 1);
+  auto built = Snapshot::BuildFromEntries(
+      Listing(args.files), {.source_uri = "s3://bench/imagenet", .prefix = "imagenet"},
+      args.dir + "/snapshot", 1);
   if (!built.ok()) {
     std::fprintf(stderr, "snapshot: %s\n", built.status().ToString().c_str());
     return 1;
@@ -119,8 +118,8 @@ int Run(const Args& args) {
     ::close(fd);
   }
   size_t next = 0;
-  Status written = store_format::WriteCheckpoint(
-      index_dir, 1'000'000, 0, [&](store_format::EntryRecord& r) {
+  Status written =
+      store_format::WriteCheckpoint(index_dir, 1'000'000, 0, [&](store_format::EntryRecord& r) {
         if (next == keys.size()) return false;
         const ObjectKey& k = keys[next++];
         const ObjectId id = IdOf(k);
@@ -178,24 +177,25 @@ int Run(const Args& args) {
               static_cast<unsigned long long>(ss.recovered_objects));
   std::printf("setup: snapshot %.2f s, sparse files + checkpoint %.2f s, store open %.2f s\n\n",
               Seconds(t0, t1), Seconds(t1, t2), Seconds(t2, t3));
-  std::printf("| per status call (%2d calls)                        | mean         | min          |\n",
-              args.calls);
-  std::printf("|---------------------------------------------------|--------------|--------------|\n");
+  std::printf(
+      "| per status call (%2d calls)                        | mean         | min          |\n",
+      args.calls);
+  std::printf(
+      "|---------------------------------------------------|--------------|--------------|\n");
   std::printf("| old: IsCached per file (ScanCachedFiles)          | %9.3f ms | %9.3f ms |\n",
               scan_total / args.calls * 1e3, scan_min * 1e3);
   std::printf("| new: Compute from the store's counters            | %9.3f ms | %9.3f ms |\n",
               counters_total / args.calls * 1e3, counters_min * 1e3);
   std::printf("| new, first call per snapshot (lists empty files)  | %9.3f ms |              |\n",
               first_call * 1e3);
-  std::printf("\ncached files: scan %llu, counters %llu (first call %llu) of %llu; "
-              "cached bytes: scan %llu, counters %llu of %llu; CACHED%% %.1f\n",
-              static_cast<unsigned long long>(scan.files),
-              static_cast<unsigned long long>(st.cached_files),
-              static_cast<unsigned long long>(first.cached_files),
-              static_cast<unsigned long long>(st.ufs_files),
-              static_cast<unsigned long long>(scan.bytes),
-              static_cast<unsigned long long>(st.cached_bytes),
-              static_cast<unsigned long long>(st.ufs_total_bytes), st.cached_ratio * 100);
+  std::printf(
+      "\ncached files: scan %llu, counters %llu (first call %llu) of %llu; "
+      "cached bytes: scan %llu, counters %llu of %llu; CACHED%% %.1f\n",
+      static_cast<unsigned long long>(scan.files), static_cast<unsigned long long>(st.cached_files),
+      static_cast<unsigned long long>(first.cached_files),
+      static_cast<unsigned long long>(st.ufs_files), static_cast<unsigned long long>(scan.bytes),
+      static_cast<unsigned long long>(st.cached_bytes),
+      static_cast<unsigned long long>(st.ufs_total_bytes), st.cached_ratio * 100);
   const bool exact = scan.files == st.ufs_files && st.cached_files == st.ufs_files &&
                      first.cached_files == st.ufs_files && scan.bytes == st.ufs_total_bytes &&
                      st.cached_bytes == st.ufs_total_bytes && st.cached_ratio == 1.0;

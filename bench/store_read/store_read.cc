@@ -9,19 +9,19 @@
 // Last row: Open time and index memory with many entries.
 //
 //   store_read [--dir /dev/shm] [--objects 4000] [--size 112640] [--seconds 1]
-#include <CLI/CLI.hpp>
+#include <malloc.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <random>
 #include <thread>
-#include <malloc.h>
-#include <unistd.h>
 
-#include "testing/epoch_sim.h"
 #include "store/store.h"
+#include "testing/epoch_sim.h"
 
 namespace granary {
 namespace {
@@ -29,8 +29,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 ObjectKey BenchKey(int i, uint64_t size) {
-  return ObjectKey{.dataset = "bench", .key = "train/" + std::to_string(i) + ".JPEG",
-                   .etag = "e", .size = size};
+  return ObjectKey{
+      .dataset = "bench", .key = "train/" + std::to_string(i) + ".JPEG", .etag = "e", .size = size};
 }
 
 StoreOptions BenchOptions(const std::string& dir, uint64_t quota) {
@@ -54,7 +54,8 @@ Rate ReadRandom(Store& store, int objects, uint64_t size, int threads, double se
       std::string buf(size, '\0');
       uint64_t n = 0;
       while ((n & 63) != 0 || Clock::now() < deadline) {
-        if (!store.Read(BenchKey(static_cast<int>(rng() % objects), size), 0, std::span(buf)).ok()) {
+        if (!store.Read(BenchKey(static_cast<int>(rng() % objects), size), 0, std::span(buf))
+                 .ok()) {
           failed = true;
         }
         ++n;
@@ -104,9 +105,10 @@ int IndexScale(const std::string& dir, int entries) {
   double open_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   uint64_t after = HeapInUse();
   if (!store.ok()) return 1;
-  std::printf("\nIndex scale: %d entries (keys like \"train/123456.JPEG\"): Open %.0f ms "
-              "(checkpoint load + stat of every file + orphan scan), %.0f heap bytes per entry\n",
-              entries, open_ms, static_cast<double>(after - before) / entries);
+  std::printf(
+      "\nIndex scale: %d entries (keys like \"train/123456.JPEG\"): Open %.0f ms "
+      "(checkpoint load + stat of every file + orphan scan), %.0f heap bytes per entry\n",
+      entries, open_ms, static_cast<double>(after - before) / entries);
   return 0;
 }
 
@@ -144,9 +146,10 @@ int Run(const std::string& base, int objects, uint64_t size, double seconds, int
     auto store = Store::Open(BenchOptions(dir + "/tier", quota));
     double open_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     Rate r = ReadEachOnce(**store, objects, size, 16);
-    std::printf("\nAfter restart: Open %.0f ms (%d entries); first reads (checksum verified), "
-                "16 threads: %.0f objects/s, %.2f GB/s\n",
-                open_ms, objects, r.objects_per_s, r.gb_per_s);
+    std::printf(
+        "\nAfter restart: Open %.0f ms (%d entries); first reads (checksum verified), "
+        "16 threads: %.0f objects/s, %.2f GB/s\n",
+        open_ms, objects, r.objects_per_s, r.gb_per_s);
   }
   std::printf("\nHit rate, 10,000 objects, 3 random-permutation epochs (epoch 1 / 2 / 3)\n");
   std::printf("| cache fraction | lru | training |\n|---:|---|---|\n");
@@ -155,8 +158,8 @@ int Run(const std::string& base, int objects, uint64_t size, double seconds, int
     const char* policies[2] = {"lru", "training"};
     for (int p = 0; p < 2; ++p) {
       std::string sim_dir = dir + "/sim-" + policies[p];
-      auto rates = SimulateEpochs(
-          {.dir = sim_dir, .policy = policies[p], .cache_fraction = fraction});
+      auto rates =
+          SimulateEpochs({.dir = sim_dir, .policy = policies[p], .cache_fraction = fraction});
       std::filesystem::remove_all(sim_dir);
       if (!rates.ok()) {
         std::fprintf(stderr, "%s\n", rates.status().ToString().c_str());

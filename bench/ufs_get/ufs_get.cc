@@ -10,7 +10,6 @@
 // Threads: one reader thread per concurrency slot; no shared state but atomics
 // and per-thread latency vectors merged after each level.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -103,7 +102,9 @@ LevelResult RunLevel(S3Ufs& s3, const std::vector<ObjectInfo>& objects, int conc
     });
   }
   for (auto& th : threads) th.join();
-  LevelResult r{.concurrency = concurrency, .objects = count.load(), .bytes = bytes.load(),
+  LevelResult r{.concurrency = concurrency,
+                .objects = count.load(),
+                .bytes = bytes.load(),
                 .errors = errors.load()};
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<double> all;

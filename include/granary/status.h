@@ -23,18 +23,18 @@ namespace granary {
 
 // The few error codes. Pick the one a caller would branch on.
 enum class Code : int {
-  kOk = 0,               // success
-  kInvalidArgument = 1,  // the caller's input is wrong (bad URI, bad config value, bad range)
-  kNotFound = 2,         // the named object, bucket, file or key does not exist
-  kPermissionDenied = 3, // credentials missing or wrong, access refused
-  kUnavailable = 4,      // transient: network, timeout, 5xx, SlowDown; retrying may help
-  kIoError = 5,          // local I/O failed (disk, socket) and retrying will not help
-  kCorruption = 6,       // data failed validation: checksum, magic, version, truncated file
-  kNoSpace = 7,          // a quota or the disk is full (ENOSPC)
-  kUnimplemented = 8,    // the operation is not supported by this backend (e.g. list over HTTP)
-  kCancelled = 9,        // the operation was stopped on request (shutdown, Ctrl-C)
-  kInternal = 10,        // a broken invariant: a bug in Granary
-  kStale = 11,           // the origin object changed since the snapshot (etag differs): `granary sync`
+  kOk = 0,                // success
+  kInvalidArgument = 1,   // the caller's input is wrong (bad URI, bad config value, bad range)
+  kNotFound = 2,          // the named object, bucket, file or key does not exist
+  kPermissionDenied = 3,  // credentials missing or wrong, access refused
+  kUnavailable = 4,       // transient: network, timeout, 5xx, SlowDown; retrying may help
+  kIoError = 5,           // local I/O failed (disk, socket) and retrying will not help
+  kCorruption = 6,        // data failed validation: checksum, magic, version, truncated file
+  kNoSpace = 7,           // a quota or the disk is full (ENOSPC)
+  kUnimplemented = 8,     // the operation is not supported by this backend (e.g. list over HTTP)
+  kCancelled = 9,         // the operation was stopped on request (shutdown, Ctrl-C)
+  kInternal = 10,         // a broken invariant: a bug in Granary
+  kStale = 11,  // the origin object changed since the snapshot (etag differs): `granary sync`
 };
 
 // Short lowercase name of a code, e.g. "not found".
@@ -70,7 +70,9 @@ class [[nodiscard]] Status {
 
 inline Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
 inline Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
-inline Status PermissionDenied(std::string msg) { return {Code::kPermissionDenied, std::move(msg)}; }
+inline Status PermissionDenied(std::string msg) {
+  return {Code::kPermissionDenied, std::move(msg)};
+}
 inline Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
 inline Status IoError(std::string msg) { return {Code::kIoError, std::move(msg)}; }
 inline Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
@@ -87,7 +89,7 @@ Status ErrnoStatus(std::string_view what, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result built from an OK Status");
   }
@@ -116,7 +118,9 @@ class [[nodiscard]] Result {
 namespace internal {
 inline Status AsStatus(const Status& s) { return s; }
 template <typename T>
-Status AsStatus(const Result<T>& r) { return r.status(); }
+Status AsStatus(const Result<T>& r) {
+  return r.status();
+}
 }  // namespace internal
 
 }  // namespace granary
@@ -125,15 +129,15 @@ Status AsStatus(const Result<T>& r) { return r.status(); }
 #define GRANARY_CONCAT(a, b) GRANARY_CONCAT_INNER(a, b)
 
 // Returns the error of a Status or Result expression from the enclosing function.
-#define RETURN_IF_ERROR(expr)                                              \
-  do {                                                                     \
+#define RETURN_IF_ERROR(expr)                                                \
+  do {                                                                       \
     ::granary::Status granary_status_ = ::granary::internal::AsStatus(expr); \
-    if (!granary_status_.ok()) return granary_status_;                     \
+    if (!granary_status_.ok()) return granary_status_;                       \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, MakeX());` : binds the value or returns the error.
-#define ASSIGN_OR_RETURN(lhs, expr)                                              \
-  auto GRANARY_CONCAT(granary_result_, __LINE__) = (expr);                       \
-  if (!GRANARY_CONCAT(granary_result_, __LINE__).ok())                           \
-    return GRANARY_CONCAT(granary_result_, __LINE__).status();                   \
+#define ASSIGN_OR_RETURN(lhs, expr)                            \
+  auto GRANARY_CONCAT(granary_result_, __LINE__) = (expr);     \
+  if (!GRANARY_CONCAT(granary_result_, __LINE__).ok())         \
+    return GRANARY_CONCAT(granary_result_, __LINE__).status(); \
   lhs = std::move(GRANARY_CONCAT(granary_result_, __LINE__)).value()

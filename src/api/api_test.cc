@@ -139,7 +139,7 @@ TEST_F(ApiTest, AttachedThroughServeReadsByDescriptorAndSeesTheSameCache) {
   ASSERT_TRUE(owner.ok()) << owner.status().ToString();
   auto sock = (*owner)->Serve();
   ASSERT_TRUE(sock.ok()) << sock.status().ToString();
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(sock->c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 
@@ -166,7 +166,8 @@ TEST_F(ApiTest, AttachedThroughServeReadsByDescriptorAndSeesTheSameCache) {
   auto status = (*owner)->StatusJson();
   ASSERT_TRUE(status.ok());
   auto j = nlohmann::json::parse(*status);
-  EXPECT_EQ(j["cached_files"].get<uint64_t>(), files_.size()) << *status;  // the empty one counts as cached
+  EXPECT_EQ(j["cached_files"].get<uint64_t>(), files_.size())
+      << *status;  // the empty one counts as cached
 
   auto st2 = (*c)->Stat("train/c2");
   ASSERT_TRUE(st2.ok());
@@ -214,7 +215,7 @@ TEST_F(ApiTest, ADescriptorHeldAcrossEvictionStillReadsTheRightBytes) {
   uint64_t ino = *snap->FindPath(rel);
   auto path = engine.CachedFilePath(*snap, ino);
   ASSERT_TRUE(path.ok());
-  struct stat before{};
+  struct stat before {};
   ASSERT_EQ(::stat(path->c_str(), &before), 0);
 
   ASSERT_TRUE(engine.store().Remove(engine.KeyOf(*snap, *snap->Get(ino))).ok());
@@ -267,8 +268,10 @@ TEST_F(ApiTest, PrefetchFetchesInTheGivenOrderAndStaysWithinTheWindow) {
     ASSERT_TRUE(got.ok());
     ASSERT_EQ(*got, files_[order[i]]);
     if (i + 5 < order.size()) {
-      ASSERT_TRUE(WaitUntil([&] { return (*c)->PrefetchStatus().fetched >= std::min(order.size(), i + 6); }))
-          << "after reading " << i + 1 << " files";
+      ASSERT_TRUE(WaitUntil([&] {
+        return (*c)->PrefetchStatus().fetched >= std::min(order.size(), i + 6);
+      })) << "after reading "
+          << i + 1 << " files";
     }
   }
   p = (*c)->PrefetchStatus();

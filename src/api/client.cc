@@ -1,6 +1,5 @@
 // Client::Open (in-process) and Client::Attach (a daemon's socket); see
 // include/granary/client.h.
-#include "common/mutex.h"
 #include "granary/client.h"
 
 #include <errno.h>
@@ -20,6 +19,7 @@
 #include "api/service.h"
 #include "api/wire.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/units.h"
 #include "control/control.h"
 #include "control/loader.h"
@@ -87,7 +87,7 @@ class FdCache {
 // How many cache-file descriptors a client may keep: `wanted`, at most half
 // of the file limit, whose soft value is raised to the hard one first.
 size_t FdBound(size_t wanted) {
-  struct rlimit rl{};
+  struct rlimit rl {};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return std::min<size_t>(wanted, 512);
   if (rl.rlim_cur < rl.rlim_max) {
     struct rlimit raised = rl;
@@ -118,8 +118,7 @@ Result<size_t> PreadAll(int fd, uint64_t size, uint64_t offset, std::span<char> 
 // What both kinds share: path prefix, descriptor cache, reads.
 class CachingClient : public Client {
  public:
-  CachingClient(std::string prefix, size_t max_open)
-      : prefix_(std::move(prefix)), fds_(max_open) {}
+  CachingClient(std::string prefix, size_t max_open) : prefix_(std::move(prefix)), fds_(max_open) {}
 
   Result<size_t> ReadAt(std::string_view path, uint64_t offset, std::span<char> out) override {
     ASSIGN_OR_RETURN(std::string rel, Full(path));
@@ -184,7 +183,8 @@ class CachingClient : public Client {
 
  protected:
   virtual Result<FilePtr> OpenFull(const std::string& rel) = 0;
-  virtual Result<size_t> ReadThrough(const std::string& rel, uint64_t offset, std::span<char> out) = 0;
+  virtual Result<size_t> ReadThrough(const std::string& rel, uint64_t offset,
+                                     std::span<char> out) = 0;
   virtual Result<FileInfo> StatFull(const std::string& rel) = 0;
   virtual Result<std::vector<FileInfo>> ListFull(const std::string& rel, bool recursive) = 0;
   virtual Status PrefetchFull(const std::vector<std::string>& rel, size_t window) = 0;
@@ -231,7 +231,8 @@ class InProcessClient final : public CachingClient {
               ASSIGN_OR_RETURN(auto job, loads_.Start(LoadRequest{.path = std::string(path)}));
               return SummarizeLoad(job->Wait());
             },
-            [this]() -> Result<std::string> { return StatusToJson(reporter_.Compute()).dump(); })) {}
+            [this]() -> Result<std::string> { return StatusToJson(reporter_.Compute()).dump(); })) {
+  }
 
   ~InProcessClient() override {
     // Everything that calls into the engine stops before the dataset closes.
@@ -255,7 +256,8 @@ class InProcessClient final : public CachingClient {
     if (server_) return server_->socket_path();
     std::string tmpl = (std::filesystem::temp_directory_path() / "granary-api-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr)
-      return IoError("serve: cannot create a directory for the socket: " + std::string(strerror(errno)));
+      return IoError("serve: cannot create a directory for the socket: " +
+                     std::string(strerror(errno)));
     serve_dir_ = tmpl;
     ASSIGN_OR_RETURN(server_, ApiServer::Start(service_.get(), serve_dir_ + "/api.sock"));
     return server_->socket_path();
@@ -269,7 +271,8 @@ class InProcessClient final : public CachingClient {
     f->size = o.size;
     return f;
   }
-  Result<size_t> ReadThrough(const std::string& rel, uint64_t offset, std::span<char> out) override {
+  Result<size_t> ReadThrough(const std::string& rel, uint64_t offset,
+                             std::span<char> out) override {
     return service_->Read(rel, offset, out);
   }
   Result<FileInfo> StatFull(const std::string& rel) override { return service_->Stat(rel); }
@@ -332,7 +335,8 @@ class AttachedClient final : public CachingClient {
   }
 
   Result<std::string> Serve() override {
-    return Unimplemented("serve: an attached client cannot serve (attach to " + socket_ + " instead)");
+    return Unimplemented("serve: an attached client cannot serve (attach to " + socket_ +
+                         " instead)");
   }
 
  protected:
@@ -342,11 +346,13 @@ class AttachedClient final : public CachingClient {
     ASSIGN_OR_RETURN(json r, Call({{"op", "open"}, {"path", rel}}, &fd));
     f->fd = fd;
     f->size = r.value("size", uint64_t{0});
-    if (r.value("fd", false) && fd < 0) return IoError(socket_ + ": open reply carried no descriptor");
+    if (r.value("fd", false) && fd < 0)
+      return IoError(socket_ + ": open reply carried no descriptor");
     return f;
   }
 
-  Result<size_t> ReadThrough(const std::string& rel, uint64_t offset, std::span<char> out) override {
+  Result<size_t> ReadThrough(const std::string& rel, uint64_t offset,
+                             std::span<char> out) override {
     size_t done = 0;
     while (done < out.size()) {
       size_t len = std::min<size_t>(out.size() - done, 32u << 20);
@@ -507,7 +513,7 @@ class AttachedClient final : public CachingClient {
 };
 
 bool IsSocket(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
 }
 

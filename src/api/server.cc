@@ -14,9 +14,9 @@
 #include <filesystem>
 
 #include "api/wire.h"
-#include "control/control.h"
 #include "common/json_fields.h"
 #include "common/log.h"
+#include "control/control.h"
 
 namespace granary {
 
@@ -129,8 +129,9 @@ void ApiServer::AcceptLoop() {
     }
     if (static_cast<int>(conns_.size()) >= max_connections_) {
       WireConn refused(fd);
-      refused.Send(ErrorJson(Unavailable("too many api connections (" +
-                                         std::to_string(max_connections_) + ")")))
+      refused
+          .Send(ErrorJson(
+              Unavailable("too many api connections (" + std::to_string(max_connections_) + ")")))
           .IgnoreError();
       continue;
     }
@@ -145,7 +146,8 @@ void ApiServer::Serve(Conn* c) {
   for (;;) {
     Result<std::string> line = w.ReadLine(kMaxRequestBytes);
     if (!line.ok()) {
-      if (line.status().code() == Code::kInvalidArgument) w.Send(ErrorJson(line.status())).IgnoreError();
+      if (line.status().code() == Code::kInvalidArgument)
+        w.Send(ErrorJson(line.status())).IgnoreError();
       break;
     }
     if (line->empty()) continue;
@@ -159,7 +161,8 @@ Status ApiServer::Answer(WireConn& w, const json& req) {
   std::string op;
   in.Require("op", op);
   if (!in.status().ok()) {
-    return w.Send(ErrorJson(InvalidArgument("malformed request: a JSON object with \"op\" expected")));
+    return w.Send(
+        ErrorJson(InvalidArgument("malformed request: a JSON object with \"op\" expected")));
   }
   std::string path;
   in.Get("path", path);
@@ -177,9 +180,13 @@ Status ApiServer::Answer(WireConn& w, const json& req) {
 
 Status ApiServer::Hello(WireConn& w) {
   DatasetInfo i = service_->Info();
-  return w.Send({{"ok", true}, {"v", kApiProtocolVersion},
-                 {"info", {{"source", i.source}, {"files", i.files}, {"bytes", i.bytes},
-                           {"version", i.snapshot_version}}}});
+  return w.Send({{"ok", true},
+                 {"v", kApiProtocolVersion},
+                 {"info",
+                  {{"source", i.source},
+                   {"files", i.files},
+                   {"bytes", i.bytes},
+                   {"version", i.snapshot_version}}}});
 }
 
 Status ApiServer::StatOp(WireConn& w, const JsonFields& in, const std::string& path) {
@@ -203,7 +210,10 @@ Status ApiServer::OpenOp(WireConn& w, const JsonFields& in, const std::string& p
   if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
   auto r = service_->Open(path);
   if (!r.ok()) return w.Send(ErrorJson(r.status()));
-  json reply = {{"ok", true}, {"fd", r->fd >= 0}, {"size", r->size}, {"ino", r->ino},
+  json reply = {{"ok", true},
+                {"fd", r->fd >= 0},
+                {"size", r->size},
+                {"ino", r->ino},
                 {"version", r->version}};
   Status sent = w.Send(reply, r->fd);
   if (r->fd >= 0) ::close(r->fd);
@@ -238,8 +248,12 @@ Status ApiServer::PrefetchOp(WireConn& w, JsonFields& in) {
 Status ApiServer::PrefetchStatusOp(WireConn& w) {
   PrefetchProgress p = service_->PrefetchStatus();
   return w.Send({{"ok", true},
-                 {"progress", {{"queued", p.queued}, {"fetched", p.fetched}, {"skipped", p.skipped},
-                               {"failed", p.failed}, {"position", p.position}}}});
+                 {"progress",
+                  {{"queued", p.queued},
+                   {"fetched", p.fetched},
+                   {"skipped", p.skipped},
+                   {"failed", p.failed},
+                   {"position", p.position}}}});
 }
 
 Status ApiServer::LoadOp(WireConn& w, const JsonFields& in, const std::string& path) {
@@ -247,14 +261,15 @@ Status ApiServer::LoadOp(WireConn& w, const JsonFields& in, const std::string& p
   auto r = service_->Load(path);
   if (!r.ok()) return w.Send(ErrorJson(r.status()));
   return w.Send({{"ok", true},
-                 {"load", {{"files_requested", r->files_requested},
-                           {"bytes_requested", r->bytes_requested},
-                           {"files_cached", r->files_cached},
-                           {"bytes_cached", r->bytes_cached},
-                           {"files_failed", r->files_failed},
-                           {"files_not_fitted", r->files_not_fitted},
-                           {"missing", r->missing},
-                           {"elapsed_s", r->elapsed_s}}}});
+                 {"load",
+                  {{"files_requested", r->files_requested},
+                   {"bytes_requested", r->bytes_requested},
+                   {"files_cached", r->files_cached},
+                   {"bytes_cached", r->bytes_cached},
+                   {"files_failed", r->files_failed},
+                   {"files_not_fitted", r->files_not_fitted},
+                   {"missing", r->missing},
+                   {"elapsed_s", r->elapsed_s}}}});
 }
 
 Status ApiServer::StatusOp(WireConn& w) {

@@ -109,9 +109,8 @@ PrefetchProgress Prefetcher::progress() const {
 void Prefetcher::Worker() {
   MutexLock lock(mu_);
   for (;;) {
-    cv_.Wait(lock, [&]() REQUIRES(mu_) {
-      return stop_ || (next_ < order_.size() && ahead_ < window_);
-    });
+    cv_.Wait(lock,
+             [&]() REQUIRES(mu_) { return stop_ || (next_ < order_.size() && ahead_ < window_); });
     if (stop_) return;
     const size_t i = next_++;
     const uint64_t gen = generation_;
@@ -207,8 +206,8 @@ Result<std::vector<FileInfo>> ApiService::List(std::string_view dir, bool recurs
             continue;
           }
         }
-        out.push_back(FileInfo{.path = std::move(p), .is_dir = e.is_dir, .size = e.size,
-                               .mtime_ns = e.mtime_ns});
+        out.push_back(FileInfo{
+            .path = std::move(p), .is_dir = e.is_dir, .size = e.size, .mtime_ns = e.mtime_ns});
       }
       if (entries.size() < kChunk) break;
     }

@@ -24,8 +24,10 @@ Status WireConn::Send(const nlohmann::json& j, int pass_fd, std::span<const char
   while (off < line.size() || !payload.empty()) {
     std::span<const char> cur =
         off < line.size() ? std::span<const char>(line.data() + off, line.size() - off) : payload;
-    struct iovec iov{const_cast<char*>(cur.data()), cur.size()};
-    struct msghdr msg{};
+    struct iovec iov {
+      const_cast<char*>(cur.data()), cur.size()
+    };
+    struct msghdr msg {};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
@@ -63,8 +65,10 @@ Status WireConn::Fill() {
   }
   const size_t old = buf_.size();
   buf_.resize(old + (1u << 16));
-  struct iovec iov{buf_.data() + old, 1u << 16};
-  struct msghdr msg{};
+  struct iovec iov {
+    buf_.data() + old, 1u << 16
+  };
+  struct msghdr msg {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
@@ -104,7 +108,8 @@ Result<std::string> WireConn::ReadLine(size_t max_bytes) {
     }
     rel = buf_.size() - start_;
     if (rel > max_bytes)
-      return InvalidArgument("api socket: line longer than " + std::to_string(max_bytes) + " bytes");
+      return InvalidArgument("api socket: line longer than " + std::to_string(max_bytes) +
+                             " bytes");
     RETURN_IF_ERROR(Fill());
   }
 }

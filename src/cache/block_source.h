@@ -23,7 +23,6 @@
 
 namespace granary {
 
-
 // One block of one object version.
 struct BlockRef {
   const ObjectKey& key;  // dataset, key, etag, size: the object's identity

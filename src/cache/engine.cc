@@ -40,8 +40,9 @@ Status EngineOptions::Validate() const {
   return Status::Ok();
 }
 
-CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs, std::shared_ptr<const Snapshot> snapshot,
-                         Store* store, EngineOptions options)
+CacheEngine::CacheEngine(std::shared_ptr<UnderStorage> ufs,
+                         std::shared_ptr<const Snapshot> snapshot, Store* store,
+                         EngineOptions options)
     : snapshot_(std::move(snapshot)),
       store_(store),
       options_(std::move(options)),
@@ -115,7 +116,9 @@ ObjectKey CacheEngine::KeyOf(const Snapshot& snap, const EntryView& entry) const
                    .size = entry.size};
 }
 
-uint64_t CacheEngine::BlockCount(uint64_t size) const { return (size + block_size_ - 1) / block_size_; }
+uint64_t CacheEngine::BlockCount(uint64_t size) const {
+  return (size + block_size_ - 1) / block_size_;
+}
 
 CacheEngine::FlightKey CacheEngine::FlightKeyOf(const ObjectKey& key, uint64_t block) {
   const ObjectId id = IdOf(key);
@@ -205,15 +208,15 @@ Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority 
                  warmed.status().ToString());
     }
   }
-  return FetchKey(key, Want{.priority = priority,
-                            .wait_admission = true,
-                            .snap = snap,
-                            .ino = ino,
-                            // A warm-up (low priority: load, prefetch) runs its
-                            // own fetch; a reader waiting for a whole file (the
-                            // API's open of a cold file) keeps its origin_timeout.
-                            .run_here = priority == Priority::kLow &&
-                                        origin_->ufs().BoundsRequestTime()});
+  return FetchKey(
+      key, Want{.priority = priority,
+                .wait_admission = true,
+                .snap = snap,
+                .ino = ino,
+                // A warm-up (low priority: load, prefetch) runs its
+                // own fetch; a reader waiting for a whole file (the
+                // API's open of a cold file) keeps its origin_timeout.
+                .run_here = priority == Priority::kLow && origin_->ufs().BoundsRequestTime()});
 }
 
 Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {
@@ -225,7 +228,8 @@ Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {
   uint64_t started = 1;
   for (uint64_t b = 0; b < blocks; ++b) {
     for (; started < std::min(blocks, b + 1 + ahead); ++started) {
-      if (store_->ContainsRange(key, started * block_size_, BlockLength(key.size, started))) continue;
+      if (store_->ContainsRange(key, started * block_size_, BlockLength(key.size, started)))
+        continue;
       if (!StartReadahead(want.snap, want.ino, key, started)) break;
     }
     if (store_->ContainsRange(key, b * block_size_, BlockLength(key.size, b))) continue;
@@ -307,8 +311,8 @@ Result<ServedBlock> CacheEngine::ServeCached(const ObjectKey& key, uint64_t bloc
         flight->data->size() == length) {
       c_.served_blocks.fetch_add(1, std::memory_order_relaxed);
       c_.served_bytes.fetch_add(length, std::memory_order_relaxed);
-      return ServedBlock{.bytes = flight->data, .file_offset = block * block_size_,
-                         .length = length};
+      return ServedBlock{
+          .bytes = flight->data, .file_offset = block * block_size_, .length = length};
     }
   }
   return NotFound(key.key + " block " + std::to_string(block) + " is not held here");
@@ -395,8 +399,7 @@ Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t bl
     }
     // The fetch runs on a fetch thread so that every reader, this one
     // included, can stop waiting (deadline, interrupt) while it goes on.
-    if (!published &&
-        !fetchers_->TrySubmit([this, flight, key, block, fetch_want, fk, deadline] {
+    if (!published && !fetchers_->TrySubmit([this, flight, key, block, fetch_want, fk, deadline] {
           RunFetch(flight, key, block, fetch_want, fk, deadline);
         })) {
       AbandonFlight(flight, fk, Cancelled("cache engine shutting down: " + key.key));
@@ -467,11 +470,10 @@ Result<CacheEngine::Got> CacheEngine::AwaitFlight(const std::shared_ptr<Flight>&
 
 bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
                            uint64_t block, const Want& want, const FlightKey& fk,
-                           std::chrono::steady_clock::time_point deadline,
-                           AdmitKind* origin_kind) {
+                           std::chrono::steady_clock::time_point deadline, AdmitKind* origin_kind) {
   const uint64_t start = block * block_size_;
-  const BlockRef ref{.key = key, .block = block, .offset = start,
-                     .length = BlockLength(key.size, block)};
+  const BlockRef ref{
+      .key = key, .block = block, .offset = start, .length = BlockLength(key.size, block)};
   AdmitKind kind = AdmitKind::kOwned;
   bool from_store = false;
   Result<BlockData> data = FetchFromSources(ref, want, &kind, &from_store, deadline);
@@ -542,8 +544,8 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
     }
   }
   // The owner peer; a block this node does not own is kept only as a near copy.
-  if (want.peer_only || (cluster_ && !want.for_peer && !want.skip_peer &&
-                         !cluster_->Owns(ref.key, ref.block))) {
+  if (want.peer_only ||
+      (cluster_ && !want.for_peer && !want.skip_peer && !cluster_->Owns(ref.key, ref.block))) {
     bool next_in_line = false;
     auto r = cluster_->ReadFromOwner(ref, want.priority, &next_in_line);
     *kind = next_in_line ? AdmitKind::kOwned : AdmitKind::kNear;

@@ -124,36 +124,36 @@ struct EngineOptions {
 
 // Engine counters (monotonic since start) plus the dataset's totals.
 struct EngineStats {
-  uint64_t ufs_files = 0;        // files in the snapshot
-  uint64_t ufs_bytes = 0;        // bytes in the snapshot
-  uint64_t reads = 0;            // Read calls
-  uint64_t hit_reads = 0;        // Read calls served entirely from the store
-  uint64_t miss_reads = 0;       // Read calls that needed the origin (or a flight)
-  uint64_t hit_bytes = 0;        // bytes served from the store
-  uint64_t miss_bytes = 0;       // bytes served from fetched blocks
-  uint64_t read_errors = 0;      // Read calls that failed
-  uint64_t read_waits_ended = 0; // waits for a block ended by origin_timeout or a cancel
-  uint64_t origin_requests = 0;  // block GETs sent to the origin
-  uint64_t origin_bytes = 0;     // bytes received from the origin
-  uint64_t origin_errors = 0;    // block GETs that failed (after retries)
-  uint64_t flight_joins = 0;     // times a reader waited on another's fetch
-  uint64_t admitted = 0;         // blocks the store accepted
-  uint64_t not_admitted = 0;     // blocks not kept: the store refused them (policy / space), or
-                                 // near copies left out while the admission queue was full
-  uint64_t admit_errors = 0;     // admissions that failed with an error
-  uint64_t admission_waits = 0;  // fetches that waited for room in the admission queue
+  uint64_t ufs_files = 0;         // files in the snapshot
+  uint64_t ufs_bytes = 0;         // bytes in the snapshot
+  uint64_t reads = 0;             // Read calls
+  uint64_t hit_reads = 0;         // Read calls served entirely from the store
+  uint64_t miss_reads = 0;        // Read calls that needed the origin (or a flight)
+  uint64_t hit_bytes = 0;         // bytes served from the store
+  uint64_t miss_bytes = 0;        // bytes served from fetched blocks
+  uint64_t read_errors = 0;       // Read calls that failed
+  uint64_t read_waits_ended = 0;  // waits for a block ended by origin_timeout or a cancel
+  uint64_t origin_requests = 0;   // block GETs sent to the origin
+  uint64_t origin_bytes = 0;      // bytes received from the origin
+  uint64_t origin_errors = 0;     // block GETs that failed (after retries)
+  uint64_t flight_joins = 0;      // times a reader waited on another's fetch
+  uint64_t admitted = 0;          // blocks the store accepted
+  uint64_t not_admitted = 0;      // blocks not kept: the store refused them (policy / space), or
+                                  // near copies left out while the admission queue was full
+  uint64_t admit_errors = 0;      // admissions that failed with an error
+  uint64_t admission_waits = 0;   // fetches that waited for room in the admission queue
   uint64_t admission_pending_bytes = 0;  // gauge: fetched bytes waiting for admission now
-  uint64_t readahead_started = 0;   // readahead blocks started
-  uint64_t readahead_dropped = 0;  // readahead blocks not started: readahead memory was spent
+  uint64_t readahead_started = 0;        // readahead blocks started
+  uint64_t readahead_dropped = 0;        // readahead blocks not started: readahead memory was spent
   uint64_t readahead_pending_bytes = 0;  // gauge: bytes of readahead fetches in flight now
-  uint64_t near_admitted = 0;    // of `admitted`: near copies of blocks other nodes own
-  uint64_t peer_blocks = 0;      // blocks received from owner peers (remote hits)
-  uint64_t peer_bytes = 0;       // their bytes
-  uint64_t peer_fallbacks = 0;   // blocks the cluster could not supply (-> origin)
-  uint64_t served_blocks = 0;    // blocks served to peers
-  uint64_t served_hits = 0;      // of those, straight from this node's store (no origin fetch)
-  uint64_t served_bytes = 0;     // their bytes
-  uint64_t served_errors = 0;    // peer requests that failed here
+  uint64_t near_admitted = 0;            // of `admitted`: near copies of blocks other nodes own
+  uint64_t peer_blocks = 0;              // blocks received from owner peers (remote hits)
+  uint64_t peer_bytes = 0;               // their bytes
+  uint64_t peer_fallbacks = 0;           // blocks the cluster could not supply (-> origin)
+  uint64_t served_blocks = 0;            // blocks served to peers
+  uint64_t served_hits = 0;    // of those, straight from this node's store (no origin fetch)
+  uint64_t served_bytes = 0;   // their bytes
+  uint64_t served_errors = 0;  // peer requests that failed here
   // Origin GET latency (the UFS call, not the wait for a slot): count per
   // bucket of kOriginLatencyBounds (not cumulative; last = +Inf) and the sum.
   std::array<uint64_t, kOriginLatencyBuckets> origin_latency_buckets{};
@@ -169,7 +169,7 @@ struct ServedBlock {
   int fd = -1;               // owned by the receiver, who closes it
   uint64_t file_offset = 0;  // region of fd holding the block
   uint64_t length = 0;
-  uint64_t checksum = 0;     // with fd: XXH3-64 of the region (the store's record)
+  uint64_t checksum = 0;  // with fd: XXH3-64 of the region (the store's record)
 };
 
 class CacheEngine {
@@ -299,13 +299,13 @@ class CacheEngine {
   // Who wants a block, which decides where it may come from and how it is kept.
   struct Want {
     Priority priority = Priority::kHigh;
-    bool wait_admission = false;      // also wait for the store's answer
-    bool for_peer = false;            // a peer asked: origin only, admitted as owned
-    SnapshotPtr snap;                 // the reader's snapshot and inode, for the
-    uint64_t ino = 0;                 // fetched hook (absent for peers)
-    CancelToken* cancel = nullptr;    // the reader's; may be null
-    bool run_here = false;            // lead a flight on this thread: a warm-up
-                                      // over an origin that BoundsRequestTime()
+    bool wait_admission = false;    // also wait for the store's answer
+    bool for_peer = false;          // a peer asked: origin only, admitted as owned
+    SnapshotPtr snap;               // the reader's snapshot and inode, for the
+    uint64_t ino = 0;               // fetched hook (absent for peers)
+    CancelToken* cancel = nullptr;  // the reader's; may be null
+    bool run_here = false;          // lead a flight on this thread: a warm-up
+                                    // over an origin that BoundsRequestTime()
     // The two halves of a reader's fetch of a block another node owns (see
     // GetBlock): the owners only, on the reader's thread; then, when none
     // answered, the origin only, admitted as `origin_kind`.
@@ -328,8 +328,7 @@ class CacheEngine {
   // origin's bytes are to be kept) and returns false.
   bool RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
                 const Want& want, const FlightKey& fk,
-                std::chrono::steady_clock::time_point deadline,
-                AdmitKind* origin_kind = nullptr);
+                std::chrono::steady_clock::time_point deadline, AdmitKind* origin_kind = nullptr);
   // Waits for `flight`'s bytes until `deadline` or want.cancel.
   Result<Got> AwaitFlight(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
                           uint64_t block, const Want& want,
@@ -411,15 +410,15 @@ class CacheEngine {
   int admission_pending_blocks_ GUARDED_BY(admission_mu_) = 0;
 
   ReadaheadWindows readahead_;  // per file (VersionedIno), the sequential streams
-  Mutex pushed_mu_;  // guards pushed_; a leaf lock
+  Mutex pushed_mu_;             // guards pushed_; a leaf lock
   std::unordered_set<FlightKey, FlightKeyHash> pushed_ GUARDED_BY(pushed_mu_);
 
   struct Counters {
     std::atomic<uint64_t> reads{0}, hit_reads{0}, miss_reads{0}, hit_bytes{0}, miss_bytes{0},
-        read_errors{0}, read_waits_ended{0}, flight_joins{0}, admitted{0}, not_admitted{0}, admit_errors{0},
-        near_admitted{0}, peer_blocks{0}, peer_bytes{0}, peer_fallbacks{0}, served_blocks{0},
-        served_hits{0}, served_bytes{0}, served_errors{0}, admission_waits{0}, readahead_started{0},
-        readahead_dropped{0};
+        read_errors{0}, read_waits_ended{0}, flight_joins{0}, admitted{0}, not_admitted{0},
+        admit_errors{0}, near_admitted{0}, peer_blocks{0}, peer_bytes{0}, peer_fallbacks{0},
+        served_blocks{0}, served_hits{0}, served_bytes{0}, served_errors{0}, admission_waits{0},
+        readahead_started{0}, readahead_dropped{0};
   };
   mutable Counters c_;
 
@@ -435,7 +434,8 @@ class CacheEngine {
 
   // Declared last: destroyed first, so queued admissions finish while the
   // members they use are alive.
-  std::unique_ptr<ElasticPool> fetchers_;  // flights' fetches, readahead's too (stopped by Shutdown)
+  std::unique_ptr<ElasticPool>
+      fetchers_;  // flights' fetches, readahead's too (stopped by Shutdown)
   std::unique_ptr<ThreadPool> admission_pool_;
 };
 

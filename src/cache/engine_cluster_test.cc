@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 class FakeCluster : public ClusterSource {
  public:
   std::set<std::string> owned;
-  std::map<std::string, std::string> peer_bytes;  // key -> whole object
+  std::map<std::string, std::string> peer_bytes;      // key -> whole object
   std::map<std::string, std::string> previous_bytes;  // key -> whole object
   std::atomic<int> previous_reads{0};
   std::atomic<bool> down{false};
@@ -68,8 +68,9 @@ class FakeCluster : public ClusterSource {
 class EngineClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("granary-engine-cluster-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("granary-engine-cluster-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     ufs_ = std::make_shared<testing::MemUfs>("mem://bkt");
     for (int i = 0; i < 4; ++i) {

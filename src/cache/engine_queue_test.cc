@@ -140,7 +140,8 @@ TEST_F(EngineQueueTest, ASlowCacheDiskSlowsFetchesAndNoFetchedBlockIsDropped) {
   EXPECT_EQ(s.not_admitted + s.admit_errors, 0u);
   EXPECT_EQ(s.admission_pending_bytes, 0u);
   EXPECT_EQ(s.origin_requests, static_cast<uint64_t>(kFiles));
-  for (int i = 0; i < kFiles; ++i) EXPECT_TRUE(engine_->IsCached(Ino("f/" + std::to_string(i)))) << i;
+  for (int i = 0; i < kFiles; ++i)
+    EXPECT_TRUE(engine_->IsCached(Ino("f/" + std::to_string(i)))) << i;
   store_->SetOwnershipOracle(nullptr);
 }
 

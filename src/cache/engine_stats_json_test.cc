@@ -9,16 +9,31 @@ namespace {
 
 // Every field set, each to a different value.
 EngineStats Sample() {
-  EngineStats s{.ufs_files = 1,        .ufs_bytes = uint64_t{1} << 63,  // beyond int64
+  EngineStats s{.ufs_files = 1,
+                .ufs_bytes = uint64_t{1} << 63,  // beyond int64
                 .reads = 3,
-                .hit_reads = 4,        .miss_reads = 5,        .hit_bytes = 6,
-                .miss_bytes = 7,       .read_errors = 8,       .origin_requests = 9,
-                .origin_bytes = 10,    .origin_errors = 11,    .flight_joins = 12,
-                .admitted = 13,        .not_admitted = 14,     .admit_errors = 15,
-                .near_admitted = 16,   .peer_blocks = 17,      .peer_bytes = 18,
-                .peer_fallbacks = 19,  .served_blocks = 20,    .served_hits = 23,
-                .served_bytes = 21,    .served_errors = 22};
-  for (size_t i = 0; i < s.origin_latency_buckets.size(); ++i) s.origin_latency_buckets[i] = 100 + i;
+                .hit_reads = 4,
+                .miss_reads = 5,
+                .hit_bytes = 6,
+                .miss_bytes = 7,
+                .read_errors = 8,
+                .origin_requests = 9,
+                .origin_bytes = 10,
+                .origin_errors = 11,
+                .flight_joins = 12,
+                .admitted = 13,
+                .not_admitted = 14,
+                .admit_errors = 15,
+                .near_admitted = 16,
+                .peer_blocks = 17,
+                .peer_bytes = 18,
+                .peer_fallbacks = 19,
+                .served_blocks = 20,
+                .served_hits = 23,
+                .served_bytes = 21,
+                .served_errors = 22};
+  for (size_t i = 0; i < s.origin_latency_buckets.size(); ++i)
+    s.origin_latency_buckets[i] = 100 + i;
   for (size_t i = 0; i < s.origin_errors_by_code.size(); ++i) s.origin_errors_by_code[i] = 200 + i;
   s.origin_latency_sum_s = 1.25;
   return s;

@@ -48,22 +48,24 @@ class EngineTest : public ::testing::Test {
     engine_.reset();
     store_.reset();
     if (!snapshot_) {
-      auto snap = Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
-                                  (dir_ / "snapshot").string(), 1);
+      auto snap =
+          Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
+                          (dir_ / "snapshot").string(), 1);
       ASSERT_TRUE(snap.ok()) << snap.status().ToString();
       snapshot_ = std::move(*snap);
     }
     auto store = Store::Open(StoreOptions{
-        .tiers = {TierLevel{.medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
+        .tiers = {TierLevel{
+            .medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
         .policy = policy,
         .block_size = block,
         .background = false});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
-    engine_ = std::make_unique<CacheEngine>(
-        ufs_, snapshot_, store_.get(),
-        EngineOptions{.dataset = "ds", .origin_concurrency = origin_concurrency_,
-                      .origin_timeout = origin_timeout_});
+    engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
+                                            EngineOptions{.dataset = "ds",
+                                                          .origin_concurrency = origin_concurrency_,
+                                                          .origin_timeout = origin_timeout_});
   }
   // For the next Open().
   int origin_concurrency_ = 8;
@@ -104,14 +106,16 @@ class EngineTest : public ::testing::Test {
 };
 
 TEST_F(EngineTest, ColdReadFetchesWarmReadDoesNot) {
-  for (int i = 0; i < 50; ++i) Put("train/c" + std::to_string(i % 5) + "/f" + std::to_string(i) + ".jpg",
-                                   RandomBytes(1000 + i * 997, i));
+  for (int i = 0; i < 50; ++i)
+    Put("train/c" + std::to_string(i % 5) + "/f" + std::to_string(i) + ".jpg",
+        RandomBytes(1000 + i * 997, i));
   Open();
   for (const auto& [path, data] : objects_) EXPECT_EQ(ReadAll(Ino(path)), data) << path;
   auto cold = engine_->stats();
   EXPECT_EQ(cold.origin_requests, 50u);
   engine_.reset();  // drains admissions
-  engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), EngineOptions{.dataset = "ds"});
+  engine_ =
+      std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), EngineOptions{.dataset = "ds"});
   for (const auto& [path, data] : objects_) EXPECT_EQ(ReadAll(Ino(path)), data) << path;
   auto warm = engine_->stats();
   EXPECT_EQ(warm.origin_requests, 0u);

@@ -1,4 +1,5 @@
 #include "cache/origin_source.h"
+
 #include "common/clock.h"
 
 namespace granary {
@@ -15,7 +16,8 @@ Result<BlockData> OriginSource::ReadBlockUntil(const BlockRef& ref, Priority pri
                                                CancelToken* cancel) {
   if (!slots_.AcquireUntil(priority, deadline, cancel)) {
     const std::string what = ufs_->Root() + "/" + ref.key.key;
-    if (cancel != nullptr && cancel->cancelled()) return Cancelled("origin read cancelled: " + what);
+    if (cancel != nullptr && cancel->cancelled())
+      return Cancelled("origin read cancelled: " + what);
     return Unavailable("no origin request slot free before the origin timeout (all " +
                        std::to_string(concurrency_) + " busy): " + what);
   }

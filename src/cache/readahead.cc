@@ -46,10 +46,9 @@ ReadaheadWindows::Range ReadaheadWindows::OnRead(uint64_t file, uint64_t offset,
   if (s == nullptr) {
     if (f.streams.size() >= static_cast<size_t>(std::max(1, options_.streams_per_file))) {
       // The least recently read stream makes room.
-      auto oldest = std::min_element(f.streams.begin(), f.streams.end(),
-                                     [](const Stream& a, const Stream& b) {
-                                       return a.last_read < b.last_read;
-                                     });
+      auto oldest = std::min_element(
+          f.streams.begin(), f.streams.end(),
+          [](const Stream& a, const Stream& b) { return a.last_read < b.last_read; });
       f.streams.erase(oldest);
     }
     // A reader starting at the beginning is taken to read on; any other
@@ -61,7 +60,8 @@ ReadaheadWindows::Range ReadaheadWindows::OnRead(uint64_t file, uint64_t offset,
   } else {
     if (s->window == 0) {
       s->window = std::max(1, options_.initial_blocks);
-    } else if (end > s->next && s->next > 0 && (end - 1) / block_size != (s->next - 1) / block_size) {
+    } else if (end > s->next && s->next > 0 &&
+               (end - 1) / block_size != (s->next - 1) / block_size) {
       // The reader entered a new block: it keeps up, so look further ahead.
       s->window = std::min(options_.max_blocks, s->window * 2);
     }
@@ -76,7 +76,8 @@ ReadaheadWindows::Range ReadaheadWindows::OnRead(uint64_t file, uint64_t offset,
   }
   if (s->window == 0) return {};
   const uint64_t blocks = (size + block_size - 1) / block_size;
-  const uint64_t ahead_end = std::min(size, s->next + static_cast<uint64_t>(s->window) * block_size);
+  const uint64_t ahead_end =
+      std::min(size, s->next + static_cast<uint64_t>(s->window) * block_size);
   Range r{.first = std::max(s->next / block_size, s->ahead),
           .last = std::min(blocks, (ahead_end + block_size - 1) / block_size)};
   if (r.empty()) return {};

@@ -83,9 +83,9 @@ class ReadaheadWindows {
 
  private:
   struct Stream {
-    uint64_t next = 0;        // where its next read is expected to start
-    uint64_t ahead = 0;       // blocks below this were returned by OnRead
-    int window = 0;           // blocks; 0 = a candidate, not yet sequential
+    uint64_t next = 0;   // where its next read is expected to start
+    uint64_t ahead = 0;  // blocks below this were returned by OnRead
+    int window = 0;      // blocks; 0 = a candidate, not yet sequential
     Clock::TimePoint last_read;
   };
   struct File {

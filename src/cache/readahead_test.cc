@@ -91,8 +91,8 @@ TEST(ReadaheadWindowsTest, ARandomReaderAlmostNeverGetsReadahead) {
 
 TEST(ReadaheadWindowsTest, ParallelRangeReadersOfOneObjectEachKeepAStream) {
   testing::FakeClock clock;
-  ReadaheadWindows w(ReadaheadOptions{.initial_blocks = 1, .max_blocks = 4,
-                                      .streams_per_file = 8}, &clock);
+  ReadaheadWindows w(ReadaheadOptions{.initial_blocks = 1, .max_blocks = 4, .streams_per_file = 8},
+                     &clock);
   // Eight readers, each reading its own 16-block range in 1 MiB reads,
   // interleaved as parallel loaders would.
   constexpr uint64_t kPart = 16 * kBlock;

@@ -83,8 +83,8 @@ Result<Location> OpenLocation(std::string_view text, const GlobalFlags& flags) {
 }
 
 int ReportError(std::string_view what, const Status& status) {
-  std::string reason = status.message().empty() ? std::string(CodeName(status.code()))
-                                                : status.message();
+  std::string reason =
+      status.message().empty() ? std::string(CodeName(status.code())) : status.message();
   // The message usually starts with the location it is about; drop that when
   // it is the location the user named (or its root), so it is not said twice.
   std::vector<std::string> named = {std::string(what), "uri '" + std::string(what) + "'"};

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,8 +35,8 @@ inline constexpr int kExitUsage = 2;    // the command line was wrong (flags, UR
 
 // Flags accepted by every verb, before or after it.
 struct GlobalFlags {
-  std::string endpoint;     // --endpoint: S3 endpoint URL; overrides the config and AWS_ENDPOINT_URL
-  std::string region;       // --region: S3 signing region; overrides the config and AWS_REGION
+  std::string endpoint;  // --endpoint: S3 endpoint URL; overrides the config and AWS_ENDPOINT_URL
+  std::string region;    // --region: S3 signing region; overrides the config and AWS_REGION
   std::string config_path;  // --config: YAML file; a mount containing the URI lends its options
   std::string log_level = "warn";  // --log-level: trace | debug | info | warn | error | off
 };

@@ -11,8 +11,7 @@ void AddClusterFlags(CLI::App* cmd, ClusterFlags* f) {
   cmd->add_option("--cluster-advertise", f->advertise,
                   "Address peers reach this node at (default: --cluster-listen)")
       ->option_text("HOST:PORT");
-  cmd->add_option("--cluster-peers", f->peers,
-                  "Static members, this node may be among them")
+  cmd->add_option("--cluster-peers", f->peers, "Static members, this node may be among them")
       ->option_text("HOST:PORT,...");
   cmd->add_option("--cluster-peers-file", f->peers_file,
                   "Static members from a file (one HOST:PORT a line, '#' comments), read again "

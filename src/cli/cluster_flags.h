@@ -7,8 +7,8 @@
 #include <string>
 
 #include "cli/cli_common.h"
-#include "common/config.h"
 #include "cluster/cluster_options.h"
+#include "common/config.h"
 
 namespace granary::cli {
 

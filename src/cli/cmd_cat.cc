@@ -78,7 +78,8 @@ Status CatOne(const Location& loc, uint64_t chunk, size_t depth) {
 int RunCat(const CatFlags& flags, const GlobalFlags& globals) {
   auto chunk = ParseSize(flags.chunk_size);
   if (!chunk.ok() || *chunk == 0) {
-    return ReportError("--chunk-size", chunk.ok() ? InvalidArgument("must be > 0") : chunk.status());
+    return ReportError("--chunk-size",
+                       chunk.ok() ? InvalidArgument("must be > 0") : chunk.status());
   }
   for (const std::string& text : flags.uris) {
     auto loc = OpenLocation(text, globals);
@@ -95,16 +96,17 @@ int RunCat(const CatFlags& flags, const GlobalFlags& globals) {
 void RegisterCatCommand(CLI::App& app, CliContext& ctx) {
   auto flags = std::make_shared<CatFlags>();
   CLI::App* cmd = app.add_subcommand("cat", "Write objects to stdout, byte-exact");
-  cmd->add_option("URI", flags->uris, "s3://bucket/key, http(s)://host/path, file:///path or a path")
+  cmd->add_option("URI", flags->uris,
+                  "s3://bucket/key, http(s)://host/path, file:///path or a path")
       ->required();
   cmd->add_option("--chunk-size", flags->chunk_size, "Bytes per read request (e.g. 8MiB)")
       ->capture_default_str();
-  cmd->add_option("--parallel", flags->parallel, "Chunks fetched at once (memory: parallel x chunk)")
+  cmd->add_option("--parallel", flags->parallel,
+                  "Chunks fetched at once (memory: parallel x chunk)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  cmd->callback([&ctx, flags] {
-    ctx.action = [&ctx, flags] { return RunCat(*flags, ctx.flags); };
-  });
+  cmd->callback(
+      [&ctx, flags] { ctx.action = [&ctx, flags] { return RunCat(*flags, ctx.flags); }; });
 }
 
 }  // namespace granary::cli

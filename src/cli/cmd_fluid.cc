@@ -25,12 +25,12 @@ using fluid::Role;
 struct FluidFlags {
   std::string config_file;
   std::string run_dir = "/run/granary";
-  std::string mountpoint;  // client
-  std::string advertise;   // client / dataload
-  std::string component;   // probe: worker | client
-  bool liveness = false;   // probe: the process answers, mounts not checked
+  std::string mountpoint;   // client
+  std::string advertise;    // client / dataload
+  std::string component;    // probe: worker | client
+  bool liveness = false;    // probe: the process answers, mounts not checked
   bool no_restart = false;  // client: no mount holder
-  int threads = 64;        // dataload
+  int threads = 64;         // dataload
   double watch_s = 1.0;
 };
 
@@ -39,12 +39,12 @@ Result<fluid::FluidRuntime> LoadRuntime(const FluidFlags& f) {
 }
 
 fluid::FluidRunOptions RunOptions(const FluidFlags& f) {
-  fluid::FluidRunOptions o{.config_path = fluid::RuntimeConfigPath(f.config_file),
-                           .run_dir = f.run_dir,
-                           .pod = fluid::PodIdentityFromEnvironment(),
-                           .watch_interval = std::chrono::milliseconds(
-                               static_cast<int64_t>(f.watch_s * 1000)),
-                           .mountpoint = f.mountpoint};
+  fluid::FluidRunOptions o{
+      .config_path = fluid::RuntimeConfigPath(f.config_file),
+      .run_dir = f.run_dir,
+      .pod = fluid::PodIdentityFromEnvironment(),
+      .watch_interval = std::chrono::milliseconds(static_cast<int64_t>(f.watch_s * 1000)),
+      .mountpoint = f.mountpoint};
   o.pod.advertise = f.advertise;
   return o;
 }
@@ -221,10 +221,10 @@ int DataLoad(const FluidFlags& f) {
     replicas.push_back(static_cast<int>(n));
   }
   if (!replicas.empty() && replicas.size() != paths.size()) {
-    return ReportError("fluid dataload",
-                       InvalidArgument("FLUID_DATALOAD_PATH_REPLICAS has " +
-                                       std::to_string(replicas.size()) + " entries for " +
-                                       std::to_string(paths.size()) + " paths"));
+    return ReportError(
+        "fluid dataload",
+        InvalidArgument("FLUID_DATALOAD_PATH_REPLICAS has " + std::to_string(replicas.size()) +
+                        " entries for " + std::to_string(paths.size()) + " paths"));
   }
   auto r = fluid::RunDataLoad(*rt, RunOptions(f), paths, replicas, f.threads,
                               [](const std::string& line) { std::cerr << line << std::endl; });
@@ -255,15 +255,18 @@ void AddCommon(CLI::App* cmd, FluidFlags* f) {
 
 void RegisterFluidCommand(CLI::App& app, CliContext& ctx) {
   auto f = std::make_shared<FluidFlags>();
-  CLI::App* fluid = app.add_subcommand("fluid", "Entry points of the Fluid CacheRuntime "
-                                                "(docs/kubernetes.md)");
+  CLI::App* fluid = app.add_subcommand("fluid",
+                                       "Entry points of the Fluid CacheRuntime "
+                                       "(docs/kubernetes.md)");
   fluid->require_subcommand(1);
 
-  CLI::App* worker = fluid->add_subcommand("worker", "Run as the Dataset's cache worker (foreground)");
+  CLI::App* worker =
+      fluid->add_subcommand("worker", "Run as the Dataset's cache worker (foreground)");
   AddCommon(worker, f.get());
   worker->add_option("--watch-interval", f->watch_s, "Seconds between reads of runtime.json")
       ->capture_default_str();
-  worker->callback([&ctx, f] { ctx.action = [&ctx, f] { return Serve(Role::kWorker, *f, ctx.flags); }; });
+  worker->callback(
+      [&ctx, f] { ctx.action = [&ctx, f] { return Serve(Role::kWorker, *f, ctx.flags); }; });
 
   CLI::App* client = fluid->add_subcommand("client", "Run the FUSE client (foreground)");
   AddCommon(client, f.get());
@@ -275,7 +278,8 @@ void RegisterFluidCommand(CLI::App& app, CliContext& ctx) {
       ->capture_default_str();
   client->add_flag("--no-restart", f->no_restart,
                    "No mount holder: the mount dies with the daemon (no restart after a crash)");
-  client->callback([&ctx, f] { ctx.action = [&ctx, f] { return Serve(Role::kClient, *f, ctx.flags); }; });
+  client->callback(
+      [&ctx, f] { ctx.action = [&ctx, f] { return Serve(Role::kClient, *f, ctx.flags); }; });
 
   CLI::App* probe = fluid->add_subcommand("probe", "Exit 0 when this pod serves every mount");
   AddCommon(probe, f.get());
@@ -284,8 +288,8 @@ void RegisterFluidCommand(CLI::App& app, CliContext& ctx) {
   probe->add_flag("--liveness", f->liveness, "Only check that the process answers");
   probe->callback([&ctx, f] { ctx.action = [f] { return Probe(*f); }; });
 
-  CLI::App* summary = fluid->add_subcommand("report-summary",
-                                            "Print Fluid's ReportSummary JSON (cluster-wide)");
+  CLI::App* summary =
+      fluid->add_subcommand("report-summary", "Print Fluid's ReportSummary JSON (cluster-wide)");
   AddCommon(summary, f.get());
   summary->callback([&ctx, f] { ctx.action = [f] { return ReportSummary(*f); }; });
 
@@ -297,7 +301,8 @@ void RegisterFluidCommand(CLI::App& app, CliContext& ctx) {
       "dataload", "Warm $FLUID_DATALOAD_DATA_PATH in the workers (Fluid's DataLoad)");
   AddCommon(load, f.get());
   load->add_option("--advertise", f->advertise, "HOST:PORT of this transient member");
-  load->add_option("--threads", f->threads, "Concurrent fetches")->check(CLI::Range(1, 4096))
+  load->add_option("--threads", f->threads, "Concurrent fetches")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   load->callback([&ctx, f] { ctx.action = [f] { return DataLoad(*f); }; });
 }

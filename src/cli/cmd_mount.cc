@@ -111,8 +111,9 @@ Status ApplyCacheFlags(const MountFlags& f, const std::optional<Config>& config,
     d.block_size = config->block_size;
   }
   if (config) d.engine.origin_concurrency = config->ufs_concurrency;
-  const std::string& timeout =
-      !f.origin_timeout.empty() ? f.origin_timeout : config ? config->origin_timeout : f.origin_timeout;
+  const std::string& timeout = !f.origin_timeout.empty() ? f.origin_timeout
+                               : config                  ? config->origin_timeout
+                                                         : f.origin_timeout;
   if (!timeout.empty()) {
     Result<std::chrono::nanoseconds> t = ParseDuration(timeout);
     if (!t.ok()) return InvalidArgument("--origin-timeout: " + t.status().message());
@@ -134,8 +135,8 @@ Status ApplyMountFlags(const MountFlags& f, const std::optional<Config>& config,
   } else if (Result<FuseReadMode> m = ParseFuseReadMode(f.read_mode); m.ok()) {
     o.fuse.read_mode = *m;
   } else {
-    return InvalidArgument("--read-mode must be auto, passthrough or cached, not '" +
-                           f.read_mode + "'");
+    return InvalidArgument("--read-mode must be auto, passthrough or cached, not '" + f.read_mode +
+                           "'");
   }
   ASSIGN_OR_RETURN(o.fuse.transport, ParseFuseTransport(f.transport));
   ASSIGN_OR_RETURN(o.fuse.passthrough, ParseFusePassthrough(f.passthrough));
@@ -203,14 +204,14 @@ int RunUpgrade(const MountFlags& flags) {
     return ReportError(what, InvalidArgument("--binary " + flags.binary + " does not exist"));
   }
   struct stat st {};
-  if (::stat(binary.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(binary.c_str(), X_OK) != 0) {
+  if (::stat(binary.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      ::access(binary.c_str(), X_OK) != 0) {
     return ReportError(what, InvalidArgument("--binary " + binary + " is not an executable file"));
   }
   const std::string mp = CanonicalMountpoint(flags.upgrade);
   if (!IsMountpoint(mp)) return ReportError(what, NotFound(mp + " is not mounted"));
-  Result<nlohmann::json> reply =
-      AskMountHolder(flags.run_dir, mp, {{"op", "upgrade"}, {"binary", binary}},
-                     std::chrono::seconds(300));
+  Result<nlohmann::json> reply = AskMountHolder(
+      flags.run_dir, mp, {{"op", "upgrade"}, {"binary", binary}}, std::chrono::seconds(300));
   if (!reply.ok()) return ReportError(what, reply.status());
   if (!reply->value("ok", false)) {
     return ReportError(what, IoError(reply->value("error", std::string("the upgrade failed"))));
@@ -256,7 +257,8 @@ void AddDatasetFlags(CLI::App* cmd, MountFlags* f) {
   cmd->add_option("--origin-timeout", f->origin_timeout,
                   "A read waiting longer for the origin fails with EIO (default 60s)")
       ->option_text("DURATION");
-  cmd->add_option("--metrics-addr", f->metrics_addr, "Serve Prometheus metrics on HOST:PORT (/metrics)");
+  cmd->add_option("--metrics-addr", f->metrics_addr,
+                  "Serve Prometheus metrics on HOST:PORT (/metrics)");
   cmd->add_option("--run-dir", f->run_dir, "Directory of pid and stats files")
       ->capture_default_str();
   AddClusterFlags(cmd, &f->cluster);
@@ -367,14 +369,16 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--log-file", f->log_file,
                   "Log of the background daemon (default RUN_DIR/mount-<id>.log)")
       ->option_text("FILE");
-  cmd->add_option("--fuse-threads", f->fuse_threads, "FUSE transport threads on /dev/fuse (0 = one per CPU)")
+  cmd->add_option("--fuse-threads", f->fuse_threads,
+                  "FUSE transport threads on /dev/fuse (0 = one per CPU)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   cmd->add_flag("--allow-other", f->allow_other, "Let other users access the mount");
   cmd->add_flag("--no-dir-prefetch", f->no_dir_prefetch,
                 "Do not list a directory ahead once files in it are opened by name");
-  cmd->add_flag("--no-push-fetched", f->no_push_fetched,
-                "cached read mode: do not put loaded files into the mount's page cache as they arrive");
+  cmd->add_flag(
+      "--no-push-fetched", f->no_push_fetched,
+      "cached read mode: do not put loaded files into the mount's page cache as they arrive");
   cmd->add_flag("--writable", f->writable,
                 "Accept new files and directories (logs, checkpoints): staged in the cache dir, "
                 "uploaded on close and fsync (docs/semantics.md)");
@@ -388,11 +392,11 @@ void RegisterMountCommand(CLI::App& app, CliContext& ctx) {
                 "--writable: drop files a crash left staged instead of uploading them");
   cmd->add_option("--uid", f->uid, "Owner shown for every file (default: the mounting user)");
   cmd->add_option("--gid", f->gid, "Group shown for every file (default: the mounting group)");
-  cmd->add_flag("--load", f->load, "Load the whole dataset into the cache in the background once mounted");
-  cmd->add_option("--load-threads", f->load_threads, "Concurrent fetches of --load")->check(CLI::Range(1, 4096));
-  cmd->callback([&ctx, f] {
-    ctx.action = [&ctx, f] { return RunMount(*f, ctx.flags); };
-  });
+  cmd->add_flag("--load", f->load,
+                "Load the whole dataset into the cache in the background once mounted");
+  cmd->add_option("--load-threads", f->load_threads, "Concurrent fetches of --load")
+      ->check(CLI::Range(1, 4096));
+  cmd->callback([&ctx, f] { ctx.action = [&ctx, f] { return RunMount(*f, ctx.flags); }; });
 }
 
 void RegisterWorkerCommand(CLI::App& app, CliContext& ctx) {

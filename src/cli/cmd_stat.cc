@@ -1,6 +1,5 @@
 // `granary stat URI [--json]`: key, size, mtime and etag of one object.
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -43,9 +42,8 @@ void RegisterStatCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("URI", flags->uri, "s3://bucket/key, http(s)://host/path, file:///path or a path")
       ->required();
   cmd->add_flag("--json", flags->json, "Print one JSON object instead of lines");
-  cmd->callback([&ctx, flags] {
-    ctx.action = [&ctx, flags] { return RunStat(*flags, ctx.flags); };
-  });
+  cmd->callback(
+      [&ctx, flags] { ctx.action = [&ctx, flags] { return RunStat(*flags, ctx.flags); }; });
 }
 
 }  // namespace granary::cli

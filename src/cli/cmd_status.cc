@@ -8,8 +8,8 @@
 
 #include "cli/commands.h"
 #include "control/control.h"
-#include "daemon/daemon.h"
 #include "control/status.h"
+#include "daemon/daemon.h"
 
 namespace granary::cli {
 namespace {
@@ -41,22 +41,23 @@ std::string FormatClusterTable(const nlohmann::json& c) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line, "%-22s %-8s %-12s %-12s %-12s %-9s %-9s %s\n", "CLUSTER",
-                "MEMBERS", "UFS TOTAL", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "ORIGIN GETS");
+                "MEMBERS", "UFS TOTAL", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO",
+                "ORIGIN GETS");
   out += line;
-  std::snprintf(line, sizeof line, "%-22s %-8s %-12s %-12s %-12s %-9s %-9s %llu\n",
-                c.value("self", "").c_str(),
-                (std::to_string(t.value("members_up", 0)) + "/" +
-                 std::to_string(t.value("members", 0)))
-                    .c_str(),
-                FluidSize(t.value("ufs_total_bytes", uint64_t{0})).c_str(),
-                FluidSize(t.value("cached_bytes", uint64_t{0})).c_str(),
-                FluidSize(t.value("capacity", uint64_t{0})).c_str(),
-                FormatPercent(t.value("cached_ratio", 0.0)).c_str(),
-                FormatPercent(t.value("hit_ratio_reads", 0.0)).c_str(),
-                static_cast<unsigned long long>(t.value("origin_requests", uint64_t{0})));
+  std::snprintf(
+      line, sizeof line, "%-22s %-8s %-12s %-12s %-12s %-9s %-9s %llu\n",
+      c.value("self", "").c_str(),
+      (std::to_string(t.value("members_up", 0)) + "/" + std::to_string(t.value("members", 0)))
+          .c_str(),
+      FluidSize(t.value("ufs_total_bytes", uint64_t{0})).c_str(),
+      FluidSize(t.value("cached_bytes", uint64_t{0})).c_str(),
+      FluidSize(t.value("capacity", uint64_t{0})).c_str(),
+      FormatPercent(t.value("cached_ratio", 0.0)).c_str(),
+      FormatPercent(t.value("hit_ratio_reads", 0.0)).c_str(),
+      static_cast<unsigned long long>(t.value("origin_requests", uint64_t{0})));
   out += line;
-  std::snprintf(line, sizeof line, "\n%-22s %-6s %-12s %-12s %-9s %-9s %-11s %s\n", "NODE",
-                "STATE", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "ORIGIN GETS", "HANDOVER");
+  std::snprintf(line, sizeof line, "\n%-22s %-6s %-12s %-12s %-9s %-9s %-11s %s\n", "NODE", "STATE",
+                "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "ORIGIN GETS", "HANDOVER");
   out += line;
   for (const nlohmann::json& m : c["members"]) {
     const std::string node = m.value("address", "") + (m.value("self", false) ? " *" : "");
@@ -66,12 +67,11 @@ std::string FormatClusterTable(const nlohmann::json& c) {
       std::snprintf(line, sizeof line, "%-22s %-6s %s\n", node.c_str(), "down",
                     m.value("error", st.status().message()).c_str());
     } else {
-      std::snprintf(line, sizeof line, "%-22s %-6s %-12s %-12s %-9s %-9s %-11llu %s\n",
-                    node.c_str(), "up", FluidSize(st->cached_bytes).c_str(),
-                    FluidSize(st->capacity).c_str(), FormatPercent(st->cached_ratio).c_str(),
-                    FormatPercent(st->hit_ratio_reads).c_str(),
-                    static_cast<unsigned long long>(st->origin_requests),
-                    Handover(m["status"]).c_str());
+      std::snprintf(
+          line, sizeof line, "%-22s %-6s %-12s %-12s %-9s %-9s %-11llu %s\n", node.c_str(), "up",
+          FluidSize(st->cached_bytes).c_str(), FluidSize(st->capacity).c_str(),
+          FormatPercent(st->cached_ratio).c_str(), FormatPercent(st->hit_ratio_reads).c_str(),
+          static_cast<unsigned long long>(st->origin_requests), Handover(m["status"]).c_str());
     }
     out += line;
   }
@@ -177,7 +177,8 @@ void RegisterStatusCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--format", flags->format, "table | json | fluid (Fluid CacheRuntime summary)");
   cmd->add_flag("-v,--verbose", flags->verbose, "Add per-tier rows");
   cmd->add_option("--run-dir", flags->run_dir, "Run directory of the daemons' control sockets");
-  cmd->add_option("--worker", flags->worker, "Ask the worker of this dataset (SOURCE) instead of a mount");
+  cmd->add_option("--worker", flags->worker,
+                  "Ask the worker of this dataset (SOURCE) instead of a mount");
   cmd->add_flag("--cluster", flags->cluster, "Cluster totals and one row per member");
   cmd->callback([&ctx, flags] { ctx.action = [flags] { return RunStatus(*flags); }; });
 }

@@ -5,17 +5,9 @@ namespace granary::cli {
 
 std::span<const RegisterVerbFn> AllVerbs() {
   static constexpr RegisterVerbFn kVerbs[] = {
-      RegisterLsCommand,
-      RegisterCatCommand,
-      RegisterStatCommand,
-      RegisterMountCommand,
-      RegisterUmountCommand,
-      RegisterWorkerCommand,
-      RegisterLoadCommand,
-      RegisterStatusCommand,
-      RegisterSyncCommand,
-      RegisterFluidCommand,
-      RegisterVersionCommand,
+      RegisterLsCommand,     RegisterCatCommand,    RegisterStatCommand,    RegisterMountCommand,
+      RegisterUmountCommand, RegisterWorkerCommand, RegisterLoadCommand,    RegisterStatusCommand,
+      RegisterSyncCommand,   RegisterFluidCommand,  RegisterVersionCommand,
   };
   return kVerbs;
 }

@@ -5,11 +5,11 @@
 #include <future>
 #include <thread>
 
-#include "common/log.h"
+#include "cache/engine.h"
 #include "cluster/cluster_node.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/mutex.h"
-#include "cache/engine.h"
 #include "store/store.h"
 
 namespace granary {

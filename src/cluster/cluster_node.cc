@@ -5,16 +5,16 @@
 #include <chrono>
 #include <future>
 
+#include "cache/engine.h"
+#include "cluster/cluster_stats_json.h"
 #include "cluster/etcd_membership.h"
 #include "cluster/node_identity.h"
 #include "cluster/static_membership.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/units.h"
-#include "cluster/cluster_stats_json.h"
-#include "cache/engine.h"
-#include "store/store.h"
 #include "net/auth.h"
+#include "store/store.h"
 
 namespace granary {
 namespace {
@@ -61,8 +61,7 @@ Status ClusterOptions::Validate() const {
   }
   if (!peers.empty()) RETURN_IF_ERROR(cluster::ParsePeerList(peers, 1).status());
   if (replicas < 1 || replicas > 8) {
-    return InvalidArgument("--cluster-replicas " + std::to_string(replicas) +
-                           ": must be 1..8");
+    return InvalidArgument("--cluster-replicas " + std::to_string(replicas) + ": must be 1..8");
   }
   if (secret_file.empty() && !insecure) {
     return InvalidArgument(
@@ -113,14 +112,14 @@ Status ClusterNode::StartAll() {
   // address only names it.
   if (!options_.client_only) {
     ASSIGN_OR_RETURN(server_, net::PeerServer::Start(
-                                  net::PeerServerOptions{.listen = options_.listen,
-                                                         .secret = secret_,
-                                                         .dataset = dataset_.id,
-                                                         .node_id = self_id_,
-                                                         // A request that misses waits on the
-                                                         // origin: as many as the origin slots.
-                                                         .worker_threads = std::max(
-                                                             16, dataset_.origin_concurrency)},
+                                  net::PeerServerOptions{
+                                      .listen = options_.listen,
+                                      .secret = secret_,
+                                      .dataset = dataset_.id,
+                                      .node_id = self_id_,
+                                      // A request that misses waits on the
+                                      // origin: as many as the origin slots.
+                                      .worker_threads = std::max(16, dataset_.origin_concurrency)},
                                   this));
   }
   const Member self{.node_id = self_id_,
@@ -265,8 +264,8 @@ bool ClusterNode::Owns(const ObjectKey& key, uint64_t block) const {
   if (!p) return true;
   if (options_.replicas == 1) {
     // Per miss and per file of a status call: no vector, one placement key.
-    const Member* owner = p->Owner(cluster::PlacementKey(key.dataset, key.key, key.size, block,
-                                                         engine().block_size()));
+    const Member* owner = p->Owner(
+        cluster::PlacementKey(key.dataset, key.key, key.size, block, engine().block_size()));
     return owner ? owner->node_id == self_id_ : true;
   }
   for (const Member* m : Candidates(*p, key, block, options_.replicas)) {
@@ -280,8 +279,8 @@ bool ClusterNode::Owns(const ObjectKey& key, uint64_t block) const {
 bool ClusterNode::IsPrimary(const ObjectKey& key, uint64_t block) const {
   std::shared_ptr<const Placement> p = placement_.load();
   if (!p) return true;
-  const Member* owner = p->Owner(cluster::PlacementKey(key.dataset, key.key, key.size, block,
-                                                       engine().block_size()));
+  const Member* owner =
+      p->Owner(cluster::PlacementKey(key.dataset, key.key, key.size, block, engine().block_size()));
   // No member of capacity (all clients): as Owns, the node reading it.
   return owner ? owner->node_id == self_id_ : true;
 }
@@ -404,8 +403,10 @@ nlohmann::json ClusterNode::MemberStatuses() {
   std::vector<std::future<nlohmann::json>> pending;
   for (const Member& m : p ? p->members() : std::vector<Member>{}) {
     pending.push_back(std::async(std::launch::async, [this, m]() -> nlohmann::json {
-      nlohmann::json row = {{"node", m.node_id}, {"address", m.address},
-                            {"capacity", m.capacity}, {"self", m.node_id == self_id_}};
+      nlohmann::json row = {{"node", m.node_id},
+                            {"address", m.address},
+                            {"capacity", m.capacity},
+                            {"self", m.node_id == self_id_}};
       Result<std::string> text = m.node_id == self_id_ ? StatusJson() : ClientFor(m)->StatusJson();
       if (!text.ok()) {
         row["state"] = "down";

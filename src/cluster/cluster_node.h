@@ -35,20 +35,19 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cache/block_source.h"
+#include "cluster/cluster_options.h"
 #include "cluster/membership.h"
 #include "cluster/peer_health.h"
 #include "cluster/placement.h"
 #include "cluster/placement_history.h"
 #include "common/mutex.h"
 #include "common/shared_slot.h"
-#include "cluster/cluster_options.h"
 #include "net/peer_client.h"
 #include "net/peer_server.h"
 #include "net/peer_service.h"
@@ -90,10 +89,10 @@ struct DrainStats {
 };
 
 struct ClusterStats {
-  std::string self;                 // this node's id (etcd: from its cache dir; static: its address)
-  std::string address;              // the address peers reach it at
-  std::string membership;           // Membership::Describe()
-  uint64_t members = 0;             // live members, this node included
+  std::string self;        // this node's id (etcd: from its cache dir; static: its address)
+  std::string address;     // the address peers reach it at
+  std::string membership;  // Membership::Describe()
+  uint64_t members = 0;    // live members, this node included
   uint64_t placement_generation = 0;
   std::vector<std::string> member_ids;  // the live members' ids, sorted
   bool leaving = false;                 // draining: out of the member set, serving until taken over
@@ -107,7 +106,7 @@ struct ClusterStats {
   // cumulative; last = +Inf) and the sum.
   std::vector<uint64_t> peer_latency_buckets;
   double peer_latency_sum_s = 0;
-  net::PeerServerStats server;      // what this node served
+  net::PeerServerStats server;  // what this node served
 };
 
 class ClusterNode : public ClusterSource, public net::PeerService {
@@ -201,7 +200,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   ClusterDataset dataset_;
   std::string self_id_;       // set by StartAll before anything uses it
   std::string self_address_;  // advertise, or listen
-  std::string secret_;  // never logged
+  std::string secret_;        // never logged
   std::unique_ptr<cluster::Membership> membership_;
   cluster::StaticMembership* static_membership_ = nullptr;  // membership_ when static
   std::unique_ptr<net::PeerServer> server_;
@@ -221,7 +220,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   // Members of the last view that held this node, for a drain to ask.
   SharedSlot<const cluster::Placement> last_with_self_;
 
-  Mutex handover_mu_;  // guards handover_wanted_, handover_stop_; a leaf lock
+  Mutex handover_mu_;    // guards handover_wanted_, handover_stop_; a leaf lock
   CondVar handover_cv_;  // signalled when either changes
   // History generation a pass should cover.
   uint64_t handover_wanted_ GUARDED_BY(handover_mu_) = 0;
@@ -234,7 +233,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
 
   std::atomic<bool> stopped_{false};
   std::atomic<bool> leaving_{false};  // Drain() began: out of the member set
-  mutable Mutex drain_mu_;       // guards drain_, drain_started_; a leaf lock
+  mutable Mutex drain_mu_;            // guards drain_, drain_started_; a leaf lock
   DrainStats drain_ GUARDED_BY(drain_mu_);
   std::chrono::steady_clock::time_point drain_started_ GUARDED_BY(drain_mu_);
 };

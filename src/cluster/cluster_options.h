@@ -1,5 +1,6 @@
-// ClusterOptions: how a node joins its dataset's cluster (docs/cluster.md). A node with `listen` set runs a peer server and takes
-// part in placement; its members come from a static list or from etcd.
+// ClusterOptions: how a node joins its dataset's cluster (docs/cluster.md). A node with `listen`
+// set runs a peer server and takes part in placement; its members come from a static list or from
+// etcd.
 //
 // Thread safety: values.
 #pragma once

@@ -90,7 +90,8 @@ Result<ClusterStats> ClusterStatsFromJson(const nlohmann::json& j) {
   in.Get("peer_latency_buckets", s.peer_latency_buckets);
   in.Get("peer_latency_sum_s", s.peer_latency_sum_s);
   RETURN_IF_ERROR(in.status());
-  if (!s.peer_latency_buckets.empty() && s.peer_latency_buckets.size() != net::kPeerLatencyBuckets) {
+  if (!s.peer_latency_buckets.empty() &&
+      s.peer_latency_buckets.size() != net::kPeerLatencyBuckets) {
     return InvalidArgument("cluster stats: field 'peer_latency_buckets' has " +
                            std::to_string(s.peer_latency_buckets.size()) + " buckets, not " +
                            std::to_string(net::kPeerLatencyBuckets));

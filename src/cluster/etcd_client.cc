@@ -136,7 +136,8 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::Create(std::vector<std::string> 
   return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(endpoints), request_timeout));
 }
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds request_timeout)
+EtcdClient::EtcdClient(std::vector<std::string> endpoints,
+                       std::chrono::milliseconds request_timeout)
     : endpoints_(std::move(endpoints)),
       http_(CurlClientOptions{.max_in_flight = 8,
                               .connect_timeout = request_timeout,
@@ -194,7 +195,8 @@ Result<nlohmann::json> EtcdClient::Call(std::string_view path, const nlohmann::j
 }
 
 Result<int64_t> EtcdClient::Grant(int64_t ttl_seconds) {
-  ASSIGN_OR_RETURN(nlohmann::json j, Call("/v3/lease/grant", {{"TTL", std::to_string(ttl_seconds)}}));
+  ASSIGN_OR_RETURN(nlohmann::json j,
+                   Call("/v3/lease/grant", {{"TTL", std::to_string(ttl_seconds)}}));
   if (j.contains("error") && j["error"].is_string() && !j["error"].get<std::string>().empty()) {
     return Unavailable("etcd: lease grant: " + j["error"].get<std::string>());
   }
@@ -224,10 +226,12 @@ Status EtcdClient::Put(std::string_view key, std::string_view value, int64_t lea
 }
 
 Result<EtcdRange> EtcdClient::RangePrefix(std::string_view prefix) {
-  ASSIGN_OR_RETURN(nlohmann::json j, Call("/v3/kv/range", {{"key", Base64Encode(prefix)},
-                                                           {"range_end", Base64Encode(PrefixRangeEnd(prefix))}}));
+  ASSIGN_OR_RETURN(nlohmann::json j,
+                   Call("/v3/kv/range", {{"key", Base64Encode(prefix)},
+                                         {"range_end", Base64Encode(PrefixRangeEnd(prefix))}}));
   EtcdRange out;
-  if (j.contains("header") && j["header"].is_object()) out.revision = JsonInt(j["header"], "revision");
+  if (j.contains("header") && j["header"].is_object())
+    out.revision = JsonInt(j["header"], "revision");
   if (!j.contains("kvs")) return out;
   if (!j["kvs"].is_array()) return Unavailable("etcd: range reply: kvs is not a list");
   for (const nlohmann::json& kv : j["kvs"]) {

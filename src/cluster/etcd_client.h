@@ -19,11 +19,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "granary/status.h"
 #include "ufs/curl_client.h"
@@ -31,10 +30,10 @@
 namespace granary::cluster {
 
 struct EtcdKeyValue {
-  std::string key;            // decoded
-  std::string value;          // decoded
-  int64_t lease = 0;          // lease the key is bound to (0: none)
-  int64_t mod_revision = 0;   // revision of the last change
+  std::string key;           // decoded
+  std::string value;         // decoded
+  int64_t lease = 0;         // lease the key is bound to (0: none)
+  int64_t mod_revision = 0;  // revision of the last change
 };
 
 struct EtcdRange {
@@ -71,7 +70,7 @@ class EtcdClient {
   Result<nlohmann::json> Call(std::string_view path, const nlohmann::json& body);
 
   const std::vector<std::string> endpoints_;  // normalized, no trailing '/'
-  std::atomic<size_t> preferred_{0};           // index of the endpoint that answered last
+  std::atomic<size_t> preferred_{0};          // index of the endpoint that answered last
   CurlClient http_;
 };
 

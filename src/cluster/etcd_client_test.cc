@@ -41,13 +41,17 @@ TEST(EtcdClientTest, CreateRejectsBadEndpoints) {
     EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().message();
   }
   EXPECT_FALSE(EtcdClient::Create({}, std::chrono::milliseconds(1000)).ok());
-  auto ok = EtcdClient::Create({"http://127.0.0.1:2379/", "http://[::1]:2379"}, std::chrono::milliseconds(1000));
+  auto ok = EtcdClient::Create({"http://127.0.0.1:2379/", "http://[::1]:2379"},
+                               std::chrono::milliseconds(1000));
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ((*ok)->endpoints_text(), "http://127.0.0.1:2379,http://[::1]:2379");
 }
 
 TEST(EtcdClientTest, MemberValueRoundTrips) {
-  Member m{.node_id = "n1", .address = "10.0.0.1:7070", .capacity = 1ull << 40, .started_unix_ms = 1700000000123};
+  Member m{.node_id = "n1",
+           .address = "10.0.0.1:7070",
+           .capacity = 1ull << 40,
+           .started_unix_ms = 1700000000123};
   const std::string v = EncodeMemberValue(m);
   EXPECT_NE(v.find("\"address\":\"10.0.0.1:7070\""), std::string::npos) << v;
   auto back = DecodeMemberValue("n1", v);
@@ -65,7 +69,8 @@ TEST(EtcdMembershipTest, UnreachableEtcdFailsFastWithAClearError) {
   Status s = m.Start();
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), Code::kUnavailable);
-  EXPECT_NE(s.message().find("etcd http://127.0.0.1:1: connect failed"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("etcd http://127.0.0.1:1: connect failed"), std::string::npos)
+      << s.message();
   m.Stop();
 }
 

@@ -3,9 +3,8 @@
 #include "cluster/etcd_membership.h"
 
 #include <algorithm>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "common/log.h"
 
@@ -22,7 +21,8 @@ int64_t TtlSeconds(milliseconds ttl) { return std::max<int64_t>(1, (ttl.count() 
 }  // namespace
 
 std::string EncodeMemberValue(const Member& m) {
-  return nlohmann::json{{"address", m.address}, {"capacity", m.capacity}, {"started", m.started_unix_ms}}
+  return nlohmann::json{
+      {"address", m.address}, {"capacity", m.capacity}, {"started", m.started_unix_ms}}
       .dump();
 }
 
@@ -76,7 +76,8 @@ Status EtcdMembership::Validate() const {
     return InvalidArgument("etcd membership: node id '" + options_.self.node_id +
                            "' must be non-empty without '/'");
   }
-  RETURN_IF_ERROR(ParseHostPort(options_.self.address).status().WithContext("etcd membership: self"));
+  RETURN_IF_ERROR(
+      ParseHostPort(options_.self.address).status().WithContext("etcd membership: self"));
   if (options_.ttl < milliseconds(1000)) {
     return InvalidArgument("etcd membership: ttl must be >= 1 s (etcd leases count whole seconds)");
   }
@@ -142,7 +143,8 @@ void EtcdMembership::Publish(std::vector<Member> members) {
   std::shared_ptr<const Placement> next;
   {
     MutexLock lock(mu_);
-    auto candidate = std::make_shared<const Placement>(std::move(members), placement_->generation() + 1);
+    auto candidate =
+        std::make_shared<const Placement>(std::move(members), placement_->generation() + 1);
     if (candidate->members() == placement_->members()) return;
     GLOG_INFO("cluster: {} members (was {}), generation {}", candidate->members().size(),
               placement_->members().size(), candidate->generation());
@@ -191,7 +193,8 @@ void EtcdMembership::PollLoop() {
   bool failing = false;  // in a streak of failed polls (log once per streak)
   while (WaitFor(options_.poll_interval)) {
     Status s = Refresh();
-    if (!s.ok() && !failing) GLOG_WARN("cluster: reading members failed (keeping the last view): {}", s.message());
+    if (!s.ok() && !failing)
+      GLOG_WARN("cluster: reading members failed (keeping the last view): {}", s.message());
     failing = !s.ok();
   }
 }

@@ -46,15 +46,15 @@
 namespace granary::cluster {
 
 struct EtcdMembershipOptions {
-  std::vector<std::string> endpoints;        // "http://HOST:PORT", tried in order on failure
-  std::string cluster;                        // cluster name (no '/')
-  std::string dataset;                        // dataset id (no '/')
-  Member self;                                // this node; node_id "" = its address
-  std::chrono::milliseconds ttl{3000};        // lease TTL (>= 1 s; etcd counts whole seconds)
+  std::vector<std::string> endpoints;               // "http://HOST:PORT", tried in order on failure
+  std::string cluster;                              // cluster name (no '/')
+  std::string dataset;                              // dataset id (no '/')
+  Member self;                                      // this node; node_id "" = its address
+  std::chrono::milliseconds ttl{3000};              // lease TTL (>= 1 s; etcd counts whole seconds)
   std::chrono::milliseconds request_timeout{2000};  // per etcd request, connect included
-  std::chrono::milliseconds poll_interval{0};  // members poll period; 0 = ttl / 6
-  std::string key_prefix = "/granary";        // first component of every key
-  Clock* clock = nullptr;                     // nullptr: Clock::Real()
+  std::chrono::milliseconds poll_interval{0};       // members poll period; 0 = ttl / 6
+  std::string key_prefix = "/granary";              // first component of every key
+  Clock* clock = nullptr;                           // nullptr: Clock::Real()
 };
 
 class EtcdMembership : public Membership {
@@ -99,8 +99,8 @@ class EtcdMembership : public Membership {
   EtcdMembershipOptions options_;
   Clock* const clock_;
   std::unique_ptr<EtcdClient> client_;  // set by Start
-  std::atomic<int64_t> lease_{0};        // 0: no lease held
-  std::atomic<bool> need_put_{false};    // the key must be put again under lease_
+  std::atomic<int64_t> lease_{0};       // 0: no lease held
+  std::atomic<bool> need_put_{false};   // the key must be put again under lease_
 
   // Guards placement_, stopping_, started_, stopped_; taken before callbacks_mu_.
   mutable Mutex mu_ ACQUIRED_BEFORE(callbacks_mu_);

@@ -42,8 +42,9 @@ bool IsHostName(std::string_view host) {
 
 // True when `host` looks like dotted digits, so it must be a valid IPv4 address.
 bool LooksNumeric(std::string_view host) {
-  return std::all_of(host.begin(), host.end(),
-                     [](char c) { return c == '.' || std::isdigit(static_cast<unsigned char>(c)); });
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return c == '.' || std::isdigit(static_cast<unsigned char>(c));
+  });
 }
 
 Status NotHostPort(std::string_view text, std::string_view why) {
@@ -108,7 +109,8 @@ Result<std::vector<Member>> ParsePeerList(std::string_view csv, uint64_t default
     if (comma == std::string_view::npos) comma = csv.size();
     std::string_view entry = Trim(csv.substr(start, comma - start));
     start = comma + 1;
-    if (entry.empty()) return InvalidArgument("--cluster-peers: empty entry in '" + std::string(csv) + "'");
+    if (entry.empty())
+      return InvalidArgument("--cluster-peers: empty entry in '" + std::string(csv) + "'");
     auto parsed = ParseHostPort(entry);
     if (!parsed.ok()) return parsed.status().WithContext("--cluster-peers");
     if (!seen.emplace(entry).second) {

@@ -29,8 +29,8 @@ TEST(ParseHostPortTest, AcceptsHostNamesIpv4AndBracketedIpv6) {
 
 TEST(ParseHostPortTest, RejectsMalformedAddresses) {
   for (const char* bad : {"foo", "foo:", ":7070", "foo:0", "foo:65536", "foo:70x", "foo:-1",
-                          "256.1.1.1:80", "1.2.3:80", "fd00::1:7070", "[fd00::1]7070",
-                          "[zz::1]:80", "[fd00::1]:", "-bad:80", "a..b:80", "a_b:80", "h:80 "}) {
+                          "256.1.1.1:80", "1.2.3:80", "fd00::1:7070", "[fd00::1]7070", "[zz::1]:80",
+                          "[fd00::1]:", "-bad:80", "a..b:80", "a_b:80", "h:80 "}) {
     auto r = ParseHostPort(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

@@ -53,11 +53,12 @@ std::vector<PeerBackoff> PeerHealth::Failing() {
   MutexLock lock(mu_);
   std::vector<PeerBackoff> out;
   for (const auto& [id, s] : peers_) {
-    out.push_back(PeerBackoff{
-        .node_id = id,
-        .backoff = duration_cast<milliseconds>(s.backoff),
-        .remaining = now < s.retry_at ? duration_cast<milliseconds>(s.retry_at - now) : milliseconds(0),
-        .failures = s.failures});
+    out.push_back(PeerBackoff{.node_id = id,
+                              .backoff = duration_cast<milliseconds>(s.backoff),
+                              .remaining = now < s.retry_at
+                                               ? duration_cast<milliseconds>(s.retry_at - now)
+                                               : milliseconds(0),
+                              .failures = s.failures});
   }
   return out;
 }

@@ -33,7 +33,7 @@ struct PeerHealthOptions {
 // One peer being skipped, for status output.
 struct PeerBackoff {
   std::string node_id;
-  std::chrono::milliseconds backoff{0};  // the current backoff length
+  std::chrono::milliseconds backoff{0};    // the current backoff length
   std::chrono::milliseconds remaining{0};  // until the next probe is let through (0: due now)
   int failures = 0;                        // failures counted towards the backoff
 };

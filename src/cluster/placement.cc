@@ -48,9 +48,10 @@ Placement::Placement(std::vector<Member> members, uint64_t generation)
     : members_(std::move(members)), generation_(generation) {
   std::stable_sort(members_.begin(), members_.end(),
                    [](const Member& a, const Member& b) { return a.node_id < b.node_id; });
-  members_.erase(std::unique(members_.begin(), members_.end(),
-                             [](const Member& a, const Member& b) { return a.node_id == b.node_id; }),
-                 members_.end());
+  members_.erase(
+      std::unique(members_.begin(), members_.end(),
+                  [](const Member& a, const Member& b) { return a.node_id == b.node_id; }),
+      members_.end());
   seeds_.reserve(members_.size());
   uint64_t weight = 0;  // the one positive weight seen so far
   for (const Member& m : members_) {

@@ -27,9 +27,9 @@ namespace granary::cluster {
 
 // One cluster member as every node sees it.
 struct Member {
-  std::string node_id;        // unique; by default the advertised address
-  std::string address;        // HOST:PORT of its peer server
-  uint64_t capacity = 0;      // bytes of cache; the HRW weight (0 = owns nothing: a client-only member)
+  std::string node_id;    // unique; by default the advertised address
+  std::string address;    // HOST:PORT of its peer server
+  uint64_t capacity = 0;  // bytes of cache; the HRW weight (0 = owns nothing: a client-only member)
   int64_t started_unix_ms = 0;  // when the member joined (informational)
   bool operator==(const Member&) const = default;
 };

@@ -63,7 +63,7 @@ class PlacementHistory {
 
   const std::string self_id_;
   const size_t replicas_;
-  mutable Mutex mu_;  // guards sets_ and generation_; a leaf lock
+  mutable Mutex mu_;                        // guards sets_ and generation_; a leaf lock
   std::vector<Kept> sets_ GUARDED_BY(mu_);  // oldest first
   uint64_t generation_ GUARDED_BY(mu_) = 0;
   std::atomic<size_t> kept_{0};  // sets_.size(), for the read path's fast check

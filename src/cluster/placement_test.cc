@@ -15,13 +15,17 @@ namespace {
 std::vector<Member> MakeMembers(int n, uint64_t capacity) {
   std::vector<Member> out;
   for (int i = 0; i < n; ++i) {
-    std::string addr = "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) + ":7070";
+    std::string addr =
+        "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) + ":7070";
     out.push_back(Member{.node_id = addr, .address = addr, .capacity = capacity});
   }
   return out;
 }
 
-std::string Key(int i) { return PlacementKey("imagenet", "train/n01440764/img_" + std::to_string(i) + ".JPEG", 110'000, 0, 4 << 20); }
+std::string Key(int i) {
+  return PlacementKey("imagenet", "train/n01440764/img_" + std::to_string(i) + ".JPEG", 110'000, 0,
+                      4 << 20);
+}
 
 // Keys per member for `keys` keys.
 std::map<std::string, int> Count(const Placement& p, int keys) {
@@ -170,7 +174,8 @@ TEST(PlacementTest, PlacementKeyWholeObjectOrPerBlock) {
   EXPECT_EQ(PlacementKey("d", "k", kBlock, 0, kBlock), PlacementKey("d", "k", 100, 0, kBlock));
   EXPECT_EQ(PlacementKey("d", "k", 100, 0, kBlock), PlacementKey("d", "k", 100, 5, kBlock));
   // Large objects: one key per block.
-  EXPECT_NE(PlacementKey("d", "k", kBlock + 1, 0, kBlock), PlacementKey("d", "k", kBlock + 1, 1, kBlock));
+  EXPECT_NE(PlacementKey("d", "k", kBlock + 1, 0, kBlock),
+            PlacementKey("d", "k", kBlock + 1, 1, kBlock));
   EXPECT_NE(PlacementKey("d", "k", kBlock + 1, 0, kBlock), PlacementKey("d", "k", 100, 0, kBlock));
   // No ambiguity between dataset and key boundaries.
   EXPECT_NE(PlacementKey("ab", "c", 1, 0, kBlock), PlacementKey("a", "bc", 1, 0, kBlock));

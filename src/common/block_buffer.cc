@@ -58,7 +58,7 @@ std::shared_ptr<BlockBuffer> BlockBuffer::Allocate(size_t size) {
   if (p == nullptr) throw std::bad_alloc();
   auto b = std::shared_ptr<BlockBuffer>(new BlockBuffer());
   b->aligned_ = std::unique_ptr<char, BlockBufferRelease>(static_cast<char*>(p),
-                                                        BlockBufferRelease{.capacity = capacity});
+                                                          BlockBufferRelease{.capacity = capacity});
   b->data_ = b->aligned_.get();
   b->size_ = size;
   b->capacity_ = capacity;

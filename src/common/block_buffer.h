@@ -73,7 +73,7 @@ class BlockBuffer {
  private:
   BlockBuffer() = default;
   std::unique_ptr<char, BlockBufferRelease> aligned_;  // Allocate's memory, or null
-  std::string adopted_;                  // Adopt's bytes
+  std::string adopted_;                                // Adopt's bytes
   char* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;

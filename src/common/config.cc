@@ -62,8 +62,9 @@ Result<int> ParseInt(std::string_view source, std::string_view field, const YAML
     if (used != text.size() || v < lo || v > hi) throw std::invalid_argument("range");
     return static_cast<int>(v);
   } catch (const std::exception&) {
-    return FieldError(source, field, text,
-                      "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return FieldError(
+        source, field, text,
+        "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
 }
 
@@ -91,7 +92,8 @@ Status ParseMount(std::string_view source, const std::string& field, const YAML:
     for (const auto& kv : opts) out->options[kv.first.as<std::string>()] = Scalar(kv.second);
   }
   if (const auto& enc = Get(node, "encryptOptions"); enc) {
-    if (!enc.IsSequence()) return FieldError(source, field + ".encryptOptions", "", "expected a list");
+    if (!enc.IsSequence())
+      return FieldError(source, field + ".encryptOptions", "", "expected a list");
     for (size_t i = 0; i < enc.size(); ++i) {
       std::string f = field + ".encryptOptions[" + std::to_string(i) + "]";
       std::string name = Scalar(Get(enc[i], "name"));
@@ -134,8 +136,8 @@ Status ParseCluster(std::string_view source, const YAML::Node& c, ClusterConfig*
   out->name = Scalar(Get(c, "name"));
   out->secret_file = Scalar(Get(c, "secretFile"));
   out->peer_timeout = Scalar(Get(c, "peerTimeout"));
-  for (auto [name, field] : {std::pair{"insecure", &out->insecure},
-                             std::pair{"clientOnly", &out->client_only}}) {
+  for (auto [name, field] :
+       {std::pair{"insecure", &out->insecure}, std::pair{"clientOnly", &out->client_only}}) {
     if (const auto& n = Get(c, name); n) {
       const std::string v = Scalar(n);
       if (v != "true" && v != "false") {
@@ -164,13 +166,15 @@ Status ParseLevel(std::string_view source, const std::string& field, const YAML:
   TierLevel level;
   auto medium = ParseMedium(Scalar(Get(node, "mediumtype")));
   if (!medium.ok()) {
-    return FieldError(source, field + ".mediumtype", Scalar(Get(node, "mediumtype")), "expected MEM, SSD or HDD");
+    return FieldError(source, field + ".mediumtype", Scalar(Get(node, "mediumtype")),
+                      "expected MEM, SSD or HDD");
   }
   level.medium = *medium;
   auto quota_text = Scalar(Get(node, "quota"));
   if (quota_text.empty()) return FieldError(source, field + ".quota", "", "missing");
   auto quota = ParseSize(quota_text);
-  if (!quota.ok()) return FieldError(source, field + ".quota", quota_text, quota.status().message());
+  if (!quota.ok())
+    return FieldError(source, field + ".quota", quota_text, quota.status().message());
   level.quota = *quota;
   if (Get(node, "high")) {
     ASSIGN_OR_RETURN(level.high, ParseFraction(source, field + ".high", Get(node, "high")));
@@ -251,10 +255,12 @@ namespace {
 Status ParseDatasetSection(std::string_view source, const YAML::Node& ds, Config& cfg) {
   cfg.dataset_name = Scalar(Get(ds, "name"));
   if (const auto& modes = Get(ds, "accessModes"); modes) {
-    if (!modes.IsSequence()) return FieldError(source, "dataset.accessModes", "", "expected a list");
+    if (!modes.IsSequence())
+      return FieldError(source, "dataset.accessModes", "", "expected a list");
     for (size_t i = 0; i < modes.size(); ++i) {
       std::string m = Scalar(modes[i]);
-      if (m != "ReadOnlyMany" && m != "ReadWriteMany" && m != "ReadWriteOnce" && m != "ReadOnlyOnce") {
+      if (m != "ReadOnlyMany" && m != "ReadWriteMany" && m != "ReadWriteOnce" &&
+          m != "ReadOnlyOnce") {
         return FieldError(source, "dataset.accessModes[" + std::to_string(i) + "]", m,
                           "expected ReadOnlyMany, ReadWriteMany or ReadWriteOnce");
       }
@@ -302,7 +308,8 @@ Status ParseCacheSection(std::string_view source, const YAML::Node& cache, Confi
 // runtime: replicas, tieredstore.levels, cache, cluster.
 Status ParseRuntimeSection(std::string_view source, const YAML::Node& runtime, Config& cfg) {
   if (Get(runtime, "replicas")) {
-    ASSIGN_OR_RETURN(cfg.replicas, ParseInt(source, "runtime.replicas", Get(runtime, "replicas"), 1, 10000));
+    ASSIGN_OR_RETURN(cfg.replicas,
+                     ParseInt(source, "runtime.replicas", Get(runtime, "replicas"), 1, 10000));
   }
   if (const auto& levels = Get(Get(runtime, "tieredstore"), "levels"); levels) {
     if (!levels.IsSequence()) {
@@ -340,7 +347,8 @@ Result<Config> ParseConfig(std::string_view yaml_text, std::string_view source) 
     const auto& runtime = Get(root, "runtime");
     // secretsDir first: the dataset's mounts name secret files relative to it.
     if (runtime && Get(runtime, "secretsDir")) cfg.secrets_dir = Scalar(Get(runtime, "secretsDir"));
-    if (const auto& ds = Get(root, "dataset"); ds) RETURN_IF_ERROR(ParseDatasetSection(source, ds, cfg));
+    if (const auto& ds = Get(root, "dataset"); ds)
+      RETURN_IF_ERROR(ParseDatasetSection(source, ds, cfg));
     if (runtime) RETURN_IF_ERROR(ParseRuntimeSection(source, runtime, cfg));
   } catch (const YAML::Exception& e) {
     return InvalidArgument(std::string(source) + ": " + e.what());

@@ -13,7 +13,8 @@
 //         encryptOptions:                         # secrets: never logged
 //           - name: accessKeyId
 //             valueFrom:
-//               secretKeyRef: {name: s3-secret, key: access-key}  # file <secretsDir>/s3-secret/access-key
+//               secretKeyRef: {name: s3-secret, key: access-key}  # file
+//               <secretsDir>/s3-secret/access-key
 //           - name: secretAccessKey
 //             valueFile: /etc/granary/secret-key  # or an explicit file path
 //   runtime:
@@ -86,16 +87,16 @@ struct MountSpec {
 // runtime.cluster: how the node joins its dataset's cluster (the CLI turns
 // it into ClusterOptions; --cluster-* flags win).
 struct ClusterConfig {
-  std::string listen;       // HOST:PORT of the peer server ("" = no cluster)
-  std::string advertise;    // HOST:PORT peers use ("" = listen)
-  std::string peers;        // static members, comma-separated HOST:PORT
-  std::string etcd;         // etcd endpoints, comma-separated http://HOST:PORT
-  std::string name;         // cluster name ("" = the dataset id)
-  std::string secret_file;  // shared secret of peer authentication
-  bool insecure = false;    // no peer authentication
-  bool client_only = false; // own no data: read through the other members
-  int replicas = 1;         // owners per object
-  std::string peer_timeout; // duration text such as "5s" ("" = default)
+  std::string listen;        // HOST:PORT of the peer server ("" = no cluster)
+  std::string advertise;     // HOST:PORT peers use ("" = listen)
+  std::string peers;         // static members, comma-separated HOST:PORT
+  std::string etcd;          // etcd endpoints, comma-separated http://HOST:PORT
+  std::string name;          // cluster name ("" = the dataset id)
+  std::string secret_file;   // shared secret of peer authentication
+  bool insecure = false;     // no peer authentication
+  bool client_only = false;  // own no data: read through the other members
+  int replicas = 1;          // owners per object
+  std::string peer_timeout;  // duration text such as "5s" ("" = default)
 };
 
 struct Config {
@@ -105,14 +106,14 @@ struct Config {
   // ReadWriteOnce; either ReadWrite mode makes a mount writable (--writable).
   std::vector<std::string> access_modes;
   bool writable() const;
-  int replicas = 1;               // runtime.replicas (cluster members)
-  std::string secrets_dir = "/etc/fluid/secrets";  // runtime.secretsDir
-  std::vector<TierLevel> tiers;   // runtime.tieredstore.levels, fastest first
-  std::string policy = "lru";     // runtime.cache.policy: lru | training
-  uint64_t block_size = 4ull << 20;  // runtime.cache.blockSize
+  int replicas = 1;                                 // runtime.replicas (cluster members)
+  std::string secrets_dir = "/etc/fluid/secrets";   // runtime.secretsDir
+  std::vector<TierLevel> tiers;                     // runtime.tieredstore.levels, fastest first
+  std::string policy = "lru";                       // runtime.cache.policy: lru | training
+  uint64_t block_size = 4ull << 20;                 // runtime.cache.blockSize
   int ufs_concurrency = kDefaultOriginConcurrency;  // runtime.cache.ufsConcurrency
-  std::string origin_timeout;     // runtime.cache.originTimeout: duration text ("" = default)
-  ClusterConfig cluster;          // runtime.cluster
+  std::string origin_timeout;  // runtime.cache.originTimeout: duration text ("" = default)
+  ClusterConfig cluster;       // runtime.cluster
 
   // Checks ranges and combinations; errors name the field and the value.
   Status Validate() const;

@@ -29,10 +29,12 @@ dataset:
           valueFrom:
             secretKeyRef: {name: s3-secret, key: access-key}
         - name: secretAccessKey
-          valueFile: )" + (dir / "sk").string() + R"(
+          valueFile: )" +
+                     (dir / "sk").string() + R"(
 runtime:
   replicas: 2
-  secretsDir: )" + dir.string() + R"(
+  secretsDir: )" + dir.string() +
+                     R"(
   tieredstore:
     levels:
       - mediumtype: SSD
@@ -93,12 +95,14 @@ TEST(Config, ErrorsNameFieldAndValue) {
        "runtime.tieredstore.levels[0].high", "1.5"},
       {"runtime: {tieredstore: {levels: [{mediumtype: SSD, path: rel, quota: 1G}]}}",
        "runtime.tieredstore.levels[0].path", "rel"},
-      {"runtime: {tieredstore: {levels: [{mediumtype: SSD, path: /x, quota: 1G, high: '0.5', low: '0.8'}]}}",
+      {"runtime: {tieredstore: {levels: [{mediumtype: SSD, path: /x, quota: 1G, high: '0.5', low: "
+       "'0.8'}]}}",
        "levels[0].low", "0.8"},
       {"runtime: {cache: {policy: fifo}}", "runtime.cache.policy", "fifo"},
       {"runtime: {cache: {blockSize: 3000}}", "runtime.cache.blockSize", "3000"},
       {"runtime: {replicas: zero}", "runtime.replicas", "zero"},
-      {"dataset: {mounts: [{mountPoint: 's3://bkt/x', encryptOptions: [{name: k, valueFile: /nonexistent/f}]}]}",
+      {"dataset: {mounts: [{mountPoint: 's3://bkt/x', encryptOptions: [{name: k, valueFile: "
+       "/nonexistent/f}]}]}",
        "encryptOptions[0]", "/nonexistent/f"},
       {"dataset: [unclosed", "not valid YAML", ""},
   };
@@ -121,7 +125,8 @@ TEST(Config, ReadWriteAccessModesMakeTheMountWritable) {
   EXPECT_FALSE(ro->writable());
   EXPECT_FALSE(ParseConfig("", "empty.yaml")->writable());
   for (const char* mode : {"ReadWriteMany", "ReadWriteOnce"}) {
-    auto rw = ParseConfig(std::string("dataset: {accessModes: [ReadOnlyMany, ") + mode + "]}", "rw.yaml");
+    auto rw =
+        ParseConfig(std::string("dataset: {accessModes: [ReadOnlyMany, ") + mode + "]}", "rw.yaml");
     ASSERT_TRUE(rw.ok()) << rw.status().ToString();
     EXPECT_TRUE(rw->writable()) << mode;
     EXPECT_EQ(rw->access_modes.size(), 2u);
@@ -131,7 +136,8 @@ TEST(Config, ReadWriteAccessModesMakeTheMountWritable) {
   EXPECT_NE(bad.status().message().find("dataset.accessModes[0]"), std::string::npos)
       << bad.status().message();
   EXPECT_NE(bad.status().message().find("ReadWriteSometimes"), std::string::npos);
-  EXPECT_FALSE(ParseConfig("dataset: {accessModes: ReadWriteMany}", "bad.yaml").ok());  // not a list
+  EXPECT_FALSE(
+      ParseConfig("dataset: {accessModes: ReadWriteMany}", "bad.yaml").ok());  // not a list
 }
 
 TEST(Config, ClusterSection) {

@@ -12,14 +12,14 @@
 // last thing one does is to signal the destructor under mu_.
 #pragma once
 
+#include <pthread.h>
+
 #include <chrono>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <string>
 #include <thread>
-
-#include <pthread.h>
 
 #include "common/mutex.h"
 

@@ -9,8 +9,7 @@ std::string UnescapeMountinfo(std::string_view f) {
   auto octal = [](char c) { return c >= '0' && c <= '7'; };
   std::string out;
   for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] == '\\' && i + 3 < f.size() && octal(f[i + 1]) && octal(f[i + 2]) &&
-        octal(f[i + 3])) {
+    if (f[i] == '\\' && i + 3 < f.size() && octal(f[i + 1]) && octal(f[i + 2]) && octal(f[i + 3])) {
       out += static_cast<char>((f[i + 1] - '0') * 64 + (f[i + 2] - '0') * 8 + (f[i + 3] - '0'));
       i += 3;
     } else {
@@ -37,10 +36,10 @@ std::vector<MountEntry> ParseMountinfo(std::string_view text) {
     size_t dash = 6;
     while (dash < fields.size() && fields[dash] != "-") ++dash;
     if (fields.size() < 5 || dash + 1 >= fields.size()) continue;
-    out.push_back(MountEntry{.mountpoint = UnescapeMountinfo(fields[4]),
-                             .fstype = std::string(fields[dash + 1]),
-                             .source = dash + 2 < fields.size() ? UnescapeMountinfo(fields[dash + 2])
-                                                                : std::string()});
+    out.push_back(MountEntry{
+        .mountpoint = UnescapeMountinfo(fields[4]),
+        .fstype = std::string(fields[dash + 1]),
+        .source = dash + 2 < fields.size() ? UnescapeMountinfo(fields[dash + 2]) : std::string()});
   }
   return out;
 }

@@ -50,8 +50,8 @@ TEST(PrioritySemaphoreTest, NeverMorePermitsThanGivenAndEveryoneFinishes) {
       ++done;
     });
   }
-  ASSERT_TRUE(WaitFor([&] { return done.load() == 24; })) << "waiters stuck: " << done.load()
-                                                          << " of 24 threads finished";
+  ASSERT_TRUE(WaitFor([&] { return done.load() == 24; }))
+      << "waiters stuck: " << done.load() << " of 24 threads finished";
   for (auto& th : threads) th.join();
   EXPECT_LE(max_holders.load(), kPermits);
   EXPECT_GE(max_holders.load(), 1);
@@ -105,13 +105,11 @@ TEST(PrioritySemaphoreTest, BurstOfReleasesWakesAsManyWaiters) {
       sem.Release();
     });
   }
-  ASSERT_TRUE(WaitFor([&] {
-    return sem.Waiting(Priority::kHigh) + sem.Waiting(Priority::kLow) == kPermits;
-  }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return sem.Waiting(Priority::kHigh) + sem.Waiting(Priority::kLow) == kPermits; }));
   for (int i = 0; i < kPermits; ++i) sem.Release();  // all at once, from one thread
   EXPECT_TRUE(WaitFor([&] { return got.load() == kPermits; }))
-      << got.load() << " of " << kPermits << " waiters got one of " << kPermits
-      << " free permits";
+      << got.load() << " of " << kPermits << " waiters got one of " << kPermits << " free permits";
   release = true;
   for (auto& th : waiters) th.join();
 }

@@ -25,7 +25,7 @@
 namespace granary {
 
 struct RetryPolicy {
-  int max_attempts = 4;                                   // total tries, first one included (>= 1)
+  int max_attempts = 4;  // total tries, first one included (>= 1)
   std::chrono::nanoseconds base_delay = std::chrono::milliseconds(50);  // cap of the first wait
   std::chrono::nanoseconds max_delay = std::chrono::seconds(2);         // cap of every wait
   // No attempt starts later than this after the first one began; 0 = no limit.

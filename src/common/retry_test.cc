@@ -13,8 +13,8 @@ using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 using std::chrono::seconds;
 
-const RetryPolicy kPolicy{.max_attempts = 6, .base_delay = milliseconds(10),
-                          .max_delay = milliseconds(50)};
+const RetryPolicy kPolicy{
+    .max_attempts = 6, .base_delay = milliseconds(10), .max_delay = milliseconds(50)};
 
 TEST(Retry, CeilingDoublesThenCaps) {
   EXPECT_EQ(kPolicy.Ceiling(0), milliseconds(10));
@@ -29,10 +29,13 @@ TEST(Retry, UnavailableIsRetriedUntilAttemptsRunOutWithBoundedJitteredWaits) {
   std::mt19937_64 rng(42);
   int calls = 0;
   RetryOutcome outcome;
-  Status s = Retry(kPolicy, &clock, rng, [&] {
-    ++calls;
-    return Unavailable("Couldn't connect to server");
-  }, &outcome);
+  Status s = Retry(
+      kPolicy, &clock, rng,
+      [&] {
+        ++calls;
+        return Unavailable("Couldn't connect to server");
+      },
+      &outcome);
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_EQ(calls, 6);
   EXPECT_EQ(outcome.attempts, 6);

@@ -64,9 +64,9 @@ class ThreadPool {
   void WorkerLoop() EXCLUDES(mu_);
 
   const size_t max_queue_;  // 0 = unbounded
-  mutable Mutex mu_;  // guards queue_, running_, stopping_; a leaf (tasks run without it)
-  CondVar cv_;        // signalled when a task is queued or stopping_ is set
-  CondVar idle_cv_;   // signalled when the queue drains and no task runs
+  mutable Mutex mu_;        // guards queue_, running_, stopping_; a leaf (tasks run without it)
+  CondVar cv_;              // signalled when a task is queued or stopping_ is set
+  CondVar idle_cv_;         // signalled when the queue drains and no task runs
   std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
   int running_ GUARDED_BY(mu_) = 0;
   bool stopping_ GUARDED_BY(mu_) = false;

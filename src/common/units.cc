@@ -116,23 +116,34 @@ Result<std::chrono::nanoseconds> ParseDuration(std::string_view text) {
   };
   if (!SplitNumber(t, &number, &unit)) return bad();
   double ns_per = 0;
-  if (unit.empty() || unit == "s" || unit == "sec") ns_per = 1e9;
-  else if (unit == "ms") ns_per = 1e6;
-  else if (unit == "us" || unit == "µs") ns_per = 1e3;
-  else if (unit == "ns") ns_per = 1;
-  else if (unit == "m" || unit == "min") ns_per = 60e9;
-  else if (unit == "h") ns_per = 3600e9;
-  else return bad();
+  if (unit.empty() || unit == "s" || unit == "sec")
+    ns_per = 1e9;
+  else if (unit == "ms")
+    ns_per = 1e6;
+  else if (unit == "us" || unit == "µs")
+    ns_per = 1e3;
+  else if (unit == "ns")
+    ns_per = 1;
+  else if (unit == "m" || unit == "min")
+    ns_per = 60e9;
+  else if (unit == "h")
+    ns_per = 3600e9;
+  else
+    return bad();
   return std::chrono::nanoseconds(static_cast<int64_t>(std::llround(number * ns_per)));
 }
 
 std::string FormatDuration(std::chrono::nanoseconds d) {
   double ns = static_cast<double>(d.count());
   char buf[32];
-  if (ns < 1e3) std::snprintf(buf, sizeof buf, "%.0fns", ns);
-  else if (ns < 1e6) std::snprintf(buf, sizeof buf, "%.1fus", ns / 1e3);
-  else if (ns < 1e9) std::snprintf(buf, sizeof buf, "%.1fms", ns / 1e6);
-  else if (ns < 60e9) std::snprintf(buf, sizeof buf, "%.1fs", ns / 1e9);
+  if (ns < 1e3)
+    std::snprintf(buf, sizeof buf, "%.0fns", ns);
+  else if (ns < 1e6)
+    std::snprintf(buf, sizeof buf, "%.1fus", ns / 1e3);
+  else if (ns < 1e9)
+    std::snprintf(buf, sizeof buf, "%.1fms", ns / 1e6);
+  else if (ns < 60e9)
+    std::snprintf(buf, sizeof buf, "%.1fs", ns / 1e9);
   else {
     long long s = static_cast<long long>(ns / 1e9);
     std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);

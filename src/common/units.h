@@ -11,8 +11,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "granary/status.h"
 

@@ -28,8 +28,8 @@ std::string CleanKey(std::string_view path) {
 bool ValidBucket(std::string_view b) {
   if (b.size() < 3 || b.size() > 63) return false;
   return std::all_of(b.begin(), b.end(), [](char c) {
-    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-           c == '-' || c == '.' || c == '_';
+    return std::islower(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
   });
 }
 
@@ -68,8 +68,9 @@ Result<Uri> ParseUri(std::string_view text) {
   size_t sep = text.find("://");
   if (sep == std::string_view::npos) {
     if (text.find(':') != std::string_view::npos && text.find('/') == std::string_view::npos) {
-      return Bad(text, "unknown form (expected s3://bucket/prefix, file:///path, http(s)://host/path "
-                       "or a path)");
+      return Bad(text,
+                 "unknown form (expected s3://bucket/prefix, file:///path, http(s)://host/path "
+                 "or a path)");
     }
     uri.scheme = Scheme::kFile;
     uri.scheme_text = "file";
@@ -118,7 +119,8 @@ Result<Uri> ParseUri(std::string_view text) {
     if (slash != std::string_view::npos) uri.key = CleanKey(rest.substr(slash));
     return uri;
   }
-  return Bad(text, "unsupported scheme '" + scheme + "' (expected s3, s3a, oss, bos, file, http, https)");
+  return Bad(text,
+             "unsupported scheme '" + scheme + "' (expected s3, s3a, oss, bos, file, http, https)");
 }
 
 std::string StripUserinfo(std::string_view url) {

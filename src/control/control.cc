@@ -252,8 +252,7 @@ bool ControlServer::HandleLine(Connection* conn, std::string_view line) {
         reply["cluster"] = std::move(*st);
         return WriteLine(conn->fd, reply);
       }
-      case ControlOp::kLoad:
-        return HandleLoad(conn, *req);
+      case ControlOp::kLoad: return HandleLoad(conn, *req);
       case ControlOp::kCancel: {
         Status s = handler_->CancelLoad();
         return WriteLine(conn->fd, s.ok() ? OkReply() : ErrorReply(s.ToString()));

@@ -27,7 +27,8 @@ void ParseLoadFields(const json& req, ControlRequest& out) {
   r.path = req.value("path", std::string());
   r.threads = LoadThreads(req);
   r.check_only = req.value("check", false);
-  if (auto it = req.find("list"); it != req.end()) r.list_lines = it->get<std::vector<std::string>>();
+  if (auto it = req.find("list"); it != req.end())
+    r.list_lines = it->get<std::vector<std::string>>();
   out.list_file = req.value("list_file", std::string());
   out.background = req.value("background", false);
 }
@@ -42,10 +43,11 @@ Result<ControlRequest> ParseControlRequest(std::string_view line) {
   auto v = req.find("v");
   if (v == req.end() || !v->is_number_integer() || v->get<int64_t>() != kControlProtocolVersion) {
     // A nested value is named by its type: dumping it recurses once per level.
-    std::string shown = v == req.end()      ? std::string("(none)")
+    std::string shown = v == req.end()       ? std::string("(none)")
                         : v->is_structured() ? std::string(v->type_name())
                                              : v->dump();
-    return InvalidArgument("unsupported protocol version " + shown + "; this daemon speaks version 1");
+    return InvalidArgument("unsupported protocol version " + shown +
+                           "; this daemon speaks version 1");
   }
   auto op_field = req.find("op");
   if (op_field == req.end() || !op_field->is_string()) {

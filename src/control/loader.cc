@@ -1,10 +1,11 @@
 // LoadJob, LoadManager and target resolution (see loader.h).
 #include "control/loader.h"
-#include "common/clock.h"
 
 #include <algorithm>
 #include <optional>
 #include <string_view>
+
+#include "common/clock.h"
 
 namespace granary {
 namespace {
@@ -105,8 +106,8 @@ Result<LoadTargets> ResolveLoadTargets(const Snapshot& snapshot, const LoadReque
   return t;
 }
 
-LoadJob::LoadJob(CacheEngine* engine, std::shared_ptr<const Snapshot> snapshot,
-                 LoadTargets targets, int threads, bool check_only)
+LoadJob::LoadJob(CacheEngine* engine, std::shared_ptr<const Snapshot> snapshot, LoadTargets targets,
+                 int threads, bool check_only)
     : engine_(engine),
       snapshot_(std::move(snapshot)),
       targets_(std::move(targets)),
@@ -162,8 +163,7 @@ void LoadJob::Handle(size_t i) {
       st = TargetState::kFailed;
       MutexLock lock(mu_);
       if (failures_.size() < kReportedPaths) {
-        failures_.push_back(
-            {.path = snapshot_->Path(ino), .reason = fetched.status().ToString()});
+        failures_.push_back({.path = snapshot_->Path(ino), .reason = fetched.status().ToString()});
       }
     } else if (!*fetched) {
       st = TargetState::kRefused;
@@ -242,8 +242,7 @@ LoadProgress LoadJob::progress() const {
     MutexLock lock(mu_);
     done = finished_;
     p.elapsed_s =
-        done ? elapsed_s_
-             : std::chrono::duration<double>(Clock::Real()->Now() - start_).count();
+        done ? elapsed_s_ : std::chrono::duration<double>(Clock::Real()->Now() - start_).count();
   }
   p.running = !done;
   if (p.elapsed_s > 0) {

@@ -53,8 +53,8 @@ std::string CanonicalMountpoint(std::string_view mountpoint) {
 std::string RunFilePath(std::string_view run_dir, std::string_view mountpoint,
                         std::string_view ext) {
   // A worker's run name ("@worker-<id>") is not a path.
-  const std::string name = mountpoint.starts_with('@') ? std::string(mountpoint)
-                                                       : CanonicalMountpoint(mountpoint);
+  const std::string name =
+      mountpoint.starts_with('@') ? std::string(mountpoint) : CanonicalMountpoint(mountpoint);
   return std::string(run_dir) + "/mount-" + Hex12(name) + "." + std::string(ext);
 }
 

@@ -287,9 +287,10 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json FluidSummary(const DatasetStatus& s) {
-  return {{"cached", FluidSize(s.cached_bytes)},    {"cachedPercentage", FormatPercent(s.cached_ratio)},
-          {"cacheCapacity", FluidSize(s.capacity)}, {"cacheHitRatio", FormatPercent(s.hit_ratio_reads)},
-          {"fileNum", std::to_string(s.ufs_files)}, {"ufsTotal", FluidSize(s.ufs_total_bytes)}};
+  return {
+      {"cached", FluidSize(s.cached_bytes)},    {"cachedPercentage", FormatPercent(s.cached_ratio)},
+      {"cacheCapacity", FluidSize(s.capacity)}, {"cacheHitRatio", FormatPercent(s.hit_ratio_reads)},
+      {"fileNum", std::to_string(s.ufs_files)}, {"ufsTotal", FluidSize(s.ufs_total_bytes)}};
 }
 
 std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbose) {
@@ -297,7 +298,8 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
       {"NAME", "UFS TOTAL", "CACHED", "CAPACITY", "CACHED%", "HIT RATIO", "FILES", "PHASE"}};
   for (const DatasetStatus& s : rows) {
     cells.push_back({s.name, FluidSize(s.ufs_total_bytes), FluidSize(s.cached_bytes),
-                     FluidSize(s.capacity), FormatPercent(s.cached_ratio), FormatPercent(s.hit_ratio_reads),
+                     FluidSize(s.capacity), FormatPercent(s.cached_ratio),
+                     FormatPercent(s.hit_ratio_reads),
                      std::to_string(s.cached_files) + "/" + std::to_string(s.ufs_files), s.phase});
     if (!verbose) continue;
     for (const TierUsage& t : s.tiers) {
@@ -325,7 +327,8 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
     const OverlayStats& w = *s.writes;
     char rate[64] = "";
     if (w.upload_seconds > 0) {
-      std::snprintf(rate, sizeof rate, ", %.1f MB/s", static_cast<double>(w.uploaded_bytes) / 1e6 / w.upload_seconds);
+      std::snprintf(rate, sizeof rate, ", %.1f MB/s",
+                    static_cast<double>(w.uploaded_bytes) / 1e6 / w.upload_seconds);
     }
     std::string unclosed;
     if (w.unclosed_files > 0) {
@@ -334,9 +337,9 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
                  "remount with --discard-pending";
     }
     out += "writes " + s.name + ": " + std::to_string(w.pending_files) + " files pending upload (" +
-           FluidSize(w.pending_bytes) + unclosed + "), " + std::to_string(w.uploads) + " uploaded (" +
-           FluidSize(w.uploaded_bytes) + rate + "), " + std::to_string(w.upload_failures) +
-           " failed\n";
+           FluidSize(w.pending_bytes) + unclosed + "), " + std::to_string(w.uploads) +
+           " uploaded (" + FluidSize(w.uploaded_bytes) + rate + "), " +
+           std::to_string(w.upload_failures) + " failed\n";
   }
   if (std::any_of(rows.begin(), rows.end(),
                   [](const DatasetStatus& s) { return s.read_mode == "cached"; })) {

@@ -35,8 +35,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,9 +45,9 @@
 #include "common/mutex.h"
 #include "common/units.h"  // FluidSize, FormatPercent: the sizes and ratios of a status
 #include "control/loader.h"
-#include "meta/overlay.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
+#include "meta/overlay.h"
 
 namespace granary {
 
@@ -65,7 +65,7 @@ struct DatasetStatus {
   uint64_t ufs_total_bytes = 0;
   uint64_t ufs_files = 0;
   uint64_t snapshot_version = 0;  // bumped by each `granary sync`
-  uint64_t cached_bytes = 0;  // sizes of completely cached files
+  uint64_t cached_bytes = 0;      // sizes of completely cached files
   // Of those, the files this node owns in its cluster (all of them on a single
   // node): summed over the members, the cluster's cache without near copies.
   uint64_t owned_cached_bytes = 0;
@@ -107,7 +107,7 @@ struct DatasetStatus {
   std::string read_mode;
   std::string phase = "Ready";  // Loading | Ready | Degraded
   std::vector<TierUsage> tiers;
-  std::optional<LoadProgress> load;  // the running (or last) load
+  std::optional<LoadProgress> load;    // the running (or last) load
   std::optional<OverlayStats> writes;  // a writable mount's uploads (docs/semantics.md)
 };
 

@@ -3,14 +3,15 @@
 
 #include <algorithm>
 
-#include "common/log.h"
 #include "cluster/cluster_node.h"
 #include "cluster/cluster_stats_json.h"
+#include "common/log.h"
 
 namespace granary {
 
 DaemonServices::DaemonServices(CacheEngine* engine, ServicesOptions options,
-                               std::function<FuseStats()> fuse_stats, std::function<Result<nlohmann::json>()> sync)
+                               std::function<FuseStats()> fuse_stats,
+                               std::function<Result<nlohmann::json>()> sync)
     : engine_(engine),
       options_(std::move(options)),
       fuse_stats_(std::move(fuse_stats)),
@@ -18,10 +19,9 @@ DaemonServices::DaemonServices(CacheEngine* engine, ServicesOptions options,
       loads_(engine),
       reporter_(engine, &loads_, options_.mountpoint, fuse_stats_, options_.read_mode) {}
 
-Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engine,
-                                                              ServicesOptions options,
-                                                              std::function<FuseStats()> fuse_stats,
-                                                              std::function<Result<nlohmann::json>()> sync) {
+Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
+    CacheEngine* engine, ServicesOptions options, std::function<FuseStats()> fuse_stats,
+    std::function<Result<nlohmann::json>()> sync) {
   if (options.mountpoint.empty() && options.socket_path.empty()) {
     return InvalidArgument("services: mountpoint (or socket_path) is required");
   }
@@ -56,12 +56,14 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(CacheEngine* engin
     s->api_service_ = std::make_unique<ApiService>(
         engine,
         [self](std::string_view p) -> Result<LoadSummary> {
-          ASSIGN_OR_RETURN(auto job, self->loads_.Start(LoadRequest{.path = std::string(p),
-                                                                    .threads = self->options_.load_threads}));
+          ASSIGN_OR_RETURN(auto job,
+                           self->loads_.Start(LoadRequest{.path = std::string(p),
+                                                          .threads = self->options_.load_threads}));
           return SummarizeLoad(job->Wait());
         },
         [self]() -> Result<std::string> { return StatusToJson(self->reporter_.Compute()).dump(); });
-    ASSIGN_OR_RETURN(s->api_server_, ApiServer::Start(s->api_service_.get(), ApiSocketPathFor(path)));
+    ASSIGN_OR_RETURN(s->api_server_,
+                     ApiServer::Start(s->api_service_.get(), ApiSocketPathFor(path)));
   }
   if (o.load_on_start) {
     auto job = s->loads_.Start(LoadRequest{.threads = o.load_threads});
@@ -123,19 +125,20 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
   // Blocks of objects the snapshot no longer lists (an older version) may
   // still be counted by some member.
   cached = std::min(cached, self.ufs_total_bytes);
-  j["totals"] = {{"members", j["members"].size()},
-                 {"members_up", up},
-                 {"ufs_total_bytes", self.ufs_total_bytes},
-                 {"ufs_files", self.ufs_files},
-                 {"cached_bytes", cached},
-                 {"cached_files", files},
-                 {"capacity", capacity},
-                 {"cached_ratio", self.ufs_total_bytes ? static_cast<double>(cached) /
-                                                             static_cast<double>(self.ufs_total_bytes)
-                                                       : 1.0},
-                 {"hit_ratio_reads", reads ? static_cast<double>(hits) / static_cast<double>(reads) : 0.0},
-                 {"origin_requests", origin},
-                 {"handovers_in_progress", handovers}};
+  j["totals"] = {
+      {"members", j["members"].size()},
+      {"members_up", up},
+      {"ufs_total_bytes", self.ufs_total_bytes},
+      {"ufs_files", self.ufs_files},
+      {"cached_bytes", cached},
+      {"cached_files", files},
+      {"capacity", capacity},
+      {"cached_ratio", self.ufs_total_bytes
+                           ? static_cast<double>(cached) / static_cast<double>(self.ufs_total_bytes)
+                           : 1.0},
+      {"hit_ratio_reads", reads ? static_cast<double>(hits) / static_cast<double>(reads) : 0.0},
+      {"origin_requests", origin},
+      {"handovers_in_progress", handovers}};
   return j;
 }
 

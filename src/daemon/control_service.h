@@ -19,8 +19,8 @@
 #include "common/origin_defaults.h"
 #include "control/control.h"
 #include "control/loader.h"
-#include "daemon/metrics.h"
 #include "control/status.h"
+#include "daemon/metrics.h"
 #include "fuse/fuse_server.h"
 
 namespace granary {
@@ -58,9 +58,9 @@ class DaemonServices : public ControlHandler {
  public:
   // Borrows engine (must outlive the services). fuse_stats: FUSE counters (may
   // be empty). sync: `granary sync` (may be empty: Unimplemented).
-  static Result<std::unique_ptr<DaemonServices>> Start(CacheEngine* engine, ServicesOptions options,
-                                                       std::function<FuseStats()> fuse_stats = {},
-                                                       std::function<Result<nlohmann::json>()> sync = {});
+  static Result<std::unique_ptr<DaemonServices>> Start(
+      CacheEngine* engine, ServicesOptions options, std::function<FuseStats()> fuse_stats = {},
+      std::function<Result<nlohmann::json>()> sync = {});
   // Stops the socket and metrics server, cancels a running load.
   ~DaemonServices() override;
 
@@ -81,7 +81,8 @@ class DaemonServices : public ControlHandler {
 
  private:
   DaemonServices(CacheEngine* engine, ServicesOptions options,
-                 std::function<FuseStats()> fuse_stats, std::function<Result<nlohmann::json>()> sync);
+                 std::function<FuseStats()> fuse_stats,
+                 std::function<Result<nlohmann::json>()> sync);
 
   CacheEngine* engine_;
   ServicesOptions options_;
@@ -90,7 +91,7 @@ class DaemonServices : public ControlHandler {
   LoadManager loads_;
   StatusReporter reporter_;
   std::unique_ptr<MetricsServer> metrics_;
-  std::unique_ptr<ControlServer> control_;  // stopped first
+  std::unique_ptr<ControlServer> control_;   // stopped first
   std::unique_ptr<ApiService> api_service_;  // Client::Attach (include/granary/client.h)
   std::unique_ptr<ApiServer> api_server_;    // stopped before api_service_
 };

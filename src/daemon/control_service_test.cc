@@ -1,7 +1,7 @@
 // Control socket and metrics, end to end over real sockets with an in-process
 // engine (no FUSE): bad requests get clear errors and the server keeps
 // serving; loads stream progress; /metrics parses and its counters move.
-#include "control/control.h"
+#include "daemon/control_service.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 #include <fstream>
 #include <future>
 
-#include "daemon/control_service.h"
+#include "control/control.h"
 #include "testing/dataset_fixture.h"
 
 namespace granary {
@@ -29,10 +29,9 @@ class ControlTest : public DatasetFixture {
         Put("train/n" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG", 2000 + i);
     }
     Open();
-    auto s =
-        DaemonServices::Start(engine_, ServicesOptions{.run_dir = (dir_ / "run").string(),
-                                                             .mountpoint = (dir_ / "mnt").string(),
-                                                             .metrics_addr = metrics_addr});
+    auto s = DaemonServices::Start(engine_, ServicesOptions{.run_dir = (dir_ / "run").string(),
+                                                            .mountpoint = (dir_ / "mnt").string(),
+                                                            .metrics_addr = metrics_addr});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     services_ = std::move(*s);
   }

@@ -13,19 +13,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "cache/engine_stats_json.h"
+#include "cluster/cluster_stats_json.h"
 #include "common/log.h"
 #include "common/replace_file.h"
 #include "common/uri.h"
 #include "daemon/control_service.h"
-#include "fuse/engine_fs.h"
 #include "daemon/holder_channel.h"
 #include "daemon/mount_holder.h"
+#include "fuse/engine_fs.h"
 #include "fuse/fuse_connection_state.h"
-#include "cluster/cluster_stats_json.h"
 #include "fuse/fuse_stats_json.h"
 #include "store/store_stats_json.h"
 
@@ -54,7 +53,9 @@ constexpr std::chrono::seconds kHandoverDrain{3};
 Status CheckMountpoint(const std::string& mp, bool allow_non_empty) {
   struct stat st {};
   if (::stat(mp.c_str(), &st) != 0) {
-    if (errno == ENOTCONN) return InvalidArgument("mount point " + mp + " is already mounted (dead mount: run 'granary umount " + mp + "')");
+    if (errno == ENOTCONN)
+      return InvalidArgument("mount point " + mp +
+                             " is already mounted (dead mount: run 'granary umount " + mp + "')");
     if (errno == ENOENT) return NotFound("mount point " + mp + " does not exist");
     return ErrnoStatus("mount point " + mp, errno);
   }
@@ -85,11 +86,14 @@ Status DaemonOptions::Validate() const {
     return InvalidArgument("a worker (no mount point) needs a cluster: --cluster-listen");
   }
   if ((allow_overwrite || allow_delete || discard_pending) && !writable) {
-    return InvalidArgument("--allow-overwrite, --allow-delete and --discard-pending need --writable");
+    return InvalidArgument(
+        "--allow-overwrite, --allow-delete and --discard-pending need --writable");
   }
-  if (writable && mountpoint.empty()) return InvalidArgument("--writable: a worker has no mount to write through");
+  if (writable && mountpoint.empty())
+    return InvalidArgument("--writable: a worker has no mount to write through");
   if (writable && fuse.transport == FuseTransport::kUring) {
-    return InvalidArgument("--writable: --fuse-transport uring does not carry writes yet; use auto or dev");
+    return InvalidArgument(
+        "--writable: --fuse-transport uring does not carry writes yet; use auto or dev");
   }
   return Status::Ok();
 }
@@ -201,8 +205,8 @@ Status Daemon::Open() {
   if (!is_worker()) RETURN_IF_ERROR(StartMount());
 
   if (!o.holder) {
-    std::string pid_text = std::to_string(::getpid()) + "\n" + run_name_ + "\n" + source() +
-                           "\n" + std::to_string(ProcessStartTicks(::getpid())) + "\n";
+    std::string pid_text = std::to_string(::getpid()) + "\n" + run_name_ + "\n" + source() + "\n" +
+                           std::to_string(ProcessStartTicks(::getpid())) + "\n";
     RETURN_IF_ERROR(ReplaceFileContents(pid_path(), pid_text));
   }
   std::function<FuseStats()> fuse_stats;
@@ -238,8 +242,8 @@ Status Daemon::Open() {
   if (is_worker()) {
     GLOG_INFO("worker for {} (dataset {}) serving peers", source(), dataset_id());
   } else {
-    GLOG_INFO("mounted {} on {} (dataset {}, transport {}, passthrough {})", source(),
-              o.mountpoint, dataset_id(), FuseTransportName(fuse_->session().transport),
+    GLOG_INFO("mounted {} on {} (dataset {}, transport {}, passthrough {})", source(), o.mountpoint,
+              dataset_id(), FuseTransportName(fuse_->session().transport),
               fuse_->session().passthrough ? "on" : "off");
   }
   return Status::Ok();
@@ -248,8 +252,8 @@ Status Daemon::Open() {
 Status Daemon::StartMount() {
   DaemonOptions& o = options_;
   CacheEngine& engine = dataset_->engine();
-  const bool offer = o.fuse.read_mode == FuseReadMode::kPassthrough &&
-                     o.fuse.passthrough != FusePassthrough::kOff;
+  const bool offer =
+      o.fuse.read_mode == FuseReadMode::kPassthrough && o.fuse.passthrough != FusePassthrough::kOff;
   EngineFsOptions fs_opts{.offer_backing = offer};
   if (o.writable) {
     if (dataset_->ufs().Root().starts_with("http")) {
@@ -270,7 +274,8 @@ Status Daemon::StartMount() {
                 st.pending_files, st.pending_bytes);
       recover_thread_ = std::thread([ov = overlay_.get()] {
         Status s = ov->RecoverPending();
-        if (!s.ok()) GLOG_WARN("staging: {} (they stay staged; `granary status` lists them)", s.ToString());
+        if (!s.ok())
+          GLOG_WARN("staging: {} (they stay staged; `granary status` lists them)", s.ToString());
       });
     }
   }
@@ -303,8 +308,9 @@ Status Daemon::StartMount() {
   if (o.holder) {
     // io_uring rings belong to the process that registered them.
     if (fuse_opts.transport == FuseTransport::kUring) {
-      return InvalidArgument("--fuse-transport uring: a mount that outlives its daemon uses "
-                             "/dev/fuse; mount with --no-restart to use io_uring");
+      return InvalidArgument(
+          "--fuse-transport uring: a mount that outlives its daemon uses "
+          "/dev/fuse; mount with --no-restart to use io_uring");
     }
     fuse_opts.transport = FuseTransport::kDev;
     fuse_opts.backing_journal = RunFilePath(o.run_dir, o.mountpoint, "backing");
@@ -498,7 +504,8 @@ Status Daemon::Shutdown() {
   const ClusterOptions& co = options_.dataset.cluster;
   if (cluster && co.drain_timeout.count() > 0 && !co.client_only &&
       (drain_requested_.load() || !co.etcd.empty() || cluster->RemovedByOthers())) {
-    if (Status s = cluster->Drain(co.drain_timeout); !s.ok()) GLOG_WARN("cluster: {}", s.ToString());
+    if (Status s = cluster->Drain(co.drain_timeout); !s.ok())
+      GLOG_WARN("cluster: {}", s.ToString());
   }
   std::vector<std::function<void()>> hooks;
   {
@@ -543,9 +550,10 @@ Status Daemon::Shutdown() {
       watchdog = std::thread([&] {
         MutexLock lock(closed_mu);
         if (closed_cv.WaitFor(lock, kShutdownGrace, [&] { return closed; })) return;
-        GLOG_WARN("origin transfers still running {} s after unmount (stalled origin?); "
-                  "exiting without waiting for them",
-                  std::chrono::duration_cast<std::chrono::seconds>(kShutdownGrace).count());
+        GLOG_WARN(
+            "origin transfers still running {} s after unmount (stalled origin?); "
+            "exiting without waiting for them",
+            std::chrono::duration_cast<std::chrono::seconds>(kShutdownGrace).count());
         if (serving_ && !options_.holder) ::unlink(pid_path().c_str());
         std::fflush(nullptr);
         std::_Exit(handover ? kExitHandedOver : 0);
@@ -571,8 +579,7 @@ Status Daemon::Shutdown() {
   if (serving_) {
     if (Status s = WriteStatsFile(); !s.ok()) GLOG_WARN("stats file: {}", s.ToString());
     if (!options_.holder) ::unlink(pid_path().c_str());
-    GLOG_INFO("{} {}", is_worker() ? "stopped" : handover ? "handed over" : "unmounted",
-              run_name_);
+    GLOG_INFO("{} {}", is_worker() ? "stopped" : handover ? "handed over" : "unmounted", run_name_);
   }
   return result;
 }
@@ -614,8 +621,10 @@ std::string Daemon::StatsJson() const {
   j["fuse"]["threads"] = s.session.threads;
   j["engine"] = ToJson(s.engine);
   j["store"] = ToJson(s.store);
-  j["ufs"] = {{"list_requests", s.ufs.list_requests}, {"stat_requests", s.ufs.stat_requests},
-              {"read_requests", s.ufs.read_requests}, {"read_bytes", s.ufs.read_bytes},
+  j["ufs"] = {{"list_requests", s.ufs.list_requests},
+              {"stat_requests", s.ufs.stat_requests},
+              {"read_requests", s.ufs.read_requests},
+              {"read_bytes", s.ufs.read_bytes},
               {"errors", s.ufs.errors},
               {"bad_list_entries", s.ufs.bad_list_entries}};
   if (s.cluster) j["cluster"] = ToJson(*s.cluster);
@@ -628,8 +637,6 @@ std::string Daemon::stats_path() const {
   return RunFilePath(options_.run_dir, run_name_, "stats.json");
 }
 
-std::string Daemon::pid_path() const {
-  return RunFilePath(options_.run_dir, run_name_, "pid");
-}
+std::string Daemon::pid_path() const { return RunFilePath(options_.run_dir, run_name_, "pid"); }
 
 }  // namespace granary

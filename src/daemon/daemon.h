@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,16 +41,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cache/engine.h"
 #include "cluster/cluster_node.h"
-#include "common/mutex.h"
-#include "dataset/dataset.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/origin_defaults.h"
 #include "common/uri.h"
 #include "control/run_files.h"
+#include "dataset/dataset.h"
 #include "fuse/fuse_server.h"
 #include "granary/status.h"
 #include "meta/snapshot.h"
@@ -260,26 +259,26 @@ class Daemon {
   std::unique_ptr<EngineFs> fs_;
   std::unique_ptr<FuseServer> fuse_;
   std::unique_ptr<DaemonServices> services_;  // control socket, loads, metrics (control_service.h)
-  std::thread unmount_watcher_;  // FuseServer::Wait() -> RequestStop()
-  std::thread signal_thread_;    // sigtimedwait loop (handle_signals)
+  std::thread unmount_watcher_;               // FuseServer::Wait() -> RequestStop()
+  std::thread signal_thread_;                 // sigtimedwait loop (handle_signals)
 
-  Mutex stop_mu_;  // guards stop_requested_ and stop_hooks_; a leaf (hooks run without it)
+  Mutex stop_mu_;    // guards stop_requested_ and stop_hooks_; a leaf (hooks run without it)
   CondVar stop_cv_;  // signalled when stop_requested_ is set
   bool stop_requested_ GUARDED_BY(stop_mu_) = false;
   std::vector<std::function<void()>> stop_hooks_ GUARDED_BY(stop_mu_);
-  std::atomic<bool> shut_down_{false};  // Shutdown() began (signal thread exits)
-  std::atomic<bool> handover_{false};   // SIGUSR2 under a holder: Shutdown() detaches
+  std::atomic<bool> shut_down_{false};        // Shutdown() began (signal thread exits)
+  std::atomic<bool> handover_{false};         // SIGUSR2 under a holder: Shutdown() detaches
   std::atomic<bool> drain_requested_{false};  // RequestDrain(): Shutdown() drains
-  bool streams_past_memory_ = false;  // StreamsPastMemory of the opened snapshot
-  std::atomic<bool> detaching_{false};  // the mount is no longer served (PushFetched stops)
-  std::unique_ptr<HeldConnection> held_;  // the connection the holder keeps (a restart)
+  bool streams_past_memory_ = false;          // StreamsPastMemory of the opened snapshot
+  std::atomic<bool> detaching_{false};        // the mount is no longer served (PushFetched stops)
+  std::unique_ptr<HeldConnection> held_;      // the connection the holder keeps (a restart)
   bool serving_ = false;  // Open() finished: mounted, pid file written (controlling thread)
 
   mutable Mutex final_mu_;  // guards final_stats_ and has_final_; a leaf lock
   DaemonStats final_stats_ GUARDED_BY(final_mu_);  // counters frozen at shutdown (engine gone)
   bool has_final_ GUARDED_BY(final_mu_) = false;
 
-  Mutex push_mu_;  // guards push_listed_; a leaf (the listing runs without it)
+  Mutex push_mu_;    // guards push_listed_; a leaf (the listing runs without it)
   CondVar push_cv_;  // signalled when a directory's listing ends
   // "version:directory" PushFetched listed (true) or is listing (false).
   std::unordered_map<std::string, bool> push_listed_ GUARDED_BY(push_mu_);

@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
-#include "common/log.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/mountinfo.h"
 #include "common/uri.h"
 #include "daemon/daemon.h"
@@ -102,8 +102,8 @@ void WriteAllFd(int fd, std::string_view text) {
   Result<std::unique_ptr<Daemon>> d = Daemon::Start(options);
   if (!d.ok()) {
     GLOG_ERROR("mount {}: {}", options.mountpoint, d.status().ToString());
-    WriteAllFd(ready_fd, std::to_string(static_cast<int>(d.status().code())) + " " +
-                             d.status().message());
+    WriteAllFd(ready_fd,
+               std::to_string(static_cast<int>(d.status().code())) + " " + d.status().message());
     ::close(ready_fd);
     ::_exit(1);
   }
@@ -132,7 +132,8 @@ Result<DaemonPidInfo> ReadPidFile(std::string_view run_dir, std::string_view mou
     return Corruption("pid file " + path + ": bad pid '" + pid_line + "'");
   }
   std::string start_line;
-  if (std::getline(in, start_line)) info.start_ticks = std::strtoull(start_line.c_str(), nullptr, 10);
+  if (std::getline(in, start_line))
+    info.start_ticks = std::strtoull(start_line.c_str(), nullptr, 10);
   std::string daemon_line;
   if (std::getline(in, daemon_line)) {
     std::istringstream fields(daemon_line);
@@ -257,9 +258,10 @@ Status DetachDeadGranaryMount(const std::string& mp) {
   if (Status s = UnmountFuse(mp); !s.ok()) {
     return s.WithContext("detaching the dead granary mount at " + mp);
   }
-  GLOG_WARN("mount point {}: detached a granary mount whose daemon had died (its readers got "
-            "ENOTCONN); mounting again",
-            mp);
+  GLOG_WARN(
+      "mount point {}: detached a granary mount whose daemon had died (its readers got "
+      "ENOTCONN); mounting again",
+      mp);
   return Status::Ok();
 }
 
@@ -281,7 +283,8 @@ Result<MountHolderOptions> HolderOfThisCommand(const std::string& mountpoint,
                        .mountpoint = mp,
                        .source = source,
                        .run_dir = run_dir};
-  if (h.binary.empty() || h.argv.empty()) return Internal("cannot read this process's command line");
+  if (h.binary.empty() || h.argv.empty())
+    return Internal("cannot read this process's command line");
   return h;
 }
 
@@ -289,10 +292,11 @@ Result<MountHolderOptions> HolderOfThisCommand(const std::string& mountpoint,
 // foreground, a background child otherwise) runs the daemon.
 Status LaunchHolder(DaemonOptions options) {
   ASSIGN_OR_RETURN(MountHolderOptions h,
-                   HolderOfThisCommand(options.mountpoint, options.dataset.source,
-                                       options.run_dir, options.fuse.allow_non_empty));
+                   HolderOfThisCommand(options.mountpoint, options.dataset.source, options.run_dir,
+                                       options.fuse.allow_non_empty));
   if (options.foreground) return RunMountHolder(h);
-  if (options.log_file.empty()) options.log_file = RunFilePath(options.run_dir, h.mountpoint, "log");
+  if (options.log_file.empty())
+    options.log_file = RunFilePath(options.run_dir, h.mountpoint, "log");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   std::fflush(nullptr);
@@ -332,8 +336,9 @@ Status LaunchDaemon(DaemonOptions options) {
   if (options.hold_mount && options.fuse.transport == FuseTransport::kUring) {
     // io_uring rings belong to the process that registered them: a new
     // daemon could not take the connection over.
-    GLOG_WARN("--fuse-transport uring: this mount ends with its daemon (no restart after a "
-              "crash, no --upgrade); the default transport keeps the mount");
+    GLOG_WARN(
+        "--fuse-transport uring: this mount ends with its daemon (no restart after a "
+        "crash, no --upgrade); the default transport keeps the mount");
     options.hold_mount = false;
   }
   if (!options.mountpoint.empty() && options.hold_mount) {
@@ -379,9 +384,10 @@ Status StopDaemon(std::string_view run_dir, std::string_view mountpoint,
   if (info.ok() && !ProcessAlive(info->pid)) {
     // Nothing to signal.
   } else if (info.ok() && !PidFileProcessAlive(*info)) {
-    GLOG_WARN("pid file {}: pid {} now belongs to another process (the daemon died); not "
-              "signalling it",
-              pid_path, info->pid);
+    GLOG_WARN(
+        "pid file {}: pid {} now belongs to another process (the daemon died); not "
+        "signalling it",
+        pid_path, info->pid);
   } else if (info.ok()) {
     if (::kill(info->pid, SIGTERM) != 0 && errno != ESRCH) {
       return ErrnoStatus("signal granary daemon pid " + std::to_string(info->pid), errno);
@@ -390,8 +396,8 @@ Status StopDaemon(std::string_view run_dir, std::string_view mountpoint,
     auto deadline = Clock::Real()->Now() + timeout;
     while (ProcessAlive(info->pid)) {
       if (Clock::Real()->Now() > deadline) {
-        return Unavailable("granary daemon pid " + std::to_string(info->pid) + " did not exit within " +
-                           std::to_string(timeout.count()) + " s");
+        return Unavailable("granary daemon pid " + std::to_string(info->pid) +
+                           " did not exit within " + std::to_string(timeout.count()) + " s");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -169,8 +169,8 @@ Result<nlohmann::json> AskMountHolder(const std::string& run_dir, const std::str
   const auto deadline = Clock::Real()->Now() + timeout;
   char buf[4096];
   while (reply.find('\n') == std::string::npos) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::Real()->Now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::Real()->Now());
     if (left.count() <= 0) {
       ::close(fd);
       return Unavailable("the mount holder did not answer within " +

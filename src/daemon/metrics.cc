@@ -181,8 +181,8 @@ void RenderLoad(Writer& w, const LoadProgress& p) {
 }
 
 void RenderWrites(Writer& w, const OverlayStats& o) {
-  w.One("granary_write_pending_files", "gauge", "Files written through the mount and not yet uploaded.",
-        o.pending_files);
+  w.One("granary_write_pending_files", "gauge",
+        "Files written through the mount and not yet uploaded.", o.pending_files);
   w.One("granary_write_pending_bytes", "gauge", "Bytes of those files.", o.pending_bytes);
   w.One("granary_write_unclosed_files", "gauge",
         "Pending files last changed without a close or fsync (not uploaded on their own).",
@@ -201,8 +201,8 @@ void RenderWrites(Writer& w, const OverlayStats& o) {
 }
 
 void RenderCluster(Writer& w, const EngineStats& e, const StoreStats& s, const ClusterStats& c) {
-  w.One("granary_cluster_members", "gauge", "Live members of the dataset's cluster, this node included.",
-        c.members);
+  w.One("granary_cluster_members", "gauge",
+        "Live members of the dataset's cluster, this node included.", c.members);
   w.One("granary_cluster_remote_hits_total", "counter", "Blocks read from their owner peers.",
         e.peer_blocks);
   w.One("granary_cluster_views_total", "counter",
@@ -217,8 +217,7 @@ void RenderCluster(Writer& w, const EngineStats& e, const StoreStats& s, const C
         "Blocks this node received from their owners before a membership change.",
         c.handover.blocks);
   w.One("granary_cluster_handover_bytes_total", "counter",
-        "Bytes this node received from their owners before a membership change.",
-        c.handover.bytes);
+        "Bytes this node received from their owners before a membership change.", c.handover.bytes);
   w.One("granary_cluster_remote_bytes_total", "counter", "Bytes read from owner peers.",
         e.peer_bytes);
   w.One("granary_cluster_fallbacks_total", "counter",
@@ -244,7 +243,8 @@ void RenderCluster(Writer& w, const EngineStats& e, const StoreStats& s, const C
   w.One("granary_cluster_served_errors_total", "counter", "Peer requests that failed here.",
         e.served_errors);
   w.One("granary_cluster_auth_failures_total", "counter",
-        "Peer connections refused at the handshake (secret, mode, dataset).", c.server.auth_failures);
+        "Peer connections refused at the handshake (secret, mode, dataset).",
+        c.server.auth_failures);
   w.One("granary_cluster_protocol_errors_total", "counter",
         "Peer connections dropped for malformed frames.", c.server.protocol_errors);
 }

@@ -30,8 +30,8 @@ struct MetricsInput {
   std::string dataset;  // source URI: the "dataset" label of every sample
   EngineStats engine;
   StoreStats store;
-  std::optional<FuseStats> fuse;     // absent without a mount
-  std::optional<LoadProgress> load;  // the running or last load
+  std::optional<FuseStats> fuse;        // absent without a mount
+  std::optional<LoadProgress> load;     // the running or last load
   std::optional<ClusterStats> cluster;  // absent on a single node
   std::optional<OverlayStats> writes;   // absent unless the mount is writable
 };

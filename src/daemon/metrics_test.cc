@@ -43,8 +43,7 @@ TEST(MetricsServerTest, BadAddressesNameTheAddress) {
   for (const char* bad : {"9100", "127.0.0.1:", "127.0.0.1:notaport"}) {
     auto server = MetricsServer::Start(bad, [] { return std::string(); });
     ASSERT_FALSE(server.ok()) << bad;
-    EXPECT_NE(server.status().message().find(bad), std::string::npos)
-        << server.status().ToString();
+    EXPECT_NE(server.status().message().find(bad), std::string::npos) << server.status().ToString();
   }
 }
 

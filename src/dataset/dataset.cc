@@ -12,11 +12,11 @@
 #include <cstring>
 #include <filesystem>
 
+#include "cluster/cluster_node.h"
 #include "common/clock.h"
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/uri.h"
-#include "cluster/cluster_node.h"
 
 namespace granary {
 namespace {
@@ -174,11 +174,13 @@ std::string DatasetId(std::string_view source) {
 Status PrepareWritableDir(const std::string& dir, std::string_view what) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return PermissionDenied(std::string(what) + " " + dir + " cannot be created: " + ec.message());
+  if (ec)
+    return PermissionDenied(std::string(what) + " " + dir + " cannot be created: " + ec.message());
   std::string probe = dir + "/.granary-write-test";
   int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return PermissionDenied(std::string(what) + " " + dir + " is not writable: " + std::strerror(errno));
+    return PermissionDenied(std::string(what) + " " + dir +
+                            " is not writable: " + std::strerror(errno));
   }
   ::close(fd);
   ::unlink(probe.c_str());
@@ -187,7 +189,8 @@ Status PrepareWritableDir(const std::string& dir, std::string_view what) {
 
 Status DatasetOptions::Validate() const {
   if (source.empty()) return InvalidArgument("source: required");
-  if (cache_dirs.empty()) return InvalidArgument("cache_dirs: at least one cache directory is required");
+  if (cache_dirs.empty())
+    return InvalidArgument("cache_dirs: at least one cache directory is required");
   for (const TierLevel& t : cache_dirs) {
     if (t.path.empty()) return InvalidArgument("cache_dirs: empty path");
   }
@@ -257,15 +260,15 @@ Status Dataset::OpenAll() {
   engine_ = std::make_unique<CacheEngine>(ufs_, opened_snapshot_, store_.get(), engine_opts);
   opened_snapshot_.reset();
   if (options_.cluster.enabled()) {
-    ASSIGN_OR_RETURN(cluster_, ClusterNode::Start(options_.cluster,
-                                                  ClusterDataset{
-                                                      .engine = engine_.get(),
-                                                      .store = store_.get(),
-                                                      .id = id_,
-                                                      .dir = dir_,
-                                                      .origin_concurrency =
-                                                          options_.engine.origin_concurrency,
-                                                  }));
+    ASSIGN_OR_RETURN(
+        cluster_, ClusterNode::Start(options_.cluster,
+                                     ClusterDataset{
+                                         .engine = engine_.get(),
+                                         .store = store_.get(),
+                                         .id = id_,
+                                         .dir = dir_,
+                                         .origin_concurrency = options_.engine.origin_concurrency,
+                                     }));
   }
   return Status::Ok();
 }
@@ -389,10 +392,11 @@ Result<SyncResult> Dataset::Sync(const SwitchedHook& switched) {
     r.cache_bytes_dropped += key.size;
   }
   r.elapsed_s = std::chrono::duration<double>(Clock::Real()->Now() - t0).count();
-  GLOG_INFO("sync: snapshot v{} -> v{}: {} files ({} added, {} removed, {} changed), {} cache "
-            "files dropped, {:.2f} s",
-            r.old_version, r.new_version, r.files, r.added, r.removed, r.changed,
-            r.cache_files_dropped, r.elapsed_s);
+  GLOG_INFO(
+      "sync: snapshot v{} -> v{}: {} files ({} added, {} removed, {} changed), {} cache "
+      "files dropped, {:.2f} s",
+      r.old_version, r.new_version, r.files, r.added, r.removed, r.changed, r.cache_files_dropped,
+      r.elapsed_s);
   return r;
 }
 

@@ -25,16 +25,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cache/engine.h"
+#include "cluster/cluster_options.h"
 #include "common/config.h"
 #include "common/mutex.h"
 #include "common/origin_defaults.h"
-#include "cluster/cluster_options.h"
 #include "granary/status.h"
 #include "meta/snapshot.h"
 #include "store/store.h"
@@ -92,12 +91,12 @@ struct DatasetOptions {
 struct SyncResult {
   uint64_t old_version = 0;
   uint64_t new_version = 0;
-  uint64_t files = 0;      // files in the new version
-  uint64_t bytes = 0;      // their bytes
-  uint64_t added = 0;      // paths new in this version
-  uint64_t removed = 0;    // paths gone (or now a directory)
-  uint64_t changed = 0;    // same path, other etag or size
-  uint64_t unchanged = 0;  // same path, etag and size: their cache files stay valid
+  uint64_t files = 0;                // files in the new version
+  uint64_t bytes = 0;                // their bytes
+  uint64_t added = 0;                // paths new in this version
+  uint64_t removed = 0;              // paths gone (or now a directory)
+  uint64_t changed = 0;              // same path, other etag or size
+  uint64_t unchanged = 0;            // same path, etag and size: their cache files stay valid
   uint64_t cache_files_dropped = 0;  // cache files of removed/changed objects deleted
   uint64_t cache_bytes_dropped = 0;  // their object bytes
   uint64_t invalidated_names = 0;    // kernel entries under the root invalidated (mounts)

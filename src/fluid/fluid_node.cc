@@ -15,12 +15,12 @@
 #include <set>
 #include <sstream>
 
+#include "cluster/cluster_node.h"
 #include "common/log.h"
 #include "common/replace_file.h"
 #include "common/units.h"
 #include "control/control.h"
 #include "control/status.h"
-#include "cluster/cluster_node.h"
 #include "dataset/dataset.h"
 
 namespace granary::fluid {
@@ -77,7 +77,7 @@ Result<OpenedMount> OpenMount(const FluidMount& spec, size_t index) {
 // The tiers of a role: worker tiers; the client's own (near copies) or a
 // small scratch dir under the run dir.
 std::vector<TierLevel> RoleTiers(const FluidRuntime& rt, Role role, const std::string& run_dir) {
-  const std::vector<TierLevel>& own = role == Role::kWorker ? rt.worker.tiers
+  const std::vector<TierLevel>& own = role == Role::kWorker   ? rt.worker.tiers
                                       : role == Role::kClient ? rt.client.tiers
                                                               : std::vector<TierLevel>{};
   if (!own.empty()) return own;
@@ -146,8 +146,9 @@ Result<std::string> ClientMountpoint(const FluidRuntime& rt, const FluidRunOptio
     mp = env && *env ? env : rt.target_path;
   }
   if (mp.empty()) {
-    return InvalidArgument("client: no mount point ($FLUID_RUNTIME_MOUNT_PATH and targetPath "
-                           "are empty)");
+    return InvalidArgument(
+        "client: no mount point ($FLUID_RUNTIME_MOUNT_PATH and targetPath "
+        "are empty)");
   }
   return mp;
 }
@@ -187,14 +188,15 @@ Result<DaemonOptions> BuildDaemonOptions(const FluidRuntime& rt, Role role,
     o.holder = options.holder;
     std::error_code ec;
     fs::create_directories(o.mountpoint, ec);  // Fluid's target path may not exist yet
-    o.fuse.allow_other = true;  // the application pods' users read through it
+    o.fuse.allow_other = true;                 // the application pods' users read through it
     const std::string mode = OptionOr(opts, "readMode");
     if (mode.empty() || mode == "auto") {
       o.read_mode_auto = true;
     } else if (auto m = ParseFuseReadMode(mode); m.ok()) {
       o.fuse.read_mode = *m;
     } else {
-      return InvalidArgument("option readMode '" + mode + "': expected auto, passthrough or cached");
+      return InvalidArgument("option readMode '" + mode +
+                             "': expected auto, passthrough or cached");
     }
   }
   RETURN_IF_ERROR(o.Validate());
@@ -386,10 +388,11 @@ Result<LoadResult> RunDataLoad(const FluidRuntime& rt, const FluidRunOptions& op
     for (const std::string& t : targets) {
       if (!Nested(t, spec.path)) continue;
       return Status(opened.status().code(),
-                    "target /" + t + " lies in a mount this pod cannot open: " +
-                        opened.status().message() +
+                    "target /" + t +
+                        " lies in a mount this pod cannot open: " + opened.status().message() +
                         " (mount its secrets/claim into the DataLoad pod, or run `granary load "
-                        "--worker " + DatasetSource(rt) + " " + spec.path + "` in a worker)");
+                        "--worker " +
+                        DatasetSource(rt) + " " + spec.path + "` in a worker)");
     }
     progress("dataload: skipping mount /" + spec.path +
              " (no target under it; cannot be opened here: " + opened.status().message() + ")");
@@ -464,7 +467,8 @@ Result<json> ReportSummaryFromTotals(const json& totals) {
     std::snprintf(buf, sizeof buf, "%.1f", v);
     return std::string(buf);
   };
-  const double cached_ratio = ufs == 0 ? 1.0 : static_cast<double>(cached) / static_cast<double>(ufs);
+  const double cached_ratio =
+      ufs == 0 ? 1.0 : static_cast<double>(cached) / static_cast<double>(ufs);
   return json{{"cached", FluidSize(cached)},
               {"cachedPercentage", pct(std::min(cached_ratio, 1.0), cached >= ufs)},
               {"cacheCapacity", FluidSize(capacity)},

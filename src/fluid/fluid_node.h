@@ -29,15 +29,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "common/mutex.h"
-#include "daemon/daemon.h"
 #include "control/loader.h"
+#include "daemon/daemon.h"
 #include "fluid/runtime_config.h"
 #include "granary/status.h"
 #include "ufs/mount_table_ufs.h"

@@ -8,14 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "cluster/membership.h"
 #include "common/units.h"
-
 
 namespace granary::fluid {
 namespace {
@@ -98,8 +96,9 @@ Result<std::vector<std::string>> WorkerAddresses(const FluidComponent& worker) {
   }
   if (worker.name.empty()) return InvalidArgument("worker.name: required to name the worker pods");
   if (worker.service_name.empty()) {
-    return InvalidArgument("worker.service.name: required to reach the worker pods "
-                           "(or give the option peers)");
+    return InvalidArgument(
+        "worker.service.name: required to reach the worker pods "
+        "(or give the option peers)");
   }
   if (worker.replicas < 1) {
     return InvalidArgument("worker.replicas " + std::to_string(worker.replicas) +
@@ -184,8 +183,9 @@ Result<ClusterOptions> BuildClusterOptions(const FluidRuntime& rt, Role role,
       c.peers = list;
     }
     const std::string host = !pod.pod_ip.empty() ? pod.pod_ip : pod.hostname;
-    self = !pod.advertise.empty() ? pod.advertise
-                                  : (host.empty() ? "localhost" : host) + ":" + std::to_string(port);
+    self = !pod.advertise.empty()
+               ? pod.advertise
+               : (host.empty() ? "localhost" : host) + ":" + std::to_string(port);
   }
   ASSIGN_OR_RETURN(cluster::HostPort hp, cluster::ParseHostPort(self));
   // Listen on every interface at this member's own port: the pod's name

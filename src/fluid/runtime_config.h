@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/cluster_options.h"
 #include "common/config.h"
 #include "common/uri.h"
-#include "cluster/cluster_options.h"
 #include "granary/status.h"
 #include "ufs/open.h"
 

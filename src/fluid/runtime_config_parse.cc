@@ -1,20 +1,18 @@
 // runtime.json parsing (see runtime_config.h). Kept apart from the mapping
 // onto Granary's settings so the libFuzzer target (runtime_config_fuzz.cc)
 // links only this file, uri.cc, units.cc and status.cc.
-#include "fluid/runtime_config.h"
-
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "common/units.h"
+#include "fluid/runtime_config.h"
 
 namespace granary::fluid {
 namespace {
@@ -160,15 +158,16 @@ Result<std::string> MountPath(const std::string& field, std::string path, const 
 Result<Uri> MountUri(const std::string& field, const std::string& mp, const std::string& pvc_root) {
   const size_t sep = mp.find("://");
   if (sep == std::string::npos) {
-    return InvalidArgument(field + " '" + mp +
-                           "': not a URI (expected s3://, oss://, bos://, pvc://, local:// or http://)");
+    return InvalidArgument(
+        field + " '" + mp +
+        "': not a URI (expected s3://, oss://, bos://, pvc://, local:// or http://)");
   }
   std::string scheme = mp.substr(0, sep);
   for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const std::string rest = mp.substr(sep + 3);
   Result<Uri> uri = InvalidArgument("");
-  if (scheme == "s3" || scheme == "s3a" || scheme == "oss" || scheme == "bos" ||
-      scheme == "http" || scheme == "https") {
+  if (scheme == "s3" || scheme == "s3a" || scheme == "oss" || scheme == "bos" || scheme == "http" ||
+      scheme == "https") {
     uri = ParseUri(mp);
   } else if (scheme == "pvc") {
     if (rest.empty() || rest.front() == '/') {
@@ -238,14 +237,15 @@ Result<FluidMount> ParseMount(const json& m, size_t i, const std::string& pvc_ro
       for (size_t j = 0; j < enc.size(); ++j) {
         const std::string ef = field + ".encryptOptions[" + std::to_string(j) + "]";
         const json& e = enc[j];
-        const json ref = e.is_object() ? e.value("valueFrom", json::object()).value("secretKeyRef", json())
-                                       : json();
+        const json ref = e.is_object()
+                             ? e.value("valueFrom", json::object()).value("secretKeyRef", json())
+                             : json();
         if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !ref.is_object() ||
             !ref.contains("name") || !ref.contains("key")) {
           return InvalidArgument(ef + ": expected {name, valueFrom: {secretKeyRef: {name, key}}}");
         }
-        files[e["name"].get<std::string>()] = "/etc/fluid/secrets/" + ref.value("name", "") + "/" +
-                                              ref.value("key", "");
+        files[e["name"].get<std::string>()] =
+            "/etc/fluid/secrets/" + ref.value("name", "") + "/" + ref.value("key", "");
       }
     } else {
       return InvalidArgument(field + ".encryptOptions: expected an object of name -> file path");
@@ -264,7 +264,8 @@ Result<FluidMount> ParseMount(const json& m, size_t i, const std::string& pvc_ro
   return out;
 }
 
-Result<double> Ratio(const json& level, const char* key, double fallback, const std::string& field) {
+Result<double> Ratio(const json& level, const char* key, double fallback,
+                     const std::string& field) {
   auto it = level.find(key);
   if (it == level.end() || it->is_null()) return fallback;
   ASSIGN_OR_RETURN(std::string text, Scalar(*it, field + "." + key));
@@ -340,7 +341,8 @@ Result<std::vector<TierLevel>> ParseTiers(const json& levels, const std::string&
         return InvalidArgument(lf + ".mountPaths[" + std::to_string(j) + "] '" + paths[j] +
                                "': expected an absolute path");
       }
-      out.push_back(TierLevel{.medium = medium, .path = paths[j], .quota = q, .high = high, .low = low});
+      out.push_back(
+          TierLevel{.medium = medium, .path = paths[j], .quota = q, .high = high, .low = low});
     }
   }
   return out;
@@ -370,8 +372,8 @@ Result<FluidComponent> ParseComponent(const json& c, const std::string& field) {
     }
   }
   ASSIGN_OR_RETURN(out.options, StringMap(c.value("options", json()), field + ".options"));
-  ASSIGN_OR_RETURN(out.tiers, ParseTiers(c.value("tieredStoreLevels", json()),
-                                         field + ".tieredStoreLevels"));
+  ASSIGN_OR_RETURN(out.tiers,
+                   ParseTiers(c.value("tieredStoreLevels", json()), field + ".tieredStoreLevels"));
   return out;
 }
 
@@ -436,7 +438,8 @@ Result<FluidRuntime> ParseRuntimeFields(std::string_view json_text) {
 
 Result<FluidRuntime> ParseRuntimeConfig(std::string_view json_text, std::string_view source) {
   auto rt = ParseRuntimeFields(json_text);
-  if (!rt.ok()) return Status(rt.status().code(), std::string(source) + ": " + rt.status().message());
+  if (!rt.ok())
+    return Status(rt.status().code(), std::string(source) + ": " + rt.status().message());
   return rt;
 }
 

@@ -26,9 +26,7 @@ class RuntimeConfigTest : public ::testing::Test {
     Write("minio-secret/secret-key", "s3cr3t-value");
   }
   void TearDown() override { fs::remove_all(dir_); }
-  void Write(const std::string& rel, const std::string& text) {
-    std::ofstream(dir_ / rel) << text;
-  }
+  void Write(const std::string& rel, const std::string& text) { std::ofstream(dir_ / rel) << text; }
   std::string Secret(const std::string& key) { return (dir_ / "minio-secret" / key).string(); }
 
   // The example of Fluid's integration guide (../shared/fluid/CONTRACT.md),
@@ -38,8 +36,10 @@ class RuntimeConfigTest : public ::testing::Test {
       "mounts": [{"mountPoint": "s3://test",
                   "options": {"endpoint_url": "http://minio:9000", "path_style": "true",
                               "region_name": "us-east-1"},
-                  "encryptOptions": {"access-key": ")" + Secret("access-key") + R"(",
-                                     "secret-key": ")" + Secret("secret-key") + R"("},
+                  "encryptOptions": {"access-key": ")" +
+           Secret("access-key") + R"(",
+                                     "secret-key": ")" +
+           Secret("secret-key") + R"("},
                   "name": "minio", "path": "/minio"}],
       "accessModes": ["ReadWriteMany"],
       "targetPath": "/runtime-mnt/cache/default/curvine-demo/cache-fuse",
@@ -88,8 +88,10 @@ TEST_F(RuntimeConfigTest, SeveralMountsTiersOfEveryKindAndNoClient) {
     "mounts": [
       {"mountPoint": "oss://imagenet/train", "name": "train",
        "options": {"fs.oss.endpoint": "oss-cn-hangzhou.aliyuncs.com"},
-       "encryptOptions": {"fs.oss.accessKeyId": ")" + Secret("access-key") + R"(",
-                          "fs.oss.accessKeySecret": ")" + Secret("secret-key") + R"("}},
+       "encryptOptions": {"fs.oss.accessKeyId": ")" +
+                           Secret("access-key") + R"(",
+                          "fs.oss.accessKeySecret": ")" +
+                           Secret("secret-key") + R"("}},
       {"mountPoint": "pvc://nfs-imagenet/val", "name": "val", "path": "/data/val/"},
       {"mountPoint": "local:///mnt/extra", "name": "extra"}],
     "worker": {"name": "imagenet-worker", "replicas": 4, "options": {"pvcRoot": ")" +
@@ -173,7 +175,8 @@ TEST_F(RuntimeConfigTest, BadInputNamesTheFieldAndTheValue) {
   }
   // A secret's value never shows up in an error.
   Write("bad.json", R"({"mounts": [{"mountPoint": "s3://bkt", "name": "a",
-    "encryptOptions": {"secret-key": ")" + Secret("secret-key") + R"("}, "options": {"bogus": 1}}],
+    "encryptOptions": {"secret-key": ")" +
+                        Secret("secret-key") + R"("}, "options": {"bogus": 1}}],
     "worker": {"replicas": "x"}})");
   auto bad = LoadRuntimeConfig((dir_ / "bad.json").string());
   ASSERT_FALSE(bad.ok());
@@ -196,13 +199,15 @@ TEST_F(RuntimeConfigTest, PeersComeFromTheWorkerStatefulSet) {
   EXPECT_EQ(*WorkerOrdinal(rt->worker, "", "imagenet-worker-1"), 1);
   EXPECT_EQ(WorkerOrdinal(rt->worker, "other-3", "node").status().code(), Code::kNotFound);
 
-  auto worker = BuildClusterOptions(*rt, Role::kWorker, PodIdentity{.pod_name = "imagenet-worker-1"});
+  auto worker =
+      BuildClusterOptions(*rt, Role::kWorker, PodIdentity{.pod_name = "imagenet-worker-1"});
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   EXPECT_EQ(worker->listen, "0.0.0.0:7070");
   EXPECT_EQ(worker->advertise, "imagenet-worker-1.svc-imagenet-worker:7070");
   EXPECT_FALSE(worker->client_only);
   EXPECT_TRUE(worker->insecure);
-  auto beyond = BuildClusterOptions(*rt, Role::kWorker, PodIdentity{.pod_name = "imagenet-worker-3"});
+  auto beyond =
+      BuildClusterOptions(*rt, Role::kWorker, PodIdentity{.pod_name = "imagenet-worker-3"});
   EXPECT_NE(beyond.status().message().find("beyond the 3 workers"), std::string::npos);
 
   // The client owns nothing, listens at its own peerPort, reaches the workers at theirs.
@@ -267,8 +272,10 @@ TEST_F(RuntimeConfigTest, DatasetSourceIsTheSameInEveryPod) {
 }
 
 TEST(ReportSummaryTest, EveryValueIsAStringAndPercentagesNeverRoundUpToFull) {
-  nlohmann::json totals = {{"cached_bytes", 999}, {"capacity", 3ull << 30},
-                           {"ufs_files", 1281167},  {"ufs_total_bytes", 1000},
+  nlohmann::json totals = {{"cached_bytes", 999},
+                           {"capacity", 3ull << 30},
+                           {"ufs_files", 1281167},
+                           {"ufs_total_bytes", 1000},
                            {"hit_ratio_reads", 0.8326}};
   auto s = ReportSummaryFromTotals(totals);
   ASSERT_TRUE(s.ok()) << s.status().ToString();

@@ -70,7 +70,8 @@ NodeAttr EngineFs::AttrOf(const Snapshot& snap, uint64_t base, const EntryView& 
 Result<NodeAttr> EngineFs::Lookup(uint64_t parent, std::string_view name) {
   if (overlay_ != nullptr) {
     ASSIGN_OR_RETURN(std::string dir_path, PathOf(parent));
-    const std::string path = dir_path.empty() ? std::string(name) : dir_path + "/" + std::string(name);
+    const std::string path =
+        dir_path.empty() ? std::string(name) : dir_path + "/" + std::string(name);
     if (std::optional<Overlay::Entry> e = overlay_->Get(path)) {
       if (e->whiteout) return NotFound(std::string(name));
       return OverlayAttr(OverlayNode(path), path, *e);
@@ -191,7 +192,8 @@ Status EngineFs::ReadDir(uint64_t node, uint64_t offset, const DirEntrySink& emi
     std::vector<EntryView> page = r.snap->ReadDir(r.ino, pos, options_.readdir_page);
     if (page.empty()) break;
     for (const EntryView& child : page) {
-      if (!emit(DirEntry{.name = std::string(child.name), .attr = AttrOf(*r.snap, r.base, child)})) {
+      if (!emit(
+              DirEntry{.name = std::string(child.name), .attr = AttrOf(*r.snap, r.base, child)})) {
         return Status::Ok();
       }
     }
@@ -260,7 +262,8 @@ constexpr uint64_t kWriteHandle = 1ull << 62;
 uint32_t ProcessOf(uint32_t tid) {
   std::ifstream in("/proc/" + std::to_string(tid) + "/status");
   for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("Tgid:")) return static_cast<uint32_t>(std::strtoul(line.c_str() + 5, nullptr, 10));
+    if (line.starts_with("Tgid:"))
+      return static_cast<uint32_t>(std::strtoul(line.c_str() + 5, nullptr, 10));
   }
   return tid;
 }
@@ -356,14 +359,16 @@ Status EngineFs::OpenOverlayNodeJournal(const std::string& path, bool restore) {
   }
   // What is left, compacted into a new file renamed over the old one.
   std::string text;
-  for (const auto& [id, p] : overlay_paths_) text += std::to_string(id) + "\t" + EscapeLine(p) + "\n";
+  for (const auto& [id, p] : overlay_paths_)
+    text += std::to_string(id) + "\t" + EscapeLine(p) + "\n";
   RETURN_IF_ERROR(ReplaceFileContents(path, text));
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("overlay node journal " + path, errno);
   if (overlay_journal_fd_ >= 0) ::close(overlay_journal_fd_);
   overlay_journal_fd_ = fd;
   if (!overlay_paths_.empty()) {
-    GLOG_INFO("overlay: {} node ids of new files and directories taken over", overlay_paths_.size());
+    GLOG_INFO("overlay: {} node ids of new files and directories taken over",
+              overlay_paths_.size());
   }
   return Status::Ok();
 }
@@ -424,14 +429,18 @@ Result<std::string> EngineFs::PathOf(uint64_t node) const {
   return r.snap->Path(r.ino);
 }
 
-NodeAttr EngineFs::OverlayAttr(uint64_t node, const std::string& path, const Overlay::Entry& e) const {
-  if (e.is_dir) return NodeAttr{.ino = node, .size = 4096, .mtime_ns = e.mtime_ns, .is_dir = true, .nlink = 2};
+NodeAttr EngineFs::OverlayAttr(uint64_t node, const std::string& path,
+                               const Overlay::Entry& e) const {
+  if (e.is_dir)
+    return NodeAttr{.ino = node, .size = 4096, .mtime_ns = e.mtime_ns, .is_dir = true, .nlink = 2};
   return NodeAttr{.ino = node, .size = e.size, .mtime_ns = e.mtime_ns, .is_dir = false, .nlink = 1};
 }
 
-std::optional<EntryView> EngineFs::OriginEntry(const Snapshot& snap, const std::string& path) const {
+std::optional<EntryView> EngineFs::OriginEntry(const Snapshot& snap,
+                                               const std::string& path) const {
   if (overlay_ != nullptr) {
-    if (std::optional<Overlay::Entry> e = overlay_->Get(path); e && e->whiteout) return std::nullopt;
+    if (std::optional<Overlay::Entry> e = overlay_->Get(path); e && e->whiteout)
+      return std::nullopt;
   }
   std::optional<uint64_t> ino = snap.FindPath(path);
   if (!ino) return std::nullopt;
@@ -450,7 +459,8 @@ Status EngineFs::ReadDirMerged(uint64_t node, uint64_t offset, const DirEntrySin
     base = r.base;
     dir = r.snap->Get(r.ino);
     if (!dir) return NotFound("node " + std::to_string(node));
-    if (!dir->is_dir) return InvalidArgument("node " + std::to_string(node) + " is not a directory");
+    if (!dir->is_dir)
+      return InvalidArgument("node " + std::to_string(node) + " is not a directory");
   } else {
     // An overlay directory: the origin may have it too (after a sync).
     {
@@ -489,7 +499,8 @@ Status EngineFs::ReadDirMerged(uint64_t node, uint64_t offset, const DirEntrySin
     if (dir && snap->Lookup(dir->ino, name)) continue;  // shown at the snapshot's position
     if (i++ < pos) continue;
     const std::string p = JoinPath(path, name);
-    if (!emit(DirEntry{.name = name, .attr = OverlayAttr(OverlayNode(p), p, e)})) return Status::Ok();
+    if (!emit(DirEntry{.name = name, .attr = OverlayAttr(OverlayNode(p), p, e)}))
+      return Status::Ok();
   }
   return Status::Ok();
 }
@@ -507,7 +518,8 @@ int EngineFs::Adopt(const std::string& path, bool truncate) {
     data.resize(e->size);
     size_t done = 0;
     while (done < data.size()) {
-      Result<size_t> n = engine_->Read(snap, *ino, done, std::span<char>(data.data() + done, data.size() - done));
+      Result<size_t> n =
+          engine_->Read(snap, *ino, done, std::span<char>(data.data() + done, data.size() - done));
       if (!n.ok()) return WriteErrno(n.status());
       if (*n == 0) break;
       done += *n;
@@ -515,7 +527,8 @@ int EngineFs::Adopt(const std::string& path, bool truncate) {
     data.resize(done);
   }
   Status s = overlay_->Adopt(path, data, truncate);
-  if (!s.ok() && s.code() != Code::kInvalidArgument) return WriteErrno(s);  // exists: adopted meanwhile
+  if (!s.ok() && s.code() != Code::kInvalidArgument)
+    return WriteErrno(s);  // exists: adopted meanwhile
   return 0;
 }
 
@@ -535,8 +548,8 @@ int EngineFs::OpenForWrite(uint64_t node, int flags, uint32_t pid, OpenResult* o
   return 0;
 }
 
-int EngineFs::Create(uint64_t parent, std::string_view name, int flags, uint32_t pid, NodeAttr* attr,
-                     OpenResult* out) {
+int EngineFs::Create(uint64_t parent, std::string_view name, int flags, uint32_t pid,
+                     NodeAttr* attr, OpenResult* out) {
   std::string path;
   if (int err = NewEntryPath(parent, name, &path); err != 0) return err;
   if (int err = MadeEntry(overlay_->Create(path), path, attr); err != 0) return err;
@@ -598,7 +611,8 @@ void EngineFs::Release(uint64_t node, uint64_t fh) {
   }
 }
 
-int EngineFs::SetAttr(uint64_t node, std::optional<uint64_t> size, bool mode_or_owner, NodeAttr* attr) {
+int EngineFs::SetAttr(uint64_t node, std::optional<uint64_t> size, bool mode_or_owner,
+                      NodeAttr* attr) {
   if (overlay_ == nullptr) return EROFS;
   // Objects carry no mode or owner: chmod/chown (cp -p, mv across
   // filesystems) are accepted and change nothing (docs/semantics.md).

@@ -103,7 +103,8 @@ class EngineFs : public FuseFilesystem {
   int Flush(uint64_t ino, uint64_t fh, uint32_t pid) override;
   void Release(uint64_t ino, uint64_t fh) override;
   int Fsync(uint64_t ino, uint64_t fh) override;
-  int SetAttr(uint64_t ino, std::optional<uint64_t> size, bool mode_or_owner, NodeAttr* attr) override;
+  int SetAttr(uint64_t ino, std::optional<uint64_t> size, bool mode_or_owner,
+              NodeAttr* attr) override;
   int Unlink(uint64_t parent, std::string_view name) override;
   int Rmdir(uint64_t parent, std::string_view name) override;
   int Rename(uint64_t parent, std::string_view name, uint64_t new_parent,

@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 class EngineFsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("granary-enginefs-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("granary-enginefs-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "cache");
     ufs_ = std::make_shared<testing::MemUfs>("mem://bkt");
@@ -31,17 +32,20 @@ class EngineFsTest : public ::testing::Test {
     }
     objects_["big"] = std::string(300'000, 'z');
     ufs_->Put("ds/big", objects_["big"]);
-    auto snap = Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
-                                (dir_ / "snapshot").string(), 1);
+    auto snap =
+        Snapshot::Build(*ufs_, SnapshotOptions{.source_uri = "mem://bkt/ds", .prefix = "ds"},
+                        (dir_ / "snapshot").string(), 1);
     ASSERT_TRUE(snap.ok()) << snap.status().ToString();
     snapshot_ = std::move(*snap);
     auto store = Store::Open(StoreOptions{
-        .tiers = {TierLevel{.medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = 1ull << 30}},
+        .tiers = {TierLevel{
+            .medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = 1ull << 30}},
         .block_size = 64 << 10,
         .background = false});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
-    engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), EngineOptions{.dataset = "ds"});
+    engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
+                                            EngineOptions{.dataset = "ds"});
     fs_ = std::make_unique<EngineFs>(engine_.get(), EngineFsOptions{.readdir_page = 64});
   }
   void TearDown() override {
@@ -84,12 +88,14 @@ TEST_F(EngineFsTest, ReadDirListsEveryChildOnceAcrossPagesAndOffsets) {
   uint64_t offset = 0;
   for (;;) {  // the kernel's pattern: a bounded reply, then resume at the next position
     size_t got = 0;
-    ASSERT_TRUE(fs_->ReadDir(d1->ino, offset, [&](const DirEntry& e) {
-                     if (got == 100) return false;
-                     names.push_back(e.name);
-                     ++got;
-                     return true;
-                   }).ok());
+    ASSERT_TRUE(fs_->ReadDir(d1->ino, offset,
+                             [&](const DirEntry& e) {
+                               if (got == 100) return false;
+                               names.push_back(e.name);
+                               ++got;
+                               return true;
+                             })
+                    .ok());
     if (got == 0) break;
     offset += got;
   }

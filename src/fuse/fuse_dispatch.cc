@@ -23,14 +23,24 @@ constexpr uint32_t kBlockSize = 1 << 20;  // st_blksize: stdio/Python buffer hin
 
 bool IsWriteOpcode(uint32_t op) {
   switch (op) {
-    case FUSE_SETATTR: case FUSE_SYMLINK: case FUSE_MKNOD: case FUSE_MKDIR:
-    case FUSE_UNLINK: case FUSE_RMDIR: case FUSE_RENAME: case FUSE_LINK:
-    case FUSE_WRITE: case FUSE_SETXATTR: case FUSE_REMOVEXATTR: case FUSE_CREATE:
-    case FUSE_FALLOCATE: case FUSE_RENAME2: case FUSE_COPY_FILE_RANGE:
-    case FUSE_TMPFILE: case fusek::kOpCopyFileRange64:
-      return true;
-    default:
-      return false;
+    case FUSE_SETATTR:
+    case FUSE_SYMLINK:
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_UNLINK:
+    case FUSE_RMDIR:
+    case FUSE_RENAME:
+    case FUSE_LINK:
+    case FUSE_WRITE:
+    case FUSE_SETXATTR:
+    case FUSE_REMOVEXATTR:
+    case FUSE_CREATE:
+    case FUSE_FALLOCATE:
+    case FUSE_RENAME2:
+    case FUSE_COPY_FILE_RANGE:
+    case FUSE_TMPFILE:
+    case fusek::kOpCopyFileRange64: return true;
+    default: return false;
   }
 }
 
@@ -72,10 +82,10 @@ InitDecision NegotiateInit(const struct fuse_init_in& in, const InitPolicy& poli
   }
   uint64_t offered = in.flags;
   if (in.flags & FUSE_INIT_EXT) offered |= static_cast<uint64_t>(in.flags2) << 32;
-  uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT | FUSE_BIG_WRITES |
-                  FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO | FUSE_NO_OPEN_SUPPORT |
-                  FUSE_NO_OPENDIR_SUPPORT | FUSE_CACHE_SYMLINKS | FUSE_ABORT_ERROR |
-                  FUSE_HAS_RESEND;
+  uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_INIT_EXT |
+                  FUSE_BIG_WRITES | FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
+                  FUSE_NO_OPEN_SUPPORT | FUSE_NO_OPENDIR_SUPPORT | FUSE_CACHE_SYMLINKS |
+                  FUSE_ABORT_ERROR | FUSE_HAS_RESEND;
   if (policy.want_passthrough && in.minor >= fusek::kMinorPassthrough) want |= FUSE_PASSTHROUGH;
   if (policy.want_uring && in.minor >= fusek::kMinorIoUring) want |= FUSE_OVER_IO_URING;
   uint64_t granted = want & offered;
@@ -104,8 +114,8 @@ FuseDispatcher::FuseDispatcher(FuseFilesystem* fs, const FuseOptions& options, u
                                uint32_t gid)
     : fs_(fs), options_(options), uid_(uid), gid_(gid) {
   if (options_.read_waiters > 0) {
-    waiters_ = std::make_unique<ElasticPool>(static_cast<size_t>(options_.read_waiters),
-                                             "granary-fwait");
+    waiters_ =
+        std::make_unique<ElasticPool>(static_cast<size_t>(options_.read_waiters), "granary-fwait");
   }
 }
 
@@ -242,12 +252,8 @@ HandlerReply FuseDispatcher::Handle(const struct fuse_in_header& h, std::span<co
     }
     // ENOSYS once: the kernel stops sending FLUSH on every close(2) (no-open
     // files cannot carry FOPEN_NOFLUSH; opened ones do).
-    case FUSE_FLUSH:
-      r = options_.writable ? DoWriteOp(h, body, out) : Error(ENOSYS);
-      break;
-    case FUSE_FSYNC:
-      r = options_.writable ? DoWriteOp(h, body, out) : Error(ENOSYS);
-      break;
+    case FUSE_FLUSH: r = options_.writable ? DoWriteOp(h, body, out) : Error(ENOSYS); break;
+    case FUSE_FSYNC: r = options_.writable ? DoWriteOp(h, body, out) : Error(ENOSYS); break;
     case FUSE_GETXATTR: r = Error(ENODATA); break;
     case FUSE_LISTXATTR: r = DoListXattr(body, out); break;
     case FUSE_DESTROY: r = Ok(0); break;
@@ -328,7 +334,9 @@ HandlerReply FuseDispatcher::DoOpen(const struct fuse_in_header& h, std::span<co
     if (opened->keep_cache) o->open_flags |= FOPEN_KEEP_CACHE;
     userspace_opens_.fetch_add(1, std::memory_order_relaxed);
     // A successor must not answer a passthrough open while this one is open.
-    if (passthrough()) JournalBacking("u " + std::to_string(h.nodeid) + " " + std::to_string(h.unique & ~FUSE_UNIQUE_RESEND) + "\n");
+    if (passthrough())
+      JournalBacking("u " + std::to_string(h.nodeid) + " " +
+                     std::to_string(h.unique & ~FUSE_UNIQUE_RESEND) + "\n");
   }
   return Ok(sizeof(*o));
 }
@@ -358,39 +366,40 @@ HandlerReply FuseDispatcher::DoRead(const struct fuse_in_header& h, std::span<co
       MutexLock lock(waiting_mu_);
       ++deferred_outstanding_;
     }
-    const bool taken = waiters_->TrySubmit([this, token, reply_fd, sink, tag, unique, nodeid, fh,
-                                            offset, want] {
-      struct Answered {
-        FuseDispatcher* d;
-        ~Answered() {
-          MutexLock lock(d->waiting_mu_);
-          --d->deferred_outstanding_;
-          d->answered_cv_.NotifyAll();
-        }
-      } answered{this};
-      std::unique_ptr<char[]> buf(new char[want]);
-      HandlerReply r = ServeWaitingRead(nodeid, fh, offset, std::span<char>(buf.get(), want),
-                                        *token);
-      RemoveWaiting(unique);
-      if (r.error != 0) errors_.fetch_add(1, std::memory_order_relaxed);
-      if (sink) {
-        sink->Send(tag, unique, r.error, std::span<const char>(buf.get(), r.error == 0 ? r.size : 0));
-        return;
-      }
-      fuse_out_header oh{};
-      oh.unique = unique;
-      oh.error = -r.error;
-      const size_t body_size = r.error == 0 ? r.size : 0;
-      oh.len = static_cast<uint32_t>(sizeof(oh) + body_size);
-      iovec iov[2] = {{&oh, sizeof(oh)}, {buf.get(), body_size}};
-      if (::writev(reply_fd, iov, body_size > 0 ? 2 : 1) < 0) {
-        const int err = errno;
-        // ENOENT: the kernel dropped the interrupted request; ENODEV: unmounted.
-        if (err != ENOENT && err != ENODEV && err != ENOTCONN && err != EBADF) {
-          GLOG_WARN("fuse: deferred READ reply failed: {}", strerror(err));
-        }
-      }
-    });
+    const bool taken =
+        waiters_->TrySubmit([this, token, reply_fd, sink, tag, unique, nodeid, fh, offset, want] {
+          struct Answered {
+            FuseDispatcher* d;
+            ~Answered() {
+              MutexLock lock(d->waiting_mu_);
+              --d->deferred_outstanding_;
+              d->answered_cv_.NotifyAll();
+            }
+          } answered{this};
+          std::unique_ptr<char[]> buf(new char[want]);
+          HandlerReply r =
+              ServeWaitingRead(nodeid, fh, offset, std::span<char>(buf.get(), want), *token);
+          RemoveWaiting(unique);
+          if (r.error != 0) errors_.fetch_add(1, std::memory_order_relaxed);
+          if (sink) {
+            sink->Send(tag, unique, r.error,
+                       std::span<const char>(buf.get(), r.error == 0 ? r.size : 0));
+            return;
+          }
+          fuse_out_header oh{};
+          oh.unique = unique;
+          oh.error = -r.error;
+          const size_t body_size = r.error == 0 ? r.size : 0;
+          oh.len = static_cast<uint32_t>(sizeof(oh) + body_size);
+          iovec iov[2] = {{&oh, sizeof(oh)}, {buf.get(), body_size}};
+          if (::writev(reply_fd, iov, body_size > 0 ? 2 : 1) < 0) {
+            const int err = errno;
+            // ENOENT: the kernel dropped the interrupted request; ENODEV: unmounted.
+            if (err != ENOENT && err != ENODEV && err != ENOTCONN && err != EBADF) {
+              GLOG_WARN("fuse: deferred READ reply failed: {}", strerror(err));
+            }
+          }
+        });
     if (!taken) {
       MutexLock lock(waiting_mu_);
       --deferred_outstanding_;
@@ -478,8 +487,7 @@ void FuseDispatcher::CancelWaits() {
   if (waiters_) waiters_->Stop();
 }
 
-HandlerReply FuseDispatcher::DoRelease(const struct fuse_in_header& h,
-                                       std::span<const char> body) {
+HandlerReply FuseDispatcher::DoRelease(const struct fuse_in_header& h, std::span<const char> body) {
   const auto* in = Arg<fuse_release_in>(body);
   if (in == nullptr) return Ok(0);
   bool was_passthrough = (in->fh & kPassthroughFh) != 0;
@@ -652,8 +660,8 @@ int32_t FuseDispatcher::RegisterBacking(uint64_t ino, const std::string& path) {
   ::close(fd);  // the backing id holds its own reference to the file
   if (id <= 0) {
     if (backing_open_failures_.fetch_add(1) == 0) {
-      GLOG_WARN("fuse: FUSE_DEV_IOC_BACKING_OPEN {} failed: {}; serving reads in userspace",
-                path, strerror(err));
+      GLOG_WARN("fuse: FUSE_DEV_IOC_BACKING_OPEN {} failed: {}; serving reads in userspace", path,
+                strerror(err));
     }
     return 0;
   }
@@ -712,8 +720,8 @@ void FuseDispatcher::FillStats(FuseStats* st) const {
   st->userspace_opens = userspace_opens_.load(std::memory_order_relaxed);
   st->userspace_reads = userspace_reads_.load(std::memory_order_relaxed);
   st->userspace_read_bytes = userspace_read_bytes_.load(std::memory_order_relaxed);
-  st->backing_ids_open =
-      static_cast<uint64_t>(std::max<int64_t>(0, backing_ids_open_.load(std::memory_order_relaxed)));
+  st->backing_ids_open = static_cast<uint64_t>(
+      std::max<int64_t>(0, backing_ids_open_.load(std::memory_order_relaxed)));
   st->backing_open_failures = backing_open_failures_.load(std::memory_order_relaxed);
   st->uring_requests = uring_requests_.load(std::memory_order_relaxed);
   st->dirs_prefetched = dirs_prefetched_.load(std::memory_order_relaxed);

@@ -16,11 +16,11 @@
 // without waiting goes to a read waiter (an ElasticPool of
 // FuseOptions::read_waiters threads) that calls ReadCancellable() and writes
 // the reply to the request's fd itself (over io_uring: hands it to the ring's
-// DeferredReplySink); Handle() returns at once (send = false, deferred). Such a READ is kept by its `unique` until answered: a
-// FUSE_INTERRUPT naming it cancels its CancelToken (the reader gets EINTR).
-// An INTERRUPT may arrive before the request it names: unmatched ones are
-// remembered (the last kEarlyInterrupts) and cancel that request on arrival.
-// CancelWaits() (unmount) cancels every waiting READ.
+// DeferredReplySink); Handle() returns at once (send = false, deferred). Such a READ is kept by its
+// `unique` until answered: a FUSE_INTERRUPT naming it cancels its CancelToken (the reader gets
+// EINTR). An INTERRUPT may arrive before the request it names: unmatched ones are remembered (the
+// last kEarlyInterrupts) and cancel that request on arrival. CancelWaits() (unmount) cancels every
+// waiting READ.
 //
 // Thread safety: Handle() is called from many transport threads at once.
 // The node table is sharded; each shard's mutex guards its map only, and no
@@ -33,12 +33,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
-#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -65,14 +65,14 @@ struct InitPolicy {
   bool want_uring = false;        // ask for FUSE_OVER_IO_URING
   uint16_t max_background = 128;
   uint32_t max_write = 128 * 1024;
-  uint16_t max_pages = 256;       // 1 MiB requests
+  uint16_t max_pages = 256;  // 1 MiB requests
 };
 
 struct InitDecision {
-  fusek::InitOut out{};      // the reply body
-  size_t out_size = 0;       // bytes of `out` to send (shorter for old minors)
-  FuseSessionInfo info;      // what was offered and granted
-  Status status;             // not OK: unsupported major; reply with an error
+  fusek::InitOut out{};  // the reply body
+  size_t out_size = 0;   // bytes of `out` to send (shorter for old minors)
+  FuseSessionInfo info;  // what was offered and granted
+  Status status;         // not OK: unsupported major; reply with an error
 };
 
 // Decides the INIT reply for the kernel's `in`. Pure.
@@ -80,10 +80,10 @@ InitDecision NegotiateInit(const struct fuse_init_in& in, const InitPolicy& poli
 
 // One reply as a handler produced it; the body sits in the caller's buffer.
 struct HandlerReply {
-  int error = 0;         // positive errno; 0 = success
-  size_t size = 0;       // body bytes (0 on error)
-  bool send = true;      // false for FORGET, BATCH_FORGET, INTERRUPT, and a deferred READ
-  bool deferred = false; // a read waiter took the request and sends its reply later
+  int error = 0;          // positive errno; 0 = success
+  size_t size = 0;        // body bytes (0 on error)
+  bool send = true;       // false for FORGET, BATCH_FORGET, INTERRUPT, and a deferred READ
+  bool deferred = false;  // a read waiter took the request and sends its reply later
 };
 
 // Where a read waiter sends the reply of a READ it took (a deferred reply)
@@ -117,8 +117,7 @@ class FuseDispatcher {
   // `sink` takes deferred replies instead, with `tag` (the ring entry).
   HandlerReply Handle(const struct fuse_in_header& header, std::span<const char> body,
                       std::span<char> out, int reply_fd = -1,
-                      const std::shared_ptr<DeferredReplySink>& sink = nullptr,
-                      uint64_t tag = 0);
+                      const std::shared_ptr<DeferredReplySink>& sink = nullptr, uint64_t tag = 0);
 
   // Cancels every READ waiting now and every later one (unmount), then
   // waits until the read waiters have written their replies and left.
@@ -180,8 +179,8 @@ class FuseDispatcher {
   };
   struct Node {
     uint64_t nlookup = 0;
-    int32_t backing_id = 0;        // > 0 when registered
-    std::string backing_path;      // the file behind backing_id
+    int32_t backing_id = 0;    // > 0 when registered
+    std::string backing_path;  // the file behind backing_id
     uint32_t passthrough_opens = 0;
     uint32_t userspace_opens = 0;
     bool drop_pending = false;     // DropBacking() while passthrough opens were outstanding
@@ -214,8 +213,8 @@ class FuseDispatcher {
   std::shared_ptr<CancelToken> AddWaiting(uint64_t unique);
   void RemoveWaiting(uint64_t unique);
   // Serves a READ that waits (on a read waiter or inline) into `out`.
-  HandlerReply ServeWaitingRead(uint64_t nodeid, uint64_t fh, uint64_t offset,
-                                std::span<char> out, CancelToken& cancel);
+  HandlerReply ServeWaitingRead(uint64_t nodeid, uint64_t fh, uint64_t offset, std::span<char> out,
+                                CancelToken& cancel);
   HandlerReply DoRelease(const struct fuse_in_header& h, std::span<const char> body);
   HandlerReply DoReadDir(const struct fuse_in_header& h, std::span<const char> body,
                          std::span<char> out, bool plus);
@@ -227,10 +226,14 @@ class FuseDispatcher {
   HandlerReply DoWriteOp(const struct fuse_in_header& h, std::span<const char> body,
                          std::span<char> out);
   // DoWriteOp's larger ops, one each.
-  HandlerReply DoCreate(const struct fuse_in_header& h, std::span<const char> body, std::span<char> out);
-  HandlerReply DoMkdir(const struct fuse_in_header& h, std::span<const char> body, std::span<char> out);
-  HandlerReply DoSetattr(const struct fuse_in_header& h, std::span<const char> body, std::span<char> out);
-  HandlerReply DoRename(const struct fuse_in_header& h, std::span<const char> body, std::span<char> out);
+  HandlerReply DoCreate(const struct fuse_in_header& h, std::span<const char> body,
+                        std::span<char> out);
+  HandlerReply DoMkdir(const struct fuse_in_header& h, std::span<const char> body,
+                       std::span<char> out);
+  HandlerReply DoSetattr(const struct fuse_in_header& h, std::span<const char> body,
+                         std::span<char> out);
+  HandlerReply DoRename(const struct fuse_in_header& h, std::span<const char> body,
+                        std::span<char> out);
   HandlerReply DoListXattr(std::span<const char> body, std::span<char> out);
   void DoForget(uint64_t ino, uint64_t nlookup);
 

@@ -4,10 +4,6 @@
 // daemon takes over (connection state, backing journal).
 #include "fuse/fuse_dispatch.h"
 
-#include <nlohmann/json.hpp>
-
-#include "fuse/fuse_connection_state.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,16 +12,18 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <mutex>
-#include <thread>
-
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "fuse/fuse_connection_state.h"
 
 namespace granary {
 namespace {
@@ -169,8 +167,8 @@ TEST(NegotiateInitTest, GrantsWhatBothSidesWant) {
   EXPECT_EQ(d.info.transport, FuseTransport::kUring);
   EXPECT_TRUE(d.out.flags & FUSE_ASYNC_READ);
   EXPECT_TRUE(d.out.flags & FUSE_PARALLEL_DIROPS);
-  EXPECT_FALSE(d.out.flags & FUSE_WRITEBACK_CACHE);   // never asked for
-  EXPECT_FALSE(d.out.flags & FUSE_NO_OPEN_SUPPORT);   // not offered by this kernel
+  EXPECT_FALSE(d.out.flags & FUSE_WRITEBACK_CACHE);  // never asked for
+  EXPECT_FALSE(d.out.flags & FUSE_NO_OPEN_SUPPORT);  // not offered by this kernel
   EXPECT_EQ(d.out.flags2, fusek::High32(FUSE_PASSTHROUGH | FUSE_OVER_IO_URING));
 }
 
@@ -269,9 +267,9 @@ TEST_F(DispatcherTest, OpenWithoutBackingAsksForUserspaceReads) {
 }
 
 TEST_F(DispatcherTest, WritesAreReadOnlyAndUnknownOpcodesUnimplemented) {
-  for (uint32_t op : {FUSE_WRITE, FUSE_CREATE, FUSE_MKDIR, FUSE_UNLINK, FUSE_RENAME,
-                      FUSE_SETATTR, FUSE_RMDIR, FUSE_SYMLINK, FUSE_LINK, FUSE_MKNOD,
-                      FUSE_SETXATTR, FUSE_FALLOCATE, FUSE_COPY_FILE_RANGE, FUSE_RENAME2}) {
+  for (uint32_t op : {FUSE_WRITE, FUSE_CREATE, FUSE_MKDIR, FUSE_UNLINK, FUSE_RENAME, FUSE_SETATTR,
+                      FUSE_RMDIR, FUSE_SYMLINK, FUSE_LINK, FUSE_MKNOD, FUSE_SETXATTR,
+                      FUSE_FALLOCATE, FUSE_COPY_FILE_RANGE, FUSE_RENAME2}) {
     EXPECT_EQ(Call(op, 2, std::string(64, '\0')).error, EROFS) << fusek::OpcodeName(op);
   }
   EXPECT_EQ(Call(999, 2, "").error, ENOSYS);
@@ -340,8 +338,8 @@ TEST(FuseCachedModeTest, OpenAnswersEnosysSoTheKernelStopsSendingIt) {
   h.opcode = FUSE_OPEN;
   h.nodeid = 2;
   fuse_open_in in{.flags = O_RDONLY, .open_flags = 0};
-  HandlerReply r = d.Handle(h, std::span<const char>(reinterpret_cast<char*>(&in), sizeof(in)),
-                            out);
+  HandlerReply r =
+      d.Handle(h, std::span<const char>(reinterpret_cast<char*>(&in), sizeof(in)), out);
   EXPECT_EQ(r.error, ENOSYS);
 }
 
@@ -578,7 +576,8 @@ TEST(FuseConnectionStateTest, RoundTripsAndRefusesWhatItDoesNotKnow) {
   EXPECT_EQ(FuseConnectionStateFromJson(j.dump()).status().code(), Code::kInvalidArgument);
   j = nlohmann::json::parse(FuseConnectionStateToJson(st));
   j.erase("dev");
-  EXPECT_NE(FuseConnectionStateFromJson(j.dump()).status().message().find("dev"), std::string::npos);
+  EXPECT_NE(FuseConnectionStateFromJson(j.dump()).status().message().find("dev"),
+            std::string::npos);
   j = nlohmann::json::parse(FuseConnectionStateToJson(st));
   j["transport"] = "auto";
   EXPECT_FALSE(FuseConnectionStateFromJson(j.dump()).ok());
@@ -614,7 +613,8 @@ TEST(BackingJournalTest, ASuccessorKeepsTheKernelsBackingIdsAndUserspaceOpens) {
   auto open = [&](uint64_t node) {
     fuse_in_header h{.len = 0, .opcode = FUSE_OPEN, .unique = ++unique, .nodeid = node};
     fuse_open_in in{.flags = O_RDONLY, .open_flags = 0};
-    HandlerReply r = d.Handle(h, std::span<const char>(reinterpret_cast<const char*>(&in), sizeof in), out);
+    HandlerReply r =
+        d.Handle(h, std::span<const char>(reinterpret_cast<const char*>(&in), sizeof in), out);
     EXPECT_EQ(r.error, 0);
     return *reinterpret_cast<const fusek::OpenOut*>(out.data());
   };

@@ -60,9 +60,10 @@ HandlerReply FuseDispatcher::DoCreate(const struct fuse_in_header& h, std::span<
   if (err == EEXIST && Resent(h)) {
     // A previous daemon created it and died before its reply: open what it made.
     Result<NodeAttr> made = fs_->Lookup(h.nodeid, name);
-    err = made.ok() ? fs_->OpenForWrite(made->ino, static_cast<int>(in->flags & ~(O_CREAT | O_EXCL)),
-                                        h.pid, &opened)
-                    : EEXIST;
+    err = made.ok()
+              ? fs_->OpenForWrite(made->ino, static_cast<int>(in->flags & ~(O_CREAT | O_EXCL)),
+                                  h.pid, &opened)
+              : EEXIST;
     if (made.ok()) attr = *made;
   }
   if (err != 0) return Error(err);

@@ -101,8 +101,7 @@ class FuseFilesystem {
 
   // Reads up to out.size() bytes at `offset`; returns the count, short only
   // at end of file (0 past it). `fh` is 0 in `cached` mode (no OPEN sent).
-  virtual Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset,
-                              std::span<char> out) = 0;
+  virtual Result<size_t> Read(uint64_t ino, uint64_t fh, uint64_t offset, std::span<char> out) = 0;
 
   // Read() if it needs no wait (the bytes are local, or past the end);
   // nullopt, without reading, when Read() would wait (for the origin). The
@@ -149,8 +148,8 @@ class FuseFilesystem {
   // opener's close from a forked child's.
   virtual int OpenForWrite(uint64_t ino, int flags, uint32_t pid, OpenResult* out) { return EROFS; }
   // Creates and opens a new file in `parent`.
-  virtual int Create(uint64_t parent, std::string_view name, int flags, uint32_t pid, NodeAttr* attr,
-                     OpenResult* out) {
+  virtual int Create(uint64_t parent, std::string_view name, int flags, uint32_t pid,
+                     NodeAttr* attr, OpenResult* out) {
     return EROFS;
   }
   virtual int Mkdir(uint64_t parent, std::string_view name, NodeAttr* attr) { return EROFS; }

@@ -27,15 +27,15 @@ size_t OpHeaderSize(uint32_t opcode) {
 
 const char* OpcodeName(uint32_t opcode) {
   static const char* const kNames[] = {
-      "OP_0",        "LOOKUP",    "FORGET",      "GETATTR",    "SETATTR",     "READLINK",
-      "SYMLINK",     "OP_7",      "MKNOD",       "MKDIR",      "UNLINK",      "RMDIR",
-      "RENAME",      "LINK",      "OPEN",        "READ",       "WRITE",       "STATFS",
-      "RELEASE",     "OP_19",     "FSYNC",       "SETXATTR",   "GETXATTR",    "LISTXATTR",
-      "REMOVEXATTR", "FLUSH",     "INIT",        "OPENDIR",    "READDIR",     "RELEASEDIR",
-      "FSYNCDIR",    "GETLK",     "SETLK",       "SETLKW",     "ACCESS",      "CREATE",
-      "INTERRUPT",   "BMAP",      "DESTROY",     "IOCTL",      "POLL",        "NOTIFY_REPLY",
-      "BATCH_FORGET", "FALLOCATE", "READDIRPLUS", "RENAME2",   "LSEEK",       "COPY_FILE_RANGE",
-      "SETUPMAPPING", "REMOVEMAPPING", "SYNCFS",  "TMPFILE",    "STATX",       "COPY_FILE_RANGE_64",
+      "OP_0",         "LOOKUP",        "FORGET",      "GETATTR",  "SETATTR",  "READLINK",
+      "SYMLINK",      "OP_7",          "MKNOD",       "MKDIR",    "UNLINK",   "RMDIR",
+      "RENAME",       "LINK",          "OPEN",        "READ",     "WRITE",    "STATFS",
+      "RELEASE",      "OP_19",         "FSYNC",       "SETXATTR", "GETXATTR", "LISTXATTR",
+      "REMOVEXATTR",  "FLUSH",         "INIT",        "OPENDIR",  "READDIR",  "RELEASEDIR",
+      "FSYNCDIR",     "GETLK",         "SETLK",       "SETLKW",   "ACCESS",   "CREATE",
+      "INTERRUPT",    "BMAP",          "DESTROY",     "IOCTL",    "POLL",     "NOTIFY_REPLY",
+      "BATCH_FORGET", "FALLOCATE",     "READDIRPLUS", "RENAME2",  "LSEEK",    "COPY_FILE_RANGE",
+      "SETUPMAPPING", "REMOVEMAPPING", "SYNCFS",      "TMPFILE",  "STATX",    "COPY_FILE_RANGE_64",
   };
   if (opcode < sizeof(kNames) / sizeof(kNames[0])) return kNames[opcode];
   return "OP_UNKNOWN";

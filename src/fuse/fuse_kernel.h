@@ -68,8 +68,8 @@ inline constexpr uint32_t kMinorPassthrough = 40;
 inline constexpr uint32_t kMinorIoUring = 42;
 
 // Opcodes that 7.38's enum lacks (values from the 7.45 enum fuse_opcode).
-inline constexpr uint32_t kOpStatx = 52;             // 7.39
-inline constexpr uint32_t kOpCopyFileRange64 = 53;   // 7.45
+inline constexpr uint32_t kOpStatx = 52;            // 7.39
+inline constexpr uint32_t kOpCopyFileRange64 = 53;  // 7.45
 
 // The two halves of the 64-bit INIT flag word.
 inline constexpr uint32_t Low32(uint64_t flags) { return static_cast<uint32_t>(flags); }

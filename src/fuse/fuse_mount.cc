@@ -114,8 +114,8 @@ Result<int> MountWithFusermount(const FuseOptions& o, uint32_t uid, uint32_t gid
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return ErrnoStatus("socketpair", errno);
   // sv[0] goes to the helper (inherited: no CLOEXEC); sv[1] stays here.
   fcntl(sv[1], F_SETFD, FD_CLOEXEC);
-  std::string opts = std::string(o.writable ? "rw" : "ro") + ",nosuid,nodev," + MountOptions(o, uid, gid, -1) + ",fsname=" + o.fsname +
-                     ",subtype=granary";
+  std::string opts = std::string(o.writable ? "rw" : "ro") + ",nosuid,nodev," +
+                     MountOptions(o, uid, gid, -1) + ",fsname=" + o.fsname + ",subtype=granary";
   Result<int> rc = RunHelper({FusermountBinary(), "-o", opts, "--", o.mountpoint}, sv[0]);
   close(sv[0]);
   if (!rc.ok()) {
@@ -139,8 +139,8 @@ Status CheckMountpoint(const std::string& path, bool allow_non_empty) {
   if (stat(path.c_str(), &st) != 0) {
     int err = errno;
     if (err == ENOTCONN) {
-      return InvalidArgument("mount point " + path +
-                             " is a dead FUSE mount (run `granary umount " + path + "`)");
+      return InvalidArgument("mount point " + path + " is a dead FUSE mount (run `granary umount " +
+                             path + "`)");
     }
     if (err == ENOENT) return NotFound("mount point " + path + " does not exist");
     return ErrnoStatus("mount point " + path, err);
@@ -150,9 +150,9 @@ Status CheckMountpoint(const std::string& path, bool allow_non_empty) {
   if (realpath(path.c_str(), real) == nullptr) return ErrnoStatus("realpath " + path, errno);
   struct stat parent;
   std::string up = std::string(real) + "/..";
-  bool is_mount = IsListedMountPoint(real) ||
-                  (stat(up.c_str(), &parent) == 0 &&
-                   (parent.st_dev != st.st_dev || parent.st_ino == st.st_ino));
+  bool is_mount =
+      IsListedMountPoint(real) || (stat(up.c_str(), &parent) == 0 &&
+                                   (parent.st_dev != st.st_dev || parent.st_ino == st.st_ino));
   if (is_mount) {
     return InvalidArgument("mount point " + path +
                            " is already a mount point (another mount is active there; "
@@ -197,8 +197,8 @@ Status UnmountFuse(const std::string& mountpoint) {
   }
   Result<int> rc = RunHelper({FusermountBinary(), "-u", "-z", "--", mountpoint}, -1);
   if (!rc.ok()) return rc.status();
-  if (*rc != 0) return IoError("fusermount -u -z " + mountpoint + " failed (exit " +
-                               std::to_string(*rc) + ")");
+  if (*rc != 0)
+    return IoError("fusermount -u -z " + mountpoint + " failed (exit " + std::to_string(*rc) + ")");
   return Status::Ok();
 }
 

@@ -155,7 +155,7 @@ class FuseServer::Impl {
   SharedMutex notify_mu_;
   std::atomic<uint64_t> stores_{0}, store_bytes_{0};  // FUSE_NOTIFY_STORE done
 
-  Mutex list_mu_;  // guards list_queue_, list_stop_; a leaf lock
+  Mutex list_mu_;    // guards list_queue_, list_stop_; a leaf lock
   CondVar list_cv_;  // signalled when a directory is queued or list_stop_ is set
   std::deque<std::string> list_queue_ GUARDED_BY(list_mu_);
   bool list_stop_ GUARDED_BY(list_mu_) = false;
@@ -195,8 +195,8 @@ Status FuseServer::Impl::Start() {
       return PermissionDenied("fuse: passthrough=on needs CAP_SYS_ADMIN (run as root)");
     }
   } else {
-    info_.passthrough_note = opts_.read_mode == FuseReadMode::kCached ? "read mode cached"
-                                                                      : "passthrough=off";
+    info_.passthrough_note =
+        opts_.read_mode == FuseReadMode::kCached ? "read mode cached" : "passthrough=off";
   }
   if (opts_.transport != FuseTransport::kDev) {
     policy.want_uring = FuseUringEnabled();
@@ -231,11 +231,12 @@ Status FuseServer::Impl::Start() {
     Status ra = SetFuseReadahead(dev_, opts_.readahead_kb);
     if (!ra.ok()) GLOG_WARN("fuse: cannot raise readahead: {}", ra.ToString());
   }
-  GLOG_INFO("fuse: mounted {} (protocol 7.{}, transport {}, {} threads, read mode {}, "
-            "passthrough {})",
-            opts_.mountpoint, info_.kernel_minor, FuseTransportName(info_.transport),
-            info_.threads, FuseReadModeName(opts_.read_mode),
-            info_.passthrough ? "on" : "off (" + info_.passthrough_note + ")");
+  GLOG_INFO(
+      "fuse: mounted {} (protocol 7.{}, transport {}, {} threads, read mode {}, "
+      "passthrough {})",
+      opts_.mountpoint, info_.kernel_minor, FuseTransportName(info_.transport), info_.threads,
+      FuseReadModeName(opts_.read_mode),
+      info_.passthrough ? "on" : "off (" + info_.passthrough_note + ")");
   return Status::Ok();
 }
 
@@ -281,12 +282,13 @@ Status FuseServer::Impl::Resume(const FuseConnectionState& st, std::vector<int> 
     dispatcher_->EnablePassthrough(dev_fd_);
     if (!opts_.backing_journal.empty()) {
       Status j = dispatcher_->OpenBackingJournal(opts_.backing_journal, /*restore=*/true);
-      if (!j.ok()) GLOG_WARN("fuse: {} (files open in passthrough may fail to open again)",
-                             j.ToString());
+      if (!j.ok())
+        GLOG_WARN("fuse: {} (files open in passthrough may fail to open again)", j.ToString());
     }
   }
   const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int threads = std::max(opts_.threads > 0 ? opts_.threads : cpus, static_cast<int>(fds.size()));
+  const int threads =
+      std::max(opts_.threads > 0 ? opts_.threads : cpus, static_cast<int>(fds.size()));
   for (int i = 0; i < threads; ++i) {
     ServeFd(fds[static_cast<size_t>(i) % fds.size()]);
     ++info_.threads;
@@ -296,9 +298,10 @@ Status FuseServer::Impl::Resume(const FuseConnectionState& st, std::vector<int> 
     Status r = Notify(FUSE_NOTIFY_RESEND_CODE, nullptr, 0, "resend unanswered requests");
     if (!r.ok()) GLOG_WARN("fuse: {}", r.ToString());
   } else {
-    GLOG_WARN("fuse: the kernel (protocol 7.{}) cannot resend requests the previous daemon "
-              "read; those wait until their callers give up",
-              info_.kernel_minor);
+    GLOG_WARN(
+        "fuse: the kernel (protocol 7.{}) cannot resend requests the previous daemon "
+        "read; those wait until their callers give up",
+        info_.kernel_minor);
   }
   GLOG_INFO("fuse: took over {} (protocol 7.{}, {} threads, read mode {}, passthrough {})",
             opts_.mountpoint, info_.kernel_minor, info_.threads, FuseReadModeName(opts_.read_mode),
@@ -623,10 +626,8 @@ Status FuseServer::InvalidateNode(uint64_t node) {
 
 Result<bool> FuseServer::StoreData(uint64_t node, uint64_t offset, std::string_view data) {
   if (data.size() > UINT32_MAX) return InvalidArgument("fuse: store: range too large");
-  fuse_notify_store_out arg{.nodeid = node,
-                            .offset = offset,
-                            .size = static_cast<uint32_t>(data.size()),
-                            .padding = 0};
+  fuse_notify_store_out arg{
+      .nodeid = node, .offset = offset, .size = static_cast<uint32_t>(data.size()), .padding = 0};
   iovec parts[2] = {{&arg, sizeof(arg)}, {const_cast<char*>(data.data()), data.size()}};
   bool unknown = false;
   // A fixed name: this runs once per pushed file and the failure is rare.

@@ -42,9 +42,9 @@ struct FuseConnectionState;
 
 // How requests travel between the kernel and the daemon.
 enum class FuseTransport {
-  kAuto,  // io_uring when the kernel offers it (enable_uring=Y), else dev
-  kDev,   // read/writev on cloned /dev/fuse fds, one thread each
-  kUring, // FUSE over io_uring; fail Start() if unavailable
+  kAuto,   // io_uring when the kernel offers it (enable_uring=Y), else dev
+  kDev,    // read/writev on cloned /dev/fuse fds, one thread each
+  kUring,  // FUSE over io_uring; fail Start() if unavailable
 };
 
 // How file contents are served.
@@ -60,8 +60,8 @@ enum class FusePassthrough {
   kOff,   // never; OPEN replies ask for userspace reads
 };
 
-Result<FuseTransport> ParseFuseTransport(std::string_view text);   // "auto" | "dev" | "uring"
-Result<FuseReadMode> ParseFuseReadMode(std::string_view text);     // "passthrough" | "cached"
+Result<FuseTransport> ParseFuseTransport(std::string_view text);      // "auto" | "dev" | "uring"
+Result<FuseReadMode> ParseFuseReadMode(std::string_view text);        // "passthrough" | "cached"
 Result<FusePassthrough> ParseFusePassthrough(std::string_view text);  // "auto" | "on" | "off"
 std::string_view FuseTransportName(FuseTransport t);
 std::string_view FuseReadModeName(FuseReadMode m);
@@ -135,37 +135,38 @@ Status ValidateFuseOptions(const FuseOptions& options);
 // Monotonic counters a daemon exposes (status output, metrics).
 struct FuseStats {
   std::array<uint64_t, 64> requests_by_opcode{};  // index = FUSE opcode (>= 64 folded into 63)
-  uint64_t requests = 0;             // all requests read from the kernel
-  uint64_t requests_resent = 0;      // of those, resent by the kernel (a previous daemon had read them)
-  uint64_t errors = 0;               // replies with a non-zero errno (ENOENT included)
-  uint64_t passthrough_opens = 0;    // OPEN replies with FOPEN_PASSTHROUGH
-  uint64_t userspace_opens = 0;      // OPEN replies served by FuseFilesystem::Read()
-  uint64_t userspace_reads = 0;      // READ requests answered by the daemon
-  uint64_t userspace_read_bytes = 0; // bytes in those replies
-  uint64_t backing_ids_open = 0;     // backing ids currently registered (gauge)
-  uint64_t backing_open_failures = 0;// FUSE_DEV_IOC_BACKING_OPEN failures (fell back)
-  uint64_t uring_requests = 0;       // requests that arrived over io_uring (the rest: /dev/fuse)
-  uint64_t dirs_prefetched = 0;      // directories listed ahead by FuseOptions::dir_prefetch
-  uint64_t reads_deferred = 0;       // READs handed to a read waiter (not local)
-  uint64_t reads_waited_inline = 0;  // READs not local served on a transport thread (waiters busy or io_uring)
-  uint64_t interrupts = 0;           // FUSE_INTERRUPTs received
-  uint64_t interrupted_reads = 0;    // of those, cancelled a READ that was waiting
-  uint64_t stores = 0;               // ranges put into the page cache (StoreData)
-  uint64_t store_bytes = 0;          // bytes in them
+  uint64_t requests = 0;                          // all requests read from the kernel
+  uint64_t requests_resent = 0;  // of those, resent by the kernel (a previous daemon had read them)
+  uint64_t errors = 0;           // replies with a non-zero errno (ENOENT included)
+  uint64_t passthrough_opens = 0;      // OPEN replies with FOPEN_PASSTHROUGH
+  uint64_t userspace_opens = 0;        // OPEN replies served by FuseFilesystem::Read()
+  uint64_t userspace_reads = 0;        // READ requests answered by the daemon
+  uint64_t userspace_read_bytes = 0;   // bytes in those replies
+  uint64_t backing_ids_open = 0;       // backing ids currently registered (gauge)
+  uint64_t backing_open_failures = 0;  // FUSE_DEV_IOC_BACKING_OPEN failures (fell back)
+  uint64_t uring_requests = 0;         // requests that arrived over io_uring (the rest: /dev/fuse)
+  uint64_t dirs_prefetched = 0;        // directories listed ahead by FuseOptions::dir_prefetch
+  uint64_t reads_deferred = 0;         // READs handed to a read waiter (not local)
+  uint64_t reads_waited_inline =
+      0;  // READs not local served on a transport thread (waiters busy or io_uring)
+  uint64_t interrupts = 0;         // FUSE_INTERRUPTs received
+  uint64_t interrupted_reads = 0;  // of those, cancelled a READ that was waiting
+  uint64_t stores = 0;             // ranges put into the page cache (StoreData)
+  uint64_t store_bytes = 0;        // bytes in them
 };
 
 // What the kernel granted at INIT, and what is in use.
 struct FuseSessionInfo {
   uint32_t kernel_major = 0;
   uint32_t kernel_minor = 0;
-  uint64_t kernel_flags = 0;     // offered by the kernel (flags | flags2 << 32)
-  uint64_t granted_flags = 0;    // offered & requested
+  uint64_t kernel_flags = 0;   // offered by the kernel (flags | flags2 << 32)
+  uint64_t granted_flags = 0;  // offered & requested
   uint32_t max_pages = 0;
   uint32_t max_readahead = 0;
-  bool passthrough = false;      // FOPEN_PASSTHROUGH in use
+  bool passthrough = false;                       // FOPEN_PASSTHROUGH in use
   FuseTransport transport = FuseTransport::kDev;  // kDev or kUring, as running
-  int threads = 0;               // transport threads running
-  std::string passthrough_note;  // why passthrough is off, when it is
+  int threads = 0;                                // transport threads running
+  std::string passthrough_note;                   // why passthrough is off, when it is
 };
 
 class FuseServer {

@@ -12,10 +12,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <span>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -75,8 +75,7 @@ void RunDevLoop(int fd, FuseDispatcher* dispatcher, const std::atomic<bool>* sto
     const auto* h = reinterpret_cast<const fuse_in_header*>(in.get());
     std::span<const char> body(in.get() + sizeof(fuse_in_header),
                                static_cast<size_t>(n) - sizeof(fuse_in_header));
-    HandlerReply r =
-        dispatcher->Handle(*h, body, std::span<char>(out.get(), kFuseReplyBuffer), fd);
+    HandlerReply r = dispatcher->Handle(*h, body, std::span<char>(out.get(), kFuseReplyBuffer), fd);
     if (!r.send) continue;
     fuse_out_header oh{};
     oh.unique = h->unique;
@@ -107,9 +106,9 @@ constexpr uint64_t kRepliesReady = ~uint64_t{0};
 class RingReplies final : public DeferredReplySink {
  public:
   struct Reply {
-    uint64_t entry;   // ring entry index (the tag)
+    uint64_t entry;  // ring entry index (the tag)
     uint64_t unique;
-    int error;        // positive errno or 0
+    int error;  // positive errno or 0
     std::string body;
   };
 
@@ -126,7 +125,9 @@ class RingReplies final : public DeferredReplySink {
     {
       MutexLock lock(mu_);
       if (closed_) return;
-      ready_.push_back(Reply{.entry = tag, .unique = unique, .error = error,
+      ready_.push_back(Reply{.entry = tag,
+                             .unique = unique,
+                             .error = error,
                              .body = std::string(body.data(), body.size())});
     }
     const uint64_t one = 1;
@@ -164,8 +165,8 @@ struct RingEntry {
   uint64_t commit_id = 0;  // of the request a read waiter is serving (deferred)
 };
 
-void PrepCommand(io_uring* ring, int dev_fd, uint32_t cmd, RingEntry& e, uint64_t index,
-                 int qid, uint64_t commit_id) {
+void PrepCommand(io_uring* ring, int dev_fd, uint32_t cmd, RingEntry& e, uint64_t index, int qid,
+                 uint64_t commit_id) {
   io_uring_sqe* sqe = io_uring_get_sqe(ring);
   if (sqe == nullptr) {  // cannot happen: the ring has 2 SQEs per entry; flush and retry
     io_uring_submit(ring);
@@ -236,8 +237,7 @@ void CommitDeferred(io_uring* ring, const UringQueueConfig& c, std::vector<RingE
     RingEntry& e = entries[r.entry];
     const size_t body_size = std::min(r.body.size(), e.iov[1].iov_len);
     if (r.error == 0 && body_size > 0) std::memcpy(e.payload.get(), r.body.data(), body_size);
-    CommitEntry(ring, c, e, r.entry, r.unique, r.error, r.error == 0 ? body_size : 0,
-                e.commit_id);
+    CommitEntry(ring, c, e, r.entry, r.unique, r.error, r.error == 0 ? body_size : 0, e.commit_id);
   }
 }
 
@@ -366,7 +366,7 @@ void RunUringQueue(const UringQueueConfig& c, FuseDispatcher* d, const std::atom
     }
     io_uring_cq_advance(&ring, seen);
   }
-  replies->Close();  // read waiters finishing later drop their replies
+  replies->Close();            // read waiters finishing later drop their replies
   io_uring_queue_exit(&ring);  // cancels entries still registered
 }
 

@@ -37,18 +37,17 @@ inline constexpr size_t kFuseRequestBuffer = kFuseMaxPages * 4096 + 8192;
 void RunDevLoop(int fd, FuseDispatcher* dispatcher, const std::atomic<bool>* stop);
 
 struct UringQueueConfig {
-  int dev_fd = -1;     // the original /dev/fuse fd
-  int qid = 0;         // queue index = CPU
-  int depth = 8;       // ring entries (requests in flight) on this queue
-  bool pin_cpu = true; // pin the thread to CPU `qid`
+  int dev_fd = -1;      // the original /dev/fuse fd
+  int qid = 0;          // queue index = CPU
+  int depth = 8;        // ring entries (requests in flight) on this queue
+  bool pin_cpu = true;  // pin the thread to CPU `qid`
 };
 
 // Sets up the ring, registers `depth` entries and calls `registered` once
 // with the outcome (OK, or why io_uring cannot be used); then, on success,
 // serves requests until the connection ends or `stop` is set.
 void RunUringQueue(const UringQueueConfig& config, FuseDispatcher* dispatcher,
-                   const std::atomic<bool>* stop,
-                   const std::function<void(Status)>& registered);
+                   const std::atomic<bool>* stop, const std::function<void(Status)>& registered);
 
 // The number of io_uring queues the kernel expects (possible CPUs).
 int FuseUringQueueCount();

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "common/file_modes.h"
@@ -55,7 +54,7 @@ struct Overlay::File {
   int fd GUARDED_BY(mu) = -1;
   uint64_t size GUARDED_BY(mu) = 0;
   int64_t mtime_ns GUARDED_BY(mu) = 0;
-  bool dirty GUARDED_BY(mu) = false;     // changed since the last upload (or never uploaded)
+  bool dirty GUARDED_BY(mu) = false;  // changed since the last upload (or never uploaded)
   // Dirty, and closed or fsynced since its last change: upload it.
   bool sealed GUARDED_BY(mu) = false;
   bool uploaded GUARDED_BY(mu) = false;  // an object of this path exists at the origin
@@ -91,8 +90,13 @@ Result<std::unique_ptr<Overlay>> Overlay::Open(OverlayOptions options,
 }
 
 Status Overlay::WriteMeta(const File& f) const REQUIRES(f.mu) {
-  json j = {{"v", 1}, {"kind", "file"}, {"path", f.path}, {"dirty", f.dirty}, {"sealed", f.sealed},
-            {"uploaded", f.uploaded}, {"mtime_ns", f.mtime_ns}};
+  json j = {{"v", 1},
+            {"kind", "file"},
+            {"path", f.path},
+            {"dirty", f.dirty},
+            {"sealed", f.sealed},
+            {"uploaded", f.uploaded},
+            {"mtime_ns", f.mtime_ns}};
   // A crash leaves this multipart upload unfinished: the next mount aborts it.
   if (f.upload) j["upload_id"] = f.upload->id();
   return ReplaceFileContents(options_.staging_dir + "/" + std::to_string(f.id) + ".meta", j.dump(),
@@ -144,9 +148,10 @@ Status Overlay::Load() {
     f->id = id;
     f->path = path;
     f->fd = ::open((base + ".data").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    struct stat st{};
+    struct stat st {};
     if (f->fd < 0 || ::fstat(f->fd, &st) != 0) {
-      GLOG_WARN("staging: {}: staged data {} is missing; the file is dropped", path, base + ".data");
+      GLOG_WARN("staging: {}: staged data {} is missing; the file is dropped", path,
+                base + ".data");
       fs::remove(de.path(), ec);
       continue;
     }
@@ -159,7 +164,8 @@ Status Overlay::Load() {
       stale_uploads_.emplace_back(options_.prefix + path, id->get<std::string>());
     }
     if (f->dirty && options_.discard_pending) {
-      GLOG_WARN("staging: {} ({} bytes, not uploaded) discarded (--discard-pending)", path, f->size);
+      GLOG_WARN("staging: {} ({} bytes, not uploaded) discarded (--discard-pending)", path,
+                f->size);
       fs::remove(base + ".data", ec);
       fs::remove(de.path(), ec);
       continue;
@@ -168,7 +174,8 @@ Status Overlay::Load() {
     files_[path] = std::move(f);
   }
   for (const auto& [path, f] : files_) {
-    for (std::string d = ParentOf(path); !d.empty(); d = ParentOf(d)) dirs_.try_emplace(d, Dir{.mtime_ns = f->mtime_ns});
+    for (std::string d = ParentOf(path); !d.empty(); d = ParentOf(d))
+      dirs_.try_emplace(d, Dir{.mtime_ns = f->mtime_ns});
   }
   return Status::Ok();
 }
@@ -179,7 +186,8 @@ std::optional<Overlay::Entry> Overlay::Get(const std::string& path) const {
     MutexLock lock(mu_);
     auto it = files_.find(path);
     if (it == files_.end()) {
-      if (auto d = dirs_.find(path); d != dirs_.end()) return Entry{.is_dir = true, .mtime_ns = d->second.mtime_ns};
+      if (auto d = dirs_.find(path); d != dirs_.end())
+        return Entry{.is_dir = true, .mtime_ns = d->second.mtime_ns};
       if (auto w = whiteouts_.find(path); w != whiteouts_.end()) return Entry{.whiteout = true};
       return std::nullopt;
     }
@@ -199,11 +207,16 @@ std::map<std::string, Overlay::Entry> Overlay::Children(const std::string& dir) 
       return p.size() > prefix.size() && p.starts_with(prefix) &&
              p.find('/', prefix.size()) == std::string::npos;
     };
-    for (auto it = dirs_.lower_bound(prefix); it != dirs_.end() && it->first.starts_with(prefix); ++it)
-      if (direct(it->first)) out[it->first.substr(prefix.size())] = Entry{.is_dir = true, .mtime_ns = it->second.mtime_ns};
-    for (auto it = whiteouts_.lower_bound(prefix); it != whiteouts_.end() && it->first.starts_with(prefix); ++it)
+    for (auto it = dirs_.lower_bound(prefix); it != dirs_.end() && it->first.starts_with(prefix);
+         ++it)
+      if (direct(it->first))
+        out[it->first.substr(prefix.size())] =
+            Entry{.is_dir = true, .mtime_ns = it->second.mtime_ns};
+    for (auto it = whiteouts_.lower_bound(prefix);
+         it != whiteouts_.end() && it->first.starts_with(prefix); ++it)
       if (direct(it->first)) out[it->first.substr(prefix.size())] = Entry{.whiteout = true};
-    for (auto it = files_.lower_bound(prefix); it != files_.end() && it->first.starts_with(prefix); ++it)
+    for (auto it = files_.lower_bound(prefix); it != files_.end() && it->first.starts_with(prefix);
+         ++it)
       if (direct(it->first)) files.push_back(it->second);
   }
   for (const auto& f : files) {
@@ -222,7 +235,8 @@ std::shared_ptr<Overlay::File> Overlay::FileOf(const std::string& path) const {
 Status Overlay::NewFile(const std::string& path, std::span<const char> initial, bool dirty,
                         bool uploaded) {
   if (staged_bytes_.load() + initial.size() > options_.quota)
-    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
+    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) +
+                   " bytes) is full");
   auto f = std::make_shared<File>();
   MutexLock file_lock(f->mu);  // uncontended: no other thread sees f before files_ holds it
   {
@@ -239,7 +253,8 @@ Status Overlay::NewFile(const std::string& path, std::span<const char> initial, 
   if (f->fd < 0) return Errno("staging: " + data, errno);
   size_t done = 0;
   while (done < initial.size()) {
-    ssize_t n = ::pwrite(f->fd, initial.data() + done, initial.size() - done, static_cast<off_t>(done));
+    ssize_t n =
+        ::pwrite(f->fd, initial.data() + done, initial.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       Status s = Errno("staging: " + data, errno);
@@ -275,7 +290,8 @@ Status Overlay::Mkdir(const std::string& path) {
     id = next_id_++;
     dirs_[path] = Dir{.mtime_ns = now, .id = id};
   }
-  Status s = WriteSmallMeta(options_.staging_dir, id, {{"v", 1}, {"kind", "dir"}, {"path", path}, {"mtime_ns", now}});
+  Status s = WriteSmallMeta(options_.staging_dir, id,
+                            {{"v", 1}, {"kind", "dir"}, {"path", path}, {"mtime_ns", now}});
   if (!s.ok()) {
     MutexLock lock(mu_);
     dirs_.erase(path);
@@ -316,7 +332,8 @@ Status Overlay::Whiteout(const std::string& path) {
     whiteouts_[path] = now;
   }
   ++deletes_;
-  return WriteSmallMeta(options_.staging_dir, id, {{"v", 1}, {"kind", "whiteout"}, {"path", path}, {"mtime_ns", now}});
+  return WriteSmallMeta(options_.staging_dir, id,
+                        {{"v", 1}, {"kind", "whiteout"}, {"path", path}, {"mtime_ns", now}});
 }
 
 Status Overlay::Rmdir(const std::string& path) {
@@ -326,7 +343,8 @@ Status Overlay::Rmdir(const std::string& path) {
   const std::string prefix = path + "/";
   auto f = files_.lower_bound(prefix);
   auto d = dirs_.lower_bound(prefix);
-  if ((f != files_.end() && f->first.starts_with(prefix)) || (d != dirs_.end() && d->first.starts_with(prefix)))
+  if ((f != files_.end() && f->first.starts_with(prefix)) ||
+      (d != dirs_.end() && d->first.starts_with(prefix)))
     return InvalidArgument(path + ": directory not empty");
   if (dir->second.id != 0) {
     ::unlink((options_.staging_dir + "/" + std::to_string(dir->second.id) + ".meta").c_str());
@@ -335,7 +353,8 @@ Status Overlay::Rmdir(const std::string& path) {
   return Status::Ok();
 }
 
-Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::span<const char> data) {
+Result<size_t> Overlay::Write(const std::string& path, uint64_t offset,
+                              std::span<const char> data) {
   std::shared_ptr<File> f = FileOf(path);
   if (!f) return NotFound(path);
   MutexLock lock(f->mu);
@@ -343,11 +362,13 @@ Result<size_t> Overlay::Write(const std::string& path, uint64_t offset, std::spa
   const uint64_t end = offset + data.size();
   const uint64_t growth = end > f->size ? end - f->size : 0;
   if (growth > 0 && staged_bytes_.load() + growth > options_.quota)
-    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
+    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) +
+                   " bytes) is full");
   if (offset < f->streamed) DropUpload(*f);  // parts already sent change: they are stale
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = ::pwrite(f->fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pwrite(f->fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Errno("staging: " + path, errno);
     done += static_cast<size_t>(n);
@@ -392,7 +413,8 @@ Status Overlay::Truncate(const std::string& path, uint64_t size) {
   MutexLock lock(f->mu);
   if (f->removed) return NotFound(path);
   if (size > f->size && staged_bytes_.load() + (size - f->size) > options_.quota)
-    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) + " bytes) is full");
+    return NoSpace(path + ": the staging quota (" + std::to_string(options_.quota) +
+                   " bytes) is full");
   if (size < f->streamed) DropUpload(*f);
   f->stream_off = true;
   if (::ftruncate(f->fd, static_cast<off_t>(size)) != 0) return Errno("staging: " + path, errno);
@@ -460,23 +482,26 @@ Status Overlay::CommitFile(File& f) REQUIRES(f.mu) {
   }
   const auto start = std::chrono::steady_clock::now();
   const uint64_t part = options_.upload.part_size;
-  if (f.upload && f.size > kMaxParts * part) DropUpload(f);  // too many parts: Write picks bigger ones
+  if (f.upload && f.size > kMaxParts * part)
+    DropUpload(f);  // too many parts: Write picks bigger ones
   // A large file not streamed yet goes as a recorded multipart upload too,
   // so a crash during it leaves an upload the next mount can abort.
   Status begun;
   if (!f.upload && f.size > part && f.size <= kMaxParts * part) begun = BeginUpload(f);
   Result<ObjectInfo> r = !begun.ok() ? Result<ObjectInfo>(begun)
-                         : f.upload ? ufs_->CompleteUpload(*f.upload, f.size)
-                                  : ufs_->Write(options_.prefix + f.path, f.fd, f.size, options_.upload);
+                         : f.upload
+                             ? ufs_->CompleteUpload(*f.upload, f.size)
+                             : ufs_->Write(options_.prefix + f.path, f.fd, f.size, options_.upload);
   f.upload.reset();  // completed, or aborted on a failure
   f.streamed = 0;
   f.stream_off = false;
   upload_ns_ += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
   if (!r.ok()) {
     ++upload_failures_;
-    GLOG_WARN("upload of {} ({} bytes) failed: {}; the staged data is kept and retried",
-              f.path, f.size, r.status().ToString());
+    GLOG_WARN("upload of {} ({} bytes) failed: {}; the staged data is kept and retried", f.path,
+              f.size, r.status().ToString());
     return r.status();
   }
   // The object is at the origin and the staged bytes are clean (fsynced
@@ -532,9 +557,11 @@ Status Overlay::RecoverPending() {
     MutexLock lock(f->mu);
     if (!f->dirty || f->removed) continue;
     if (!f->sealed) {
-      GLOG_WARN("staging: {} ({} bytes) was being written when the daemon stopped and never "
-                "closed: not uploaded (open and close it to upload it, or mount with "
-                "--discard-pending to drop it)", f->path, f->size);
+      GLOG_WARN(
+          "staging: {} ({} bytes) was being written when the daemon stopped and never "
+          "closed: not uploaded (open and close it to upload it, or mount with "
+          "--discard-pending to drop it)",
+          f->path, f->size);
       continue;
     }
     if (ufs_->Root() == "file:///") RemoveOriginTemps(f->path);

@@ -35,9 +35,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,13 +70,14 @@ struct OverlayStats {
   uint64_t dirs = 0;           // directories created
   uint64_t pending_files = 0;  // dirty: not yet (completely) at the origin
   uint64_t pending_bytes = 0;
-  uint64_t unclosed_files = 0; // of those, being written (not closed or fsynced since their last change)
-  uint64_t staged_bytes = 0;   // all staged bytes (counted against the quota)
-  uint64_t uploads = 0;        // uploads done
+  uint64_t unclosed_files =
+      0;  // of those, being written (not closed or fsynced since their last change)
+  uint64_t staged_bytes = 0;  // all staged bytes (counted against the quota)
+  uint64_t uploads = 0;       // uploads done
   uint64_t upload_failures = 0;
   uint64_t uploaded_bytes = 0;
-  double upload_seconds = 0;   // time spent in uploads (throughput = bytes / seconds)
-  uint64_t deletes = 0;        // origin objects deleted through the mount
+  double upload_seconds = 0;  // time spent in uploads (throughput = bytes / seconds)
+  uint64_t deletes = 0;       // origin objects deleted through the mount
 };
 
 class Overlay {
@@ -93,7 +94,8 @@ class Overlay {
 
   // Creates the staging dir, loads the staged files found there (clean ones
   // serve reads again; dirty ones are pending), removes broken leftovers.
-  static Result<std::unique_ptr<Overlay>> Open(OverlayOptions options, std::shared_ptr<UnderStorage> ufs);
+  static Result<std::unique_ptr<Overlay>> Open(OverlayOptions options,
+                                               std::shared_ptr<UnderStorage> ufs);
   ~Overlay();
 
   // The entry of `path`, if the overlay has one.

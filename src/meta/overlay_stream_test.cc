@@ -49,7 +49,8 @@ class FakeUpload final : public StreamingUpload {
   void AddPart(uint64_t index) override {
     // The bytes as they are when the part is sent.
     std::string part(kPart, '\0');
-    EXPECT_EQ(::pread(fd_, part.data(), kPart, static_cast<off_t>(index * kPart)), static_cast<ssize_t>(kPart));
+    EXPECT_EQ(::pread(fd_, part.data(), kPart, static_cast<off_t>(index * kPart)),
+              static_cast<ssize_t>(kPart));
     EXPECT_EQ(index, parts_.size()) << "parts are added in order";
     parts_.push_back(std::move(part));
     std::lock_guard lock(rec_->mu);
@@ -85,7 +86,8 @@ class FakeMultipartUfs final : public testing::MemUfs {
   explicit FakeMultipartUfs(Recorder* rec) : MemUfs("s3://fake"), rec_(rec) {}
 
  protected:
-  Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size, const WriteOptions&) override {
+  Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,
+                               const WriteOptions&) override {
     std::string body(size, '\0');
     EXPECT_EQ(::pread(fd, body.data(), size, 0), static_cast<ssize_t>(size));
     Put(std::string(key), std::move(body));
@@ -96,7 +98,8 @@ class FakeMultipartUfs final : public testing::MemUfs {
     std::lock_guard lock(rec_->mu);
     std::string id = "upload-" + std::to_string(rec_->started.size() + 1);
     rec_->started.push_back(id);
-    return std::unique_ptr<StreamingUpload>(std::make_unique<FakeUpload>(this, rec_, std::string(key), id, fd));
+    return std::unique_ptr<StreamingUpload>(
+        std::make_unique<FakeUpload>(this, rec_, std::string(key), id, fd));
   }
   Status AbortUploadImpl(std::string_view, std::string_view upload_id) override {
     std::lock_guard lock(rec_->mu);
@@ -120,11 +123,13 @@ class OverlayStreamTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   OverlayOptions Opts(const std::string& staging = "staging") {
-    return OverlayOptions{.staging_dir = dir_ + "/" + staging, .prefix = "ds/",
+    return OverlayOptions{.staging_dir = dir_ + "/" + staging,
+                          .prefix = "ds/",
                           .upload = WriteOptions{.part_size = kPart, .parallel_parts = 2}};
   }
   // Appends `data` to `path` in 1 MiB writes from `from`.
-  static void Append(Overlay& ov, const std::string& path, const std::string& data, size_t from, size_t to) {
+  static void Append(Overlay& ov, const std::string& path, const std::string& data, size_t from,
+                     size_t to) {
     for (size_t off = from; off < to; off += 1u << 20) {
       const size_t n = std::min<size_t>(1u << 20, to - off);
       ASSERT_TRUE(ov.Write(path, off, std::span(data).subspan(off, n)).ok());
@@ -162,7 +167,8 @@ TEST_F(OverlayStreamTest, AnAppendingWriterSendsEachPartItHasPassedBeforeClose) 
   ASSERT_TRUE((*o)->Create("ckpt.pt").ok());
   Append(**o, "ckpt.pt", data, 0, 2 * kPart + 1);
   EXPECT_EQ(rec_.parts_at_add, (std::vector<uint64_t>{0, 1}));
-  EXPECT_NE(MetaText().find("upload-1"), std::string::npos) << "the upload id is recorded for a crash";
+  EXPECT_NE(MetaText().find("upload-1"), std::string::npos)
+      << "the upload id is recorded for a crash";
   Append(**o, "ckpt.pt", data, 2 * kPart + 1, data.size());
   EXPECT_EQ(rec_.parts_at_add, (std::vector<uint64_t>{0, 1, 2, 3}));  // the tail waits for close
   EXPECT_FALSE(Object("ds/ckpt.pt")) << "nothing is visible before close";

@@ -38,9 +38,8 @@ class OverlayTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   OverlayOptions Opts(uint64_t quota = 1 << 30) {
-    return OverlayOptions{.staging_dir = dir_ + "/staging",
-                          .prefix = dir_.substr(1) + "/origin/",
-                          .quota = quota};
+    return OverlayOptions{
+        .staging_dir = dir_ + "/staging", .prefix = dir_.substr(1) + "/origin/", .quota = quota};
   }
   std::string Origin(const std::string& rel) { return dir_ + "/origin/" + rel; }
 

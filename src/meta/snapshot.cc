@@ -10,6 +10,8 @@
 //
 // Thread safety: a loaded Snapshot is immutable; queries are lock-free reads.
 
+#include "meta/snapshot.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -24,7 +26,6 @@
 #include <filesystem>
 
 #include "common/log.h"
-#include "meta/snapshot.h"
 #include "meta/snapshot_format.h"
 #include "meta/snapshot_internal.h"
 
@@ -58,8 +59,8 @@ std::string CheckHeader(const FileHeader& h, uint64_t real_size) {
 
 std::string CheckLayout(const FileHeader& h, uint64_t real_size) {
   if (h.file_size != real_size) {
-    return (real_size < h.file_size ? "truncated: " : "trailing bytes: ") + std::to_string(real_size) +
-           " bytes, header says " + std::to_string(h.file_size);
+    return (real_size < h.file_size ? "truncated: " : "trailing bytes: ") +
+           std::to_string(real_size) + " bytes, header says " + std::to_string(h.file_size);
   }
   if (h.record_size != sizeof(Record)) return "record size " + std::to_string(h.record_size);
   if (h.entry_count == 0 || h.entry_count > snapshot_format::kMaxEntries ||
@@ -94,7 +95,8 @@ std::string CheckRecords(const Record* rec, uint64_t n, const char* strings, uin
     const uint64_t ino = i + 1;
     auto where = [ino] { return "record of inode " + std::to_string(ino) + ": "; };
     if ((r.flags & ~snapshot_format::kKnownFlags) != 0) return where() + "unknown flags";
-    if (!InStrings(r.name_off, r.name_len, strings_size) || !InStrings(r.etag_off, r.etag_len, strings_size)) {
+    if (!InStrings(r.name_off, r.name_len, strings_size) ||
+        !InStrings(r.etag_off, r.etag_len, strings_size)) {
       return where() + "string outside the string table";
     }
     if (ino == 1) {
@@ -117,8 +119,9 @@ std::string CheckRecords(const Record* rec, uint64_t n, const char* strings, uin
     }
     if (IsDir(r)) {
       if (r.etag_len != 0 || r.size != 0) return where() + "directory with size or etag";
-      if (r.child_count == 0 ? r.first_child != 0
-                             : (r.first_child <= ino || uint64_t{r.first_child} + r.child_count - 1 > n)) {
+      if (r.child_count == 0
+              ? r.first_child != 0
+              : (r.first_child <= ino || uint64_t{r.first_child} + r.child_count - 1 > n)) {
         return where() + "child range out of bounds";
       }
       children += r.child_count;
@@ -143,8 +146,8 @@ uint64_t PeekVersion(const std::string& path) {
   FileHeader h{};
   std::string buf;
   uint64_t version = 0;
-  if (::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) && CheckHeader(h, ~0ull).empty() &&
-      h.header_size <= (1u << 20)) {
+  if (::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
+      CheckHeader(h, ~0ull).empty() && h.header_size <= (1u << 20)) {
     buf.resize(h.header_size);
     if (::pread(fd, buf.data(), buf.size(), 0) == static_cast<ssize_t>(buf.size())) {
       std::memset(buf.data() + offsetof(FileHeader, header_checksum), 0, sizeof(uint64_t));
@@ -214,11 +217,14 @@ Status Snapshot::Validate(const std::string& name) {
   const char* base = static_cast<const char*>(map_);
   FileHeader h;
   std::memcpy(&h, base, sizeof(h));
-  auto corrupt = [&](const std::string& what) { return Corruption("snapshot file " + name + ": " + what); };
+  auto corrupt = [&](const std::string& what) {
+    return Corruption("snapshot file " + name + ": " + what);
+  };
   if (std::string e = CheckHeader(h, map_size_); !e.empty()) return corrupt(e);
   std::string header(base, h.header_size);
   std::memset(header.data() + offsetof(FileHeader, header_checksum), 0, sizeof(uint64_t));
-  if (XXH3_64bits(header.data(), header.size()) != h.header_checksum) return corrupt("header checksum mismatch");
+  if (XXH3_64bits(header.data(), header.size()) != h.header_checksum)
+    return corrupt("header checksum mismatch");
   if (std::string e = CheckLayout(h, map_size_); !e.empty()) return corrupt(e);
   ::madvise(map_, map_size_, MADV_SEQUENTIAL);
   if (XXH3_64bits(base + h.header_size, map_size_ - h.header_size) != h.body_checksum) {
@@ -228,7 +234,8 @@ Status Snapshot::Validate(const std::string& name) {
   strings_ = base + h.strings_offset;
   strings_size_ = h.strings_size;
   entry_count_ = h.entry_count;
-  if (std::string e = CheckRecords(records_, entry_count_, strings_, strings_size_, h); !e.empty()) {
+  if (std::string e = CheckRecords(records_, entry_count_, strings_, strings_size_, h);
+      !e.empty()) {
     return corrupt(e);
   }
   ::madvise(map_, map_size_, MADV_RANDOM);
@@ -334,7 +341,8 @@ void Snapshot::ForEachFile(const std::function<void(const EntryView&)>& fn) cons
   }
 }
 
-Result<std::unique_ptr<Snapshot>> Snapshot::LoadOrBuild(UnderStorage& ufs, const SnapshotOptions& options,
+Result<std::unique_ptr<Snapshot>> Snapshot::LoadOrBuild(UnderStorage& ufs,
+                                                        const SnapshotOptions& options,
                                                         const std::string& file_path) {
   RETURN_IF_ERROR(snapshot_internal::ValidateOptions(options));
   RemoveStaleTempFiles(file_path);
@@ -342,14 +350,18 @@ Result<std::unique_ptr<Snapshot>> Snapshot::LoadOrBuild(UnderStorage& ufs, const
   uint64_t next_version = 1;
   if (loaded.ok()) {
     const Snapshot& s = **loaded;
-    if (s.source_uri() == options.source_uri && s.prefix() == snapshot_internal::NormalizePrefix(options.prefix)) {
+    if (s.source_uri() == options.source_uri &&
+        s.prefix() == snapshot_internal::NormalizePrefix(options.prefix)) {
       return loaded;
     }
-    GLOG_WARN("snapshot file {} was built for {} (prefix '{}'), not {} (prefix '{}'); listing the origin again",
-              file_path, s.source_uri(), s.prefix(), options.source_uri, options.prefix);
+    GLOG_WARN(
+        "snapshot file {} was built for {} (prefix '{}'), not {} (prefix '{}'); listing the origin "
+        "again",
+        file_path, s.source_uri(), s.prefix(), options.source_uri, options.prefix);
     next_version = s.version() + 1;
   } else if (loaded.status().code() == Code::kCorruption) {
-    GLOG_WARN("{}; rebuilding it from the origin {}", loaded.status().message(), options.source_uri);
+    GLOG_WARN("{}; rebuilding it from the origin {}", loaded.status().message(),
+              options.source_uri);
     next_version = PeekVersion(file_path) + 1;
   } else if (loaded.status().code() != Code::kNotFound) {
     return loaded.status();
@@ -358,8 +370,10 @@ Result<std::unique_ptr<Snapshot>> Snapshot::LoadOrBuild(UnderStorage& ufs, const
 }
 
 Result<std::unique_ptr<Snapshot>> Snapshot::Rebuild(UnderStorage& ufs, const Snapshot& old,
-                                                    const std::string& file_path, int list_parallelism) {
-  SnapshotOptions options{.source_uri = old.source_uri(), .prefix = old.prefix(), .list_parallelism = list_parallelism};
+                                                    const std::string& file_path,
+                                                    int list_parallelism) {
+  SnapshotOptions options{
+      .source_uri = old.source_uri(), .prefix = old.prefix(), .list_parallelism = list_parallelism};
   return Build(ufs, options, file_path, old.version() + 1);
 }
 

@@ -53,7 +53,8 @@ class TreeBuilder {
   // Adds object i whose relative path is `rel` (already validated).
   void AddFile(uint32_t i, std::string_view rel) {
     size_t slash = rel.rfind('/');
-    std::string_view dir = slash == std::string_view::npos ? std::string_view() : rel.substr(0, slash);
+    std::string_view dir =
+        slash == std::string_view::npos ? std::string_view() : rel.substr(0, slash);
     if (dir != last_dir_path_) {
       last_dir_ = DirNode(dir);
       last_dir_path_ = dir;
@@ -79,8 +80,9 @@ class TreeBuilder {
         if (nodes_[a].name != nodes_[b].name) return nodes_[a].name < nodes_[b].name;
         return nodes_[a].is_dir() && !nodes_[b].is_dir();  // the directory first
       });
-      auto last = std::unique(ch.begin(), ch.end(),
-                              [&](uint32_t a, uint32_t b) { return nodes_[a].name == nodes_[b].name; });
+      auto last = std::unique(ch.begin(), ch.end(), [&](uint32_t a, uint32_t b) {
+        return nodes_[a].name == nodes_[b].name;
+      });
       conflicts += static_cast<uint64_t>(ch.end() - last);
       ch.erase(last, ch.end());
     }
@@ -105,7 +107,8 @@ class TreeBuilder {
     auto it = dirs_.find(std::string(path));
     if (it != dirs_.end()) return it->second;
     size_t slash = path.rfind('/');
-    uint32_t parent = DirNode(slash == std::string_view::npos ? std::string_view() : path.substr(0, slash));
+    uint32_t parent =
+        DirNode(slash == std::string_view::npos ? std::string_view() : path.substr(0, slash));
     auto id = static_cast<uint32_t>(nodes_.size());
     auto [ins, ok] = dirs_.emplace(std::string(path), id);
     std::string_view key = ins->first;  // stable: unordered_map nodes do not move
@@ -174,7 +177,8 @@ class ChecksumWriter {
 };
 
 // Header bytes (struct + source_uri + prefix + padding), checksums unset.
-std::string MakeHeader(const FileHeader& h, const std::string& source_uri, const std::string& prefix) {
+std::string MakeHeader(const FileHeader& h, const std::string& source_uri,
+                       const std::string& prefix) {
   std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
   out += source_uri;
   out += prefix;
@@ -193,7 +197,8 @@ Result<Layout> MakeRecords(const TreeBuilder& tree, const std::vector<uint32_t>&
   Layout l;
   l.records.resize(order.size());
   std::vector<uint32_t> ino_of(tree.node_count(), 0);
-  for (size_t pos = 0; pos < order.size(); ++pos) ino_of[order[pos]] = static_cast<uint32_t>(pos + 1);
+  for (size_t pos = 0; pos < order.size(); ++pos)
+    ino_of[order[pos]] = static_cast<uint32_t>(pos + 1);
   uint64_t next_child = 2;  // breadth-first: children ranges follow in directory order
   for (size_t pos = 0; pos < order.size(); ++pos) {
     const Node& n = tree.node(order[pos]);
@@ -206,7 +211,8 @@ Result<Layout> MakeRecords(const TreeBuilder& tree, const std::vector<uint32_t>&
       r.child_count = static_cast<uint32_t>(n.children.size());
       r.first_child = n.children.empty() ? 0 : static_cast<uint32_t>(next_child);
       next_child += n.children.size();
-      for (uint32_t c : n.children) l.records[ino_of[c] - 1].parent = static_cast<uint32_t>(pos + 1);
+      for (uint32_t c : n.children)
+        l.records[ino_of[c] - 1].parent = static_cast<uint32_t>(pos + 1);
       ++l.dirs;
     } else {
       const ObjectInfo& o = objects[n.object];
@@ -229,12 +235,13 @@ Result<Layout> MakeRecords(const TreeBuilder& tree, const std::vector<uint32_t>&
 // Writes the whole file to fd.
 Status WriteSnapshotFile(int fd, const std::string& name, const Layout& l, const TreeBuilder& tree,
                          const std::vector<uint32_t>& order, const std::vector<ObjectInfo>& objects,
-                         const SnapshotOptions& options, const std::string& prefix, uint64_t version,
-                         const SnapshotSkips& skips) {
+                         const SnapshotOptions& options, const std::string& prefix,
+                         uint64_t version, const SnapshotSkips& skips) {
   FileHeader h{};
   std::memcpy(h.magic, snapshot_format::kMagic, sizeof(h.magic));
   h.format_version = snapshot_format::kFormatVersion;
-  h.header_size = static_cast<uint32_t>((sizeof(FileHeader) + options.source_uri.size() + prefix.size() + 7) & ~size_t{7});
+  h.header_size = static_cast<uint32_t>(
+      (sizeof(FileHeader) + options.source_uri.size() + prefix.size() + 7) & ~size_t{7});
   h.snapshot_version = version;
   h.created_ns = Clock::Real()->WallNanos();
   h.entry_count = l.records.size();
@@ -255,10 +262,12 @@ Status WriteSnapshotFile(int fd, const std::string& name, const Layout& l, const
   ChecksumWriter w(fd, name);
   w.set_offset(h.header_size);
   RETURN_IF_ERROR(w.Append(l.records.data(), l.records.size() * sizeof(Record)));
-  for (uint32_t id : order) RETURN_IF_ERROR(w.Append(tree.node(id).name.data(), tree.node(id).name.size()));
+  for (uint32_t id : order)
+    RETURN_IF_ERROR(w.Append(tree.node(id).name.data(), tree.node(id).name.size()));
   for (uint32_t id : order) {
     const Node& n = tree.node(id);
-    if (!n.is_dir()) RETURN_IF_ERROR(w.Append(objects[n.object].etag.data(), objects[n.object].etag.size()));
+    if (!n.is_dir())
+      RETURN_IF_ERROR(w.Append(objects[n.object].etag.data(), objects[n.object].etag.size()));
   }
   RETURN_IF_ERROR(w.Flush());
   h.body_checksum = w.digest();
@@ -318,7 +327,8 @@ Status ValidateOptions(const SnapshotOptions& options) {
                            std::to_string(options.list_parallelism) + " must be >= 1");
   }
   if (options.source_uri.size() > 65536 || options.prefix.size() > 65536) {
-    return InvalidArgument("snapshot " + options.source_uri.substr(0, 200) + ": source_uri or prefix too long");
+    return InvalidArgument("snapshot " + options.source_uri.substr(0, 200) +
+                           ": source_uri or prefix too long");
   }
   return Status::Ok();
 }
@@ -335,7 +345,8 @@ class TempFile {
     static std::atomic<uint64_t> counter{0};
     auto t = std::unique_ptr<TempFile>(new TempFile);
     t->final_ = path;
-    t->tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+    t->tmp_ =
+        path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
     t->fd_ = ::open(t->tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, kCacheFileMode);
     if (t->fd_ < 0) return ErrnoStatus("create " + t->tmp_, errno);
     return t;
@@ -350,10 +361,12 @@ class TempFile {
   // fsync, rename over the final path, fsync the directory.
   Status Commit() {
     if (::fsync(fd_) != 0) return ErrnoStatus("fsync " + tmp_, errno);
-    if (::rename(tmp_.c_str(), final_.c_str()) != 0) return ErrnoStatus("rename " + tmp_ + " to " + final_, errno);
+    if (::rename(tmp_.c_str(), final_.c_str()) != 0)
+      return ErrnoStatus("rename " + tmp_ + " to " + final_, errno);
     committed_ = true;
     size_t slash = final_.rfind('/');
-    std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : final_.substr(0, slash));
+    std::string dir =
+        slash == std::string::npos ? "." : (slash == 0 ? "/" : final_.substr(0, slash));
     int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return ErrnoStatus("open directory " + dir, errno);
     int rc = ::fsync(dfd);
@@ -388,10 +401,11 @@ Result<std::unique_ptr<Snapshot>> Snapshot::BuildFromEntries(std::vector<ObjectI
   RETURN_IF_ERROR(snapshot_internal::ValidateOptions(options));
   const std::string prefix = snapshot_internal::NormalizePrefix(options.prefix);
   auto by_key = [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; };
-  if (!std::is_sorted(objects.begin(), objects.end(), by_key)) std::sort(objects.begin(), objects.end(), by_key);
+  if (!std::is_sorted(objects.begin(), objects.end(), by_key))
+    std::sort(objects.begin(), objects.end(), by_key);
   if (objects.size() >= snapshot_format::kMaxEntries) {
-    return InvalidArgument("snapshot of " + options.source_uri + ": " + std::to_string(objects.size()) +
-                           " objects exceed the format's limit");
+    return InvalidArgument("snapshot of " + options.source_uri + ": " +
+                           std::to_string(objects.size()) + " objects exceed the format's limit");
   }
   SnapshotSkips skips;
   std::vector<std::string> examples;
@@ -419,19 +433,20 @@ Result<std::unique_ptr<Snapshot>> Snapshot::BuildFromEntries(std::vector<ObjectI
   }
   skips.file_dir_conflicts = tree.SortAndResolve();
   if (skips.invalid_names > 0) {
-    GLOG_WARN("snapshot of {}: skipped {} keys that are not valid relative paths, e.g. {}", options.source_uri,
-              skips.invalid_names, fmt::join(examples, ", "));
+    GLOG_WARN("snapshot of {}: skipped {} keys that are not valid relative paths, e.g. {}",
+              options.source_uri, skips.invalid_names, fmt::join(examples, ", "));
   }
   if (skips.file_dir_conflicts > 0) {
-    GLOG_WARN("snapshot of {}: skipped {} files whose path is also a directory (the directory is kept)",
-              options.source_uri, skips.file_dir_conflicts);
+    GLOG_WARN(
+        "snapshot of {}: skipped {} files whose path is also a directory (the directory is kept)",
+        options.source_uri, skips.file_dir_conflicts);
   }
   std::vector<uint32_t> order = tree.InodeOrder();
   ASSIGN_OR_RETURN(Layout layout, MakeRecords(tree, order, objects));
 
   ASSIGN_OR_RETURN(auto tmp, TempFile::Create(file_path));
-  RETURN_IF_ERROR(WriteSnapshotFile(tmp->fd(), tmp->tmp_path(), layout, tree, order, objects, options,
-                                    prefix, version, skips));
+  RETURN_IF_ERROR(WriteSnapshotFile(tmp->fd(), tmp->tmp_path(), layout, tree, order, objects,
+                                    options, prefix, version, skips));
   if (::fsync(tmp->fd()) != 0) return ErrnoStatus("fsync " + tmp->tmp_path(), errno);
   ASSIGN_OR_RETURN(auto snap, FromFd(tmp->fd(), tmp->tmp_path()));
   RETURN_IF_ERROR(tmp->Commit());

@@ -23,8 +23,8 @@ static_assert(std::endian::native == std::endian::little, "snapshot files are li
 
 inline constexpr char kMagic[8] = {'G', 'R', 'N', 'Y', 'S', 'N', 'A', 'P'};
 inline constexpr uint32_t kFormatVersion = 1;
-inline constexpr uint32_t kMaxNameBytes = 255;     // one path component
-inline constexpr uint32_t kMaxEtagBytes = 65535;   // fits Record::etag_len
+inline constexpr uint32_t kMaxNameBytes = 255;          // one path component
+inline constexpr uint32_t kMaxEtagBytes = 65535;        // fits Record::etag_len
 inline constexpr uint64_t kMaxEntries = 0xFFFFFFFEull;  // inodes fit in uint32
 
 // Record::flags bits.
@@ -56,8 +56,10 @@ struct FileHeader {
   uint32_t reserved;             // 0
 };
 static_assert(sizeof(FileHeader) == 152);
-static_assert(offsetof(FileHeader, header_checksum) == 16 && offsetof(FileHeader, snapshot_version) == 40 &&
-              offsetof(FileHeader, skipped_invalid) == 112 && offsetof(FileHeader, source_uri_len) == 136);
+static_assert(offsetof(FileHeader, header_checksum) == 16 &&
+              offsetof(FileHeader, snapshot_version) == 40 &&
+              offsetof(FileHeader, skipped_invalid) == 112 &&
+              offsetof(FileHeader, source_uri_len) == 136);
 
 struct Record {
   uint64_t size;         // files: bytes; dirs: 0

@@ -10,8 +10,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -35,8 +35,9 @@ struct Model {
 };
 
 std::string RandomName(std::mt19937& rng) {
-  static const std::vector<std::string> kPieces = {"a", "b", "Z", "0", "9", " ", "-", "_", ".",
-                                                   "é", "日本", "ß", "x y", "~", "+", "\xf0\x9f\x90\x88"};
+  static const std::vector<std::string> kPieces = {
+      "a", "b", "Z",    "0", "9",   " ", "-", "_",
+      ".", "é", "日本", "ß", "x y", "~", "+", "\xf0\x9f\x90\x88"};
   std::string name;
   int len = 1 + static_cast<int>(rng() % 4);
   for (int i = 0; i < len; ++i) name += kPieces[rng() % kPieces.size()];
@@ -157,7 +158,9 @@ void CheckAgainstModel(const Snapshot& s, const Model& m) {
   EXPECT_EQ(s.Get(1)->parent, 1u);
 }
 
-SnapshotOptions DsOptions() { return SnapshotOptions{.source_uri = "mem://test/ds", .prefix = "ds"}; }
+SnapshotOptions DsOptions() {
+  return SnapshotOptions{.source_uri = "mem://test/ds", .prefix = "ds"};
+}
 
 TEST(Snapshot, RandomTreesMatchReferenceModelAfterBuildAndLoad) {
   for (uint32_t seed = 1; seed <= 12; ++seed) {
@@ -270,8 +273,10 @@ TEST(Snapshot, CorruptFilesAreDetectedAndRebuiltFromTheOrigin) {
     auto loaded = Snapshot::Load(path);
     ASSERT_FALSE(loaded.ok());
     EXPECT_EQ(loaded.status().code(), Code::kCorruption) << loaded.status().ToString();
-    EXPECT_NE(loaded.status().message().find(path), std::string::npos) << loaded.status().ToString();
-    EXPECT_NE(loaded.status().message().find(d.expect), std::string::npos) << loaded.status().ToString();
+    EXPECT_NE(loaded.status().message().find(path), std::string::npos)
+        << loaded.status().ToString();
+    EXPECT_NE(loaded.status().message().find(d.expect), std::string::npos)
+        << loaded.status().ToString();
 
     uint64_t lists_before = ufs.stats().list_requests;
     auto rebuilt = Snapshot::LoadOrBuild(ufs, DsOptions(), path);
@@ -451,15 +456,19 @@ TEST(Snapshot, FailedListingKeepsThePreviousVersionOnDisk) {
   auto v2 = Snapshot::Rebuild(ufs, **v1, path);
   ASSERT_FALSE(v2.ok());
   EXPECT_EQ(v2.status().code(), Code::kUnavailable);
-  EXPECT_NE(v2.status().message().find("mem://test/ds"), std::string::npos) << v2.status().ToString();
+  EXPECT_NE(v2.status().message().find("mem://test/ds"), std::string::npos)
+      << v2.status().ToString();
   auto still = Snapshot::Load(path);
   ASSERT_TRUE(still.ok());
   EXPECT_EQ((*still)->version(), 1u);
-  EXPECT_EQ(std::distance(fs::directory_iterator(fs::path(path).parent_path()), fs::directory_iterator{}), 1);
+  EXPECT_EQ(
+      std::distance(fs::directory_iterator(fs::path(path).parent_path()), fs::directory_iterator{}),
+      1);
 
   Truncate(path, 10);
   auto rebuilt = Snapshot::LoadOrBuild(ufs, DsOptions(), path);
-  EXPECT_EQ(rebuilt.status().code(), Code::kUnavailable) << "a corrupt snapshot and a failing origin: an error";
+  EXPECT_EQ(rebuilt.status().code(), Code::kUnavailable)
+      << "a corrupt snapshot and a failing origin: an error";
 }
 
 TEST(Snapshot, MissingFileIsNotFoundAndBadOptionsAreRejected) {
@@ -470,23 +479,26 @@ TEST(Snapshot, MissingFileIsNotFoundAndBadOptionsAreRejected) {
   testing::MemUfs ufs;
   auto no_uri = Snapshot::Build(ufs, SnapshotOptions{}, dir.File("s"), 1);
   EXPECT_EQ(no_uri.status().code(), Code::kInvalidArgument);
-  auto bad_par = Snapshot::Build(ufs, SnapshotOptions{.source_uri = "u", .list_parallelism = 0}, dir.File("s"), 1);
+  auto bad_par = Snapshot::Build(ufs, SnapshotOptions{.source_uri = "u", .list_parallelism = 0},
+                                 dir.File("s"), 1);
   EXPECT_EQ(bad_par.status().code(), Code::kInvalidArgument);
   EXPECT_NE(bad_par.status().message().find("list_parallelism"), std::string::npos);
-  auto no_dir = Snapshot::Build(ufs, SnapshotOptions{.source_uri = "u"}, dir.File("no/such/dir/s"), 1);
+  auto no_dir =
+      Snapshot::Build(ufs, SnapshotOptions{.source_uri = "u"}, dir.File("no/such/dir/s"), 1);
   EXPECT_EQ(no_dir.status().code(), Code::kNotFound) << no_dir.status().ToString();
 }
 
 TEST(Snapshot, BadKeysAreSkippedAndCounted) {
   TempDir dir;
   testing::MemUfs ufs;
-  for (const std::string& bad : std::vector<std::string>{"ds/a//b", "ds/./x", "ds/../x", "ds/x/..", "ds/y/./z",
-                                 "ds/" + std::string(256, 'n'), std::string("ds/nul\0x", 8)}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"ds/a//b", "ds/./x", "ds/../x", "ds/x/..", "ds/y/./z",
+                                "ds/" + std::string(256, 'n'), std::string("ds/nul\0x", 8)}) {
     ufs.Put(bad, "bad");
   }
-  ufs.Put("ds/", "");        // marker of the dataset root
-  ufs.Put("ds/dir/", "");    // directory marker: an (empty) directory
-  ufs.Put("ds/m//", "");     // a marker with an empty component: invalid
+  ufs.Put("ds/", "");      // marker of the dataset root
+  ufs.Put("ds/dir/", "");  // directory marker: an (empty) directory
+  ufs.Put("ds/m//", "");   // a marker with an empty component: invalid
   ufs.Put("ds/ok/file", "good");
   ufs.Put("ds/" + std::string(255, 'm'), "longest allowed name");
   ufs.Put("ds/f", "file that is also a directory");
@@ -526,7 +538,8 @@ TEST(Snapshot, DirectoryMarkersAppearAsDirectories) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ((*s)->file_count(), 2u);
   std::vector<std::string> root;
-  for (const EntryView& e : (*s)->ReadDir(1, 0, 10)) root.emplace_back(e.name);  // the root is inode 1
+  for (const EntryView& e : (*s)->ReadDir(1, 0, 10))
+    root.emplace_back(e.name);  // the root is inode 1
   EXPECT_EQ(root, (std::vector<std::string>{"deep", "train", "valid"}));
   for (const char* d : {"valid", "deep", "deep/er", "train"}) {
     auto ino = (*s)->FindPath(d);
@@ -586,10 +599,11 @@ TEST(Snapshot, TwoHundredThousandEntriesBuildAndLoad) {
   std::vector<ObjectInfo> objects;
   for (int d = 0; d < 200; ++d) {
     for (int f = 0; f < 1000; ++f) {
-      objects.push_back(ObjectInfo{.key = "big/train/d" + std::to_string(d) + "/img_" + std::to_string(f) + ".JPEG",
-                                   .size = static_cast<uint64_t>(100'000 + f),
-                                   .mtime_ns = 1,
-                                   .etag = "0123456789abcdef0123456789abcdef"});
+      objects.push_back(ObjectInfo{
+          .key = "big/train/d" + std::to_string(d) + "/img_" + std::to_string(f) + ".JPEG",
+          .size = static_cast<uint64_t>(100'000 + f),
+          .mtime_ns = 1,
+          .etag = "0123456789abcdef0123456789abcdef"});
     }
   }
   SnapshotOptions opt{.source_uri = "mem://big", .prefix = "big"};

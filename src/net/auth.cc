@@ -143,8 +143,8 @@ Result<std::string> ReadSecretFile(const std::string& path) {
   if (secret.empty()) return InvalidArgument("peer secret file " + path + " is empty");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-    GLOG_WARN("peer secret file {} is readable by group or others (mode {:o}); chmod 600 it",
-              path, st.st_mode & 0777);
+    GLOG_WARN("peer secret file {} is readable by group or others (mode {:o}); chmod 600 it", path,
+              st.st_mode & 0777);
   }
   return secret;
 }

@@ -1,11 +1,11 @@
 // Auth step tests: proofs, the handshake decisions, ReadSecretFile.
+#include "net/auth.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
-
-#include "net/auth.h"
 
 namespace granary::net {
 namespace {
@@ -13,8 +13,8 @@ namespace {
 constexpr char kSecret[] = "correct-horse-battery-staple";
 
 AuthConfig Node(std::string secret, std::string dataset = "ds", std::string id = "node") {
-  return AuthConfig{.secret = std::move(secret), .dataset = std::move(dataset),
-                    .node_id = std::move(id)};
+  return AuthConfig{
+      .secret = std::move(secret), .dataset = std::move(dataset), .node_id = std::move(id)};
 }
 
 // Runs the three steps; returns the first failure.

@@ -34,18 +34,18 @@ inline constexpr uint32_t kMaxPayload = 64u << 20;
 
 // The operation a frame carries. Values are wire values; never renumber.
 enum class Op : uint8_t {
-  kHello = 1,         // server → client at connect: version, auth mode, server nonce, node, dataset
-  kAuth = 2,          // client → server: auth mode, client nonce, client proof, dataset, node
-  kAuthOk = 3,        // server → client: server proof; the connection is open for requests
-  kGetBlock = 4,      // client → server: read one block (BlockRequest)
-  kBlock = 5,         // server → client: the block's bytes (the raw payload)
-  kWarm = 6,          // client → server: cache a whole object here (BlockRequest)
-  kWarmDone = 7,      // server → client: warm finished; u8 cached flag
-  kStatus = 8,        // client → server: ask for this node's status (empty body)
-  kStatusReply = 9,   // server → client: status JSON text (the raw payload)
-  kError = 10,        // either way: a request (or the handshake) failed: Code + message
-  kPing = 11,         // client → server: liveness probe (empty body)
-  kPong = 12,         // server → client: answer to kPing (empty body)
+  kHello = 1,     // server → client at connect: version, auth mode, server nonce, node, dataset
+  kAuth = 2,      // client → server: auth mode, client nonce, client proof, dataset, node
+  kAuthOk = 3,    // server → client: server proof; the connection is open for requests
+  kGetBlock = 4,  // client → server: read one block (BlockRequest)
+  kBlock = 5,     // server → client: the block's bytes (the raw payload)
+  kWarm = 6,      // client → server: cache a whole object here (BlockRequest)
+  kWarmDone = 7,  // server → client: warm finished; u8 cached flag
+  kStatus = 8,    // client → server: ask for this node's status (empty body)
+  kStatusReply = 9,      // server → client: status JSON text (the raw payload)
+  kError = 10,           // either way: a request (or the handshake) failed: Code + message
+  kPing = 11,            // client → server: liveness probe (empty body)
+  kPong = 12,            // server → client: answer to kPing (empty body)
   kGetCachedBlock = 13,  // client → server: one block only if the server holds it (BlockRequest);
                          // never fetched for it: NotFound otherwise (a handover's request)
 };
@@ -60,9 +60,9 @@ bool IsKnownOp(uint8_t op);
 // One decoded frame. request_id 0 is used by the handshake and by connection-level errors.
 struct Frame {
   Op op = Op::kPing;
-  uint16_t flags = 0;        // reserved: 0 in version 1
-  uint64_t request_id = 0;   // matches a reply to its request
-  std::string payload;       // the body, already checksum-verified
+  uint16_t flags = 0;       // reserved: 0 in version 1
+  uint64_t request_id = 0;  // matches a reply to its request
+  std::string payload;      // the body, already checksum-verified
 };
 
 // A frame header, decoded and checked: everything but the payload checksum,

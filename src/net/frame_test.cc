@@ -1,8 +1,9 @@
 // Frame codec and body codec tests: round trips, every decode error, and
 // truncated input that must wait for more bytes.
+#include "net/frame.h"
+
 #include <gtest/gtest.h>
 
-#include "net/frame.h"
 #include "net/messages.h"
 
 namespace granary::net {
@@ -118,9 +119,9 @@ TEST(FrameTest, PayloadChecksum) {
 }
 
 TEST(FrameTest, UnknownOpAndReservedFlags) {
-  ExpectCorruption(DecodeOne(EncodeFrameHeader(static_cast<Op>(99), 0, 1, 0, PayloadChecksum("")))
-                       .status(),
-                   "unknown frame op 99");
+  ExpectCorruption(
+      DecodeOne(EncodeFrameHeader(static_cast<Op>(99), 0, 1, 0, PayloadChecksum(""))).status(),
+      "unknown frame op 99");
   ExpectCorruption(DecodeOne(EncodeFrameHeader(Op::kPing, 4, 1, 0, PayloadChecksum(""))).status(),
                    "reserved frame flags");
 }
@@ -155,11 +156,17 @@ BlockRequest SampleRequest() {
 }
 
 TEST(BodyTest, RoundTrips) {
-  HelloBody hello{.version = kProtocolVersion, .mode = AuthMode::kHmacSha256, .server_nonce = {1, 2, 3},
-                  .node_id = "node-a", .dataset = "ds"};
+  HelloBody hello{.version = kProtocolVersion,
+                  .mode = AuthMode::kHmacSha256,
+                  .server_nonce = {1, 2, 3},
+                  .node_id = "node-a",
+                  .dataset = "ds"};
   EXPECT_EQ(*DecodeHello(EncodeHello(hello)), hello);
-  AuthBody auth{.mode = AuthMode::kNone, .client_nonce = {9}, .proof = {7, 7},
-                .dataset = "ds", .node_id = "node-b"};
+  AuthBody auth{.mode = AuthMode::kNone,
+                .client_nonce = {9},
+                .proof = {7, 7},
+                .dataset = "ds",
+                .node_id = "node-b"};
   EXPECT_EQ(*DecodeAuth(EncodeAuth(auth)), auth);
   AuthOkBody ok{.proof = {5}};
   EXPECT_EQ(*DecodeAuthOk(EncodeAuthOk(ok)), ok);
@@ -177,19 +184,20 @@ TEST(BodyTest, RoundTrips) {
 
 TEST(BodyTest, TruncatedBodiesRejected) {
   HelloBody hello{.node_id = "n", .dataset = "ds"};
-  ExpectPrefixesRejected(EncodeHello(hello), [](auto b) { return DecodeHello(b).status(); },
-                         "hello");
-  ExpectPrefixesRejected(EncodeAuth(AuthBody{.dataset = "ds", .node_id = "n"}),
-                         [](auto b) { return DecodeAuth(b).status(); }, "auth");
-  ExpectPrefixesRejected(EncodeAuthOk(AuthOkBody{}),
-                         [](auto b) { return DecodeAuthOk(b).status(); }, "auth_ok");
-  ExpectPrefixesRejected(EncodeBlockRequest(SampleRequest()),
-                         [](auto b) { return DecodeBlockRequest(b, Op::kGetBlock).status(); },
-                         "get_block");
-  ExpectPrefixesRejected(EncodeWarmDone(true), [](auto b) { return DecodeWarmDone(b).status(); },
-                         "warm_done");
-  ExpectPrefixesRejected(EncodeError(NotFound("x")),
-                         [](auto b) { return DecodeError(b).status(); }, "error");
+  ExpectPrefixesRejected(
+      EncodeHello(hello), [](auto b) { return DecodeHello(b).status(); }, "hello");
+  ExpectPrefixesRejected(
+      EncodeAuth(AuthBody{.dataset = "ds", .node_id = "n"}),
+      [](auto b) { return DecodeAuth(b).status(); }, "auth");
+  ExpectPrefixesRejected(
+      EncodeAuthOk(AuthOkBody{}), [](auto b) { return DecodeAuthOk(b).status(); }, "auth_ok");
+  ExpectPrefixesRejected(
+      EncodeBlockRequest(SampleRequest()),
+      [](auto b) { return DecodeBlockRequest(b, Op::kGetBlock).status(); }, "get_block");
+  ExpectPrefixesRejected(
+      EncodeWarmDone(true), [](auto b) { return DecodeWarmDone(b).status(); }, "warm_done");
+  ExpectPrefixesRejected(
+      EncodeError(NotFound("x")), [](auto b) { return DecodeError(b).status(); }, "error");
 }
 
 TEST(BodyTest, OversizedFieldsRejected) {

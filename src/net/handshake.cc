@@ -67,8 +67,8 @@ void SendHandshakeRefusal(int fd, const Status& why, Deadline deadline) {
   WriteFrame(fd, Op::kError, 0, EncodeError(why), deadline).IgnoreError();
 }
 
-Status ClientHandshake(int fd, FrameDecoder& decoder, const AuthConfig& self,
-                       std::string_view peer, Deadline deadline) {
+Status ClientHandshake(int fd, FrameDecoder& decoder, const AuthConfig& self, std::string_view peer,
+                       Deadline deadline) {
   const std::string context = "peer " + std::string(peer);
   const std::string refused = context + " refused the connection";
   auto read = [&]() -> Result<Frame> {

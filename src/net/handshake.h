@@ -49,7 +49,7 @@ void SendHandshakeRefusal(int fd, const Status& why, Deadline deadline);
 // "peer <peer>": PermissionDenied (refused, or the server failed to prove
 // the secret), InvalidArgument (dataset mismatch), Corruption (protocol),
 // Unavailable (timeout, closed), or the code of the server's kError.
-Status ClientHandshake(int fd, FrameDecoder& decoder, const AuthConfig& self,
-                       std::string_view peer, Deadline deadline);
+Status ClientHandshake(int fd, FrameDecoder& decoder, const AuthConfig& self, std::string_view peer,
+                       Deadline deadline);
 
 }  // namespace granary::net

@@ -43,8 +43,7 @@ class BodyReader {
   // Fails if bytes remain after the last field.
   Status Finish() const {
     if (pos_ == data_.size()) return Status::Ok();
-    return Corruption(body_ + " body: " + std::to_string(data_.size() - pos_) +
-                      " trailing bytes");
+    return Corruption(body_ + " body: " + std::to_string(data_.size() - pos_) + " trailing bytes");
   }
 
   std::string Where(std::string_view field) const {

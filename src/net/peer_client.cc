@@ -128,7 +128,8 @@ PeerClient::Outcome PeerClient::Connection::Call(Op op, std::string_view payload
     MutexLock lock(write_mu_);
     Status s = WriteFrame(fd_, op, id, payload, deadline);
     // A frame may be half sent: nothing else can follow it on this socket.
-    if (!s.ok()) Break(Unavailable("connection lost: " + s.message()), PeerErrorKind::kConnectionLost);
+    if (!s.ok())
+      Break(Unavailable("connection lost: " + s.message()), PeerErrorKind::kConnectionLost);
   }
   MutexLock lock(mu_);
   if (!p->cv.WaitUntil(lock, deadline, [&] { return p->outcome.has_value(); })) {
@@ -293,8 +294,7 @@ Result<std::shared_ptr<PeerClient::Connection>> PeerClient::OpenConnection(Deadl
   const Deadline start = Now();
   const Deadline until = std::min(deadline, start + opts_.connect_timeout);
   auto budget_ms = [&] {
-    return std::to_string(
-        std::chrono::ceil<std::chrono::milliseconds>(until - start).count());
+    return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(until - start).count());
   };
   auto fd = ConnectTcp(address_, until);
   if (!fd.ok()) {
@@ -319,7 +319,7 @@ Result<std::shared_ptr<PeerClient::Connection>> PeerClient::OpenConnection(Deadl
 }
 
 Result<std::shared_ptr<PeerClient::Connection>> PeerClient::Acquire(Deadline deadline,
-                                                                     bool* reused) {
+                                                                    bool* reused) {
   Slot& slot = *slots_[next_slot_.fetch_add(1) % slots_.size()];
   std::shared_ptr<Connection> stale;  // a broken connection, destroyed outside the lock
   {

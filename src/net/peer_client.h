@@ -59,19 +59,19 @@ inline constexpr size_t kPeerErrorKinds = 7;
 const char* PeerErrorKindName(PeerErrorKind kind);
 
 struct PeerClientOptions {
-  std::string secret;                                // shared secret; "" = insecure
-  std::string dataset;                               // dataset id this node serves
-  std::string node_id;                               // this node's id (sent in kAuth)
-  std::chrono::milliseconds connect_timeout{1000};   // connect + handshake
-  std::chrono::milliseconds request_timeout{5000};   // end-to-end per request
-  int connections = 2;                               // pool per peer (at least 1)
+  std::string secret;                               // shared secret; "" = insecure
+  std::string dataset;                              // dataset id this node serves
+  std::string node_id;                              // this node's id (sent in kAuth)
+  std::chrono::milliseconds connect_timeout{1000};  // connect + handshake
+  std::chrono::milliseconds request_timeout{5000};  // end-to-end per request
+  int connections = 2;                              // pool per peer (at least 1)
 };
 
 // Counters since construction (monotonic).
 struct PeerClientStats {
-  uint64_t requests = 0;        // calls made
-  uint64_t bytes_received = 0;  // reply frame bytes, headers included
-  uint64_t connects = 0;        // connections opened (handshake done)
+  uint64_t requests = 0;                           // calls made
+  uint64_t bytes_received = 0;                     // reply frame bytes, headers included
+  uint64_t connects = 0;                           // connections opened (handshake done)
   std::array<uint64_t, kPeerErrorKinds> errors{};  // failed calls by PeerErrorKind
   // Call latency: count per bucket of kPeerLatencyBounds (not cumulative; last = +Inf), and sum.
   std::array<uint64_t, kPeerLatencyBuckets> latency_buckets{};

@@ -37,7 +37,7 @@ struct ServerConn {
   CondVar cv;      // signalled when in_flight drops or closing is set
   int in_flight GUARDED_BY(mu) = 0;     // requests queued or running
   bool closing GUARDED_BY(mu) = false;  // the server is stopping: the reader must not wait
-  std::atomic<bool> done{false};  // the reader has finished
+  std::atomic<bool> done{false};        // the reader has finished
 
   void Release() {
     {
@@ -120,8 +120,7 @@ Status PeerServerOptions::Validate() const {
   RETURN_IF_ERROR(SplitHostPort(listen, "peer listen address"));
   if (dataset.empty()) return bad("dataset is required");
   if (dataset.size() > kMaxTokenLength || node_id.size() > kMaxTokenLength) {
-    return bad("dataset and node_id must be at most " + std::to_string(kMaxTokenLength) +
-               " bytes");
+    return bad("dataset and node_id must be at most " + std::to_string(kMaxTokenLength) + " bytes");
   }
   if (io_timeout.count() <= 0) return bad("io_timeout must be positive");
   if (max_connections < 1) return bad("max_connections must be at least 1");
@@ -144,8 +143,9 @@ Result<std::unique_ptr<PeerServer>> PeerServer::Start(PeerServerOptions o, PeerS
   st->auth = AuthConfig{.secret = o.secret, .dataset = o.dataset, .node_id = o.node_id};
   st->service = service;
   // A bounded queue: a flood of requests gets quick "busy" answers, not memory.
-  st->workers = std::make_unique<ThreadPool>(
-      o.worker_threads, "granary-peer", std::max<size_t>(1, static_cast<size_t>(o.max_queued_requests)));
+  st->workers =
+      std::make_unique<ThreadPool>(o.worker_threads, "granary-peer",
+                                   std::max<size_t>(1, static_cast<size_t>(o.max_queued_requests)));
   st->opts = std::move(o);
   st->acceptor = std::thread([s = st.get()] { s->AcceptLoop(); });
   GLOG_INFO("peer server: serving dataset {} on {} ({})", st->auth.dataset, st->address,
@@ -378,8 +378,8 @@ Result<BlockRequest> PeerServer::State::DecodeRequest(const Frame& f) {
 
 Status PeerServer::State::HandleGetBlock(ServerConn& conn, const Frame& f) {
   ASSIGN_OR_RETURN(BlockRequest r, DecodeRequest(f));
-  ASSIGN_OR_RETURN(BlockPayload p, f.op == Op::kGetCachedBlock ? service->GetCachedBlock(r)
-                                                                 : service->GetBlock(r));
+  ASSIGN_OR_RETURN(BlockPayload p,
+                   f.op == Op::kGetCachedBlock ? service->GetCachedBlock(r) : service->GetBlock(r));
   if (p.bytes) {
     FdGuard unused{p.fd};
     if (p.bytes->size() > kMaxPayload) {
@@ -409,8 +409,7 @@ Status PeerServer::State::SendFileBlock(ServerConn& conn, uint64_t id, const Blo
   } else {
     ASSIGN_OR_RETURN(sum, ChecksumFileRange(p.fd, p.file_offset, p.length));
   }
-  std::string header =
-      EncodeFrameHeader(Op::kBlock, 0, id, static_cast<uint32_t>(p.length), sum);
+  std::string header = EncodeFrameHeader(Op::kBlock, 0, id, static_cast<uint32_t>(p.length), sum);
   MutexLock lock(conn.write_mu);
   c.bytes_sent.fetch_add(header.size() + p.length);
   Deadline d = After(opts.io_timeout);

@@ -58,7 +58,7 @@ struct PeerServerStats {
   uint64_t busy_rejections = 0;       // requests answered "busy" (queue full)
   uint64_t service_errors = 0;        // requests answered with a kError from the service
   std::array<uint64_t, kOpSlots> requests_by_op{};  // frames received after the handshake, by op
-  uint64_t bytes_sent = 0;            // reply bytes, headers included (counted as a reply starts)
+  uint64_t bytes_sent = 0;  // reply bytes, headers included (counted as a reply starts)
 };
 
 class PeerServer {

@@ -97,8 +97,13 @@ class FakeService : public PeerService {
 
 BlockRequest Req(std::string key, uint64_t size = 100000, uint64_t offset = 1000,
                  uint64_t length = 50000) {
-  return BlockRequest{.dataset = "ds", .key = std::move(key), .etag = "e1", .size = size,
-                      .block = 0, .offset = offset, .length = length};
+  return BlockRequest{.dataset = "ds",
+                      .key = std::move(key),
+                      .etag = "e1",
+                      .size = size,
+                      .block = 0,
+                      .offset = offset,
+                      .length = length};
 }
 
 class PeerTest : public ::testing::Test {
@@ -117,9 +122,12 @@ class PeerTest : public ::testing::Test {
     return s.ok() ? std::move(*s) : nullptr;
   }
   static PeerClientOptions ClientOpts(std::string secret = "s3cret", std::string dataset = "ds") {
-    return PeerClientOptions{.secret = std::move(secret), .dataset = std::move(dataset),
-                             .node_id = "client-node", .connect_timeout = milliseconds(1000),
-                             .request_timeout = milliseconds(5000), .connections = 2};
+    return PeerClientOptions{.secret = std::move(secret),
+                             .dataset = std::move(dataset),
+                             .node_id = "client-node",
+                             .connect_timeout = milliseconds(1000),
+                             .request_timeout = milliseconds(5000),
+                             .connections = 2};
   }
   static int64_t MsSince(Deadline t0) {
     return std::chrono::duration_cast<milliseconds>(Now() - t0).count();
@@ -159,8 +167,12 @@ TEST_F(PeerTest, GetCachedBlockAnswersOnlyWhatThePeerHolds) {
 TEST_F(PeerTest, RepliesOfEverySizeArriveExactAcrossTheReceiveBuffer) {
   auto server = StartServer();
   PeerClient client(server->address(), ClientOpts());
-  const std::vector<uint64_t> lengths = {0, 1, 31, 32, 33, 4095, 4096, (256 << 10) - 33,
-                                         256 << 10, (256 << 10) + 1, 1 << 20, (3 << 20) - 7};
+  const std::vector<uint64_t> lengths = {0,         1,
+                                         31,        32,
+                                         33,        4095,
+                                         4096,      (256 << 10) - 33,
+                                         256 << 10, (256 << 10) + 1,
+                                         1 << 20,   (3 << 20) - 7};
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -405,9 +417,8 @@ TEST_F(PeerTest, ServerKilledMidRequestFailsFastThenReconnects) {
 }
 
 TEST_F(PeerTest, TooManyConnectionsIsUnavailable) {
-  auto s = PeerServer::Start(PeerServerOptions{.listen = "127.0.0.1:0", .dataset = "ds",
-                                               .max_connections = 1},
-                             &service_);
+  auto s = PeerServer::Start(
+      PeerServerOptions{.listen = "127.0.0.1:0", .dataset = "ds", .max_connections = 1}, &service_);
   ASSERT_TRUE(s.ok());
   PeerClientOptions o = ClientOpts("");
   o.connections = 1;

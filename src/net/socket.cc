@@ -75,7 +75,8 @@ std::string FormatAddress(const sockaddr_storage& ss) {
 }
 
 Result<addrinfo*> Resolve(const std::string& address, bool passive) {
-  ASSIGN_OR_RETURN(HostPort hp, SplitHostPort(address, passive ? "listen address" : "peer address"));
+  ASSIGN_OR_RETURN(HostPort hp,
+                   SplitHostPort(address, passive ? "listen address" : "peer address"));
   if (hp.host.empty() && passive) hp.host = "0.0.0.0";
   addrinfo hints{.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
                  .ai_family = AF_UNSPEC,
@@ -132,8 +133,8 @@ Result<int> ListenTcp(const std::string& address, int backlog, std::string* boun
 int AcceptTcp(int listen_fd, std::string* peer) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
-  int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
-                     SOCK_CLOEXEC | SOCK_NONBLOCK);
+  int fd =
+      ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) return -1;
   Tune(fd);
   if (peer) *peer = FormatAddress(ss);

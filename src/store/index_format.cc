@@ -326,8 +326,7 @@ class CheckpointWriter {
   XXH3_state_t* st_;
 };
 
-Status WriteCheckpointBody(int fd, const std::string& path, uint64_t generation,
-                           int64_t wall_nanos,
+Status WriteCheckpointBody(int fd, const std::string& path, uint64_t generation, int64_t wall_nanos,
                            const std::function<bool(EntryRecord&)>& next_entry) {
   CheckpointWriter w(fd, path);
   std::string head = FileHeader(kCheckpointMagic);

@@ -27,7 +27,7 @@ namespace granary::store_format {
 inline constexpr uint32_t kVersion = 1;
 inline constexpr char kJournalMagic[8] = {'G', 'R', 'N', 'J', 'R', 'N', 'L', '1'};
 inline constexpr char kCheckpointMagic[8] = {'G', 'R', 'N', 'C', 'K', 'P', 'T', '1'};
-inline constexpr size_t kFileHeaderSize = 16;  // magic, u32 version, u32 reserved
+inline constexpr size_t kFileHeaderSize = 16;   // magic, u32 version, u32 reserved
 inline constexpr size_t kRecordHeaderSize = 9;  // u32 length, u32 check, u8 type
 inline constexpr uint32_t kMaxRecordPayload = 64u << 20;
 

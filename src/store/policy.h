@@ -24,10 +24,10 @@ namespace granary {
 
 // What a policy sees when a new object asks to be admitted.
 struct AdmissionRequest {
-  std::string_view dataset;  // the object's dataset
-  uint64_t object_bytes = 0; // allocated bytes the whole object will need
-  uint64_t used_bytes = 0;   // allocated bytes in all tiers now
-  uint64_t capacity = 0;     // sum of high × quota over all tiers
+  std::string_view dataset;   // the object's dataset
+  uint64_t object_bytes = 0;  // allocated bytes the whole object will need
+  uint64_t used_bytes = 0;    // allocated bytes in all tiers now
+  uint64_t capacity = 0;      // sum of high × quota over all tiers
 };
 
 // One object eviction may pick.

@@ -5,8 +5,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -167,7 +167,8 @@ bool Store::Impl::StillCurrent(const std::shared_ptr<Entry>& e, uint64_t generat
 
 void Store::Impl::DropLocked(Shard& shard, const std::shared_ptr<Entry>& e) {
   shard.map.erase(e->id);
-  Status s = AppendJournal(store_format::RecordType::kRemove, store_format::EncodeRemove(e->id.hi, e->id.lo));
+  Status s = AppendJournal(store_format::RecordType::kRemove,
+                           store_format::EncodeRemove(e->id.hi, e->id.lo));
   if (!s.ok()) {
     // Safe: recovery drops an entry whose file is gone.
     GLOG_WARN("store: journaling the removal of {}: {}", HexName(e->id), s.ToString());
@@ -269,8 +270,7 @@ bool PreadFull(int fd, char* out, size_t len, uint64_t offset) {
 // none of the status flags F_SETFL changes is set on it, so O_DIRECT is
 // switched on and off again without asking for the flags first (one system
 // call fewer per cold read).
-bool ReadColdDirect(int fd, char* out, size_t len, size_t capacity, uint64_t offset,
-                    bool* paged) {
+bool ReadColdDirect(int fd, char* out, size_t len, size_t capacity, uint64_t offset, bool* paged) {
   *paged = true;
   if (len == 0 || CachedPages(fd, offset, len) != 0) return PreadFull(fd, out, len, offset);
   uint64_t begin = offset / kDirectAlign * kDirectAlign;
@@ -338,9 +338,9 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
     const size_t capacity = into_out ? handover->out.size() : buf->capacity();
     uint64_t at = todo[i].first * options.block_size;
     bool paged = true;
-    ok = (drop ? ReadColdDirect(fd, dst, len, capacity, at, &paged)
-               : PreadFull(fd, dst, len, at)) &&
-         XXH3_64bits(dst, len) == todo[i].second;
+    ok =
+        (drop ? ReadColdDirect(fd, dst, len, capacity, at, &paged) : PreadFull(fd, dst, len, at)) &&
+        XXH3_64bits(dst, len) == todo[i].second;
     if (ok && drop && paged) {
       ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
     }
@@ -350,8 +350,8 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
   MutexLock lock(shard.mu);
   if (!CurrentLocked(shard, e, generation)) return false;
   if (!ok) {
-    GLOG_WARN("store: {} (dataset {}, key {}) failed verification; dropped",
-              FilePath(tier, e->id), e->key.dataset, e->key.key);
+    GLOG_WARN("store: {} (dataset {}, key {}) failed verification; dropped", FilePath(tier, e->id),
+              e->key.dataset, e->key.key);
     counters.checksum_failures.fetch_add(1, std::memory_order_relaxed);
     DropLocked(shard, e);
     return false;
@@ -423,7 +423,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
       return static_cast<size_t>(len);
     }
     int fd = ::open(s.FilePath(tier, id).c_str(), kCacheReadFlags);
-    if (fd < 0) continue;  // moved or evicted meanwhile: look again
+    if (fd < 0) continue;                  // moved or evicted meanwhile: look again
     if (!s.StillCurrent(e, generation)) {  // the open may have found a later admission's file
       ::close(fd);
       continue;
@@ -433,8 +433,7 @@ Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char
                   ? ReadColdDirect(fd, out.data(), len, out.size(), offset, &paged)
                   : PreadFull(fd, out.data(), len, offset);
     if (ok && paged && s.options.drop_read_pages) {
-      ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(len),
-                      POSIX_FADV_DONTNEED);
+      ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
     }
     ::close(fd);
     if (!ok) return miss();
@@ -492,7 +491,7 @@ Result<CachedObjectInfo> Store::Describe(const ObjectKey& key) const {
 }
 
 Result<std::string> Store::Impl::CompleteFile(const ObjectKey& key, std::shared_ptr<Entry>* entry,
-                                               uint64_t* generation) {
+                                              uint64_t* generation) {
   ObjectId id = IdOf(key);
   Shard& shard = ShardOf(id);
   std::shared_ptr<Entry> e;
@@ -572,10 +571,8 @@ Result<Store::BlockFile> Store::OpenBlockFile(const ObjectKey& key, uint64_t blo
     s.counters.read_hits.fetch_add(1, std::memory_order_relaxed);
     const uint64_t length = s.BlockLength(key, block);
     s.counters.hit_bytes.fetch_add(length, std::memory_order_relaxed);
-    return BlockFile{.fd = fd,
-                     .offset = block * s.options.block_size,
-                     .length = length,
-                     .checksum = checksum};
+    return BlockFile{
+        .fd = fd, .offset = block * s.options.block_size, .length = length, .checksum = checksum};
   }
   return missing();
 }
@@ -685,8 +682,8 @@ void Store::RecountOwnership() {
     for (Seen& v : seen) {
       const Entry& e = *v.entry;
       if (v.complete && !all_owned) v.owned = (*oracle)(e.key);
-      v.block_bytes = s.OwnedBlockBytes(e.key, words.data() + v.first_word, e.blocks,
-                                        block_oracle.get());
+      v.block_bytes =
+          s.OwnedBlockBytes(e.key, words.data() + v.first_word, e.blocks, block_oracle.get());
     }
     MutexLock lock(shard.mu);
     for (const Seen& v : seen) {
@@ -698,10 +695,10 @@ void Store::RecountOwnership() {
       if (v.complete) s.SetCountedOwnedLocked(shard, e, v.owned);
       // Blocks arrived meanwhile (presence only grows): count them all again
       // here, under the lock, as the block oracle allows.
-      uint64_t block_bytes = e.present_count == v.present_count
-                                 ? v.block_bytes
-                                 : s.OwnedBlockBytes(e.key, e.present.begin(), e.blocks,
-                                                     block_oracle.get());
+      uint64_t block_bytes =
+          e.present_count == v.present_count
+              ? v.block_bytes
+              : s.OwnedBlockBytes(e.key, e.present.begin(), e.blocks, block_oracle.get());
       s.SetOwnedBlockBytesLocked(shard, e, block_bytes);
     }
   }

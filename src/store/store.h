@@ -146,16 +146,16 @@ struct TierStats {
 
 // Counters since Open (monotonic), plus the current tiers.
 struct StoreStats {
-  std::vector<TierStats> tiers;  // fastest first
-  uint64_t read_hits = 0;        // Read calls served from the store
-  uint64_t read_misses = 0;      // Read calls answered NotFound
-  uint64_t hit_bytes = 0;        // bytes served
-  uint64_t miss_bytes = 0;       // bytes requested by missed reads
-  uint64_t admissions = 0;       // objects admitted whole + blocks admitted
-  uint64_t refusals = 0;         // admissions the policy refused
-  uint64_t no_space = 0;         // admissions skipped: no tier with room, or ENOSPC/EDQUOT
-  uint64_t evictions = 0;        // objects deleted by eviction
-  uint64_t demotions = 0;        // objects moved to a slower tier
+  std::vector<TierStats> tiers;    // fastest first
+  uint64_t read_hits = 0;          // Read calls served from the store
+  uint64_t read_misses = 0;        // Read calls answered NotFound
+  uint64_t hit_bytes = 0;          // bytes served
+  uint64_t miss_bytes = 0;         // bytes requested by missed reads
+  uint64_t admissions = 0;         // objects admitted whole + blocks admitted
+  uint64_t refusals = 0;           // admissions the policy refused
+  uint64_t no_space = 0;           // admissions skipped: no tier with room, or ENOSPC/EDQUOT
+  uint64_t evictions = 0;          // objects deleted by eviction
+  uint64_t demotions = 0;          // objects moved to a slower tier
   uint64_t checksum_failures = 0;  // objects dropped because verification failed
   uint64_t recovered_objects = 0;  // index entries that survived the last Open's recovery
   uint64_t recovery_dropped = 0;   // entries dropped at Open (file missing or wrong size)
@@ -289,10 +289,10 @@ class Store {
   // sending it without reading it (a peer's request: sendfile). The block
   // is verified first when it has not been since Open(), like a Read.
   struct BlockFile {
-    int fd = -1;               // O_RDONLY; the caller owns and closes it
-    uint64_t offset = 0;       // where the block starts in the file
-    uint64_t length = 0;       // the block's bytes
-    uint64_t checksum = 0;     // XXH3-64 of those bytes, recorded at admission
+    int fd = -1;            // O_RDONLY; the caller owns and closes it
+    uint64_t offset = 0;    // where the block starts in the file
+    uint64_t length = 0;    // the block's bytes
+    uint64_t checksum = 0;  // XXH3-64 of those bytes, recorded at admission
   };
   // NotFound when the block is not present (or failed its verification).
   // Like OpenCompleteFile's fd, the fd keeps its bytes if the object is

@@ -107,8 +107,8 @@ void Store::Impl::NoteNoSpace(uint32_t tier, uint64_t bytes, bool disk_full) {
 int Store::Impl::WriteNewFile(int tier, const std::string& path, std::string_view data,
                               bool want_direct) {
   TierState& t = *tiers[static_cast<size_t>(tier)];
-  bool direct = want_direct && t.level.medium != Medium::kMem &&
-                t.direct_ok.load(std::memory_order_relaxed);
+  bool direct =
+      want_direct && t.level.medium != Medium::kMem && t.direct_ok.load(std::memory_order_relaxed);
   int fd = ::open(path.c_str(),
                   O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0),
                   kCacheFileMode);
@@ -134,8 +134,8 @@ int Store::Impl::WriteNewFile(int tier, const std::string& path, std::string_vie
 int Store::Impl::WriteBlock(uint32_t tier, const std::string& path, std::string_view data,
                             uint64_t offset, bool want_direct) {
   TierState& t = *tiers[tier];
-  bool direct = want_direct && t.level.medium != Medium::kMem &&
-                t.direct_ok.load(std::memory_order_relaxed);
+  bool direct =
+      want_direct && t.level.medium != Medium::kMem && t.direct_ok.load(std::memory_order_relaxed);
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0));
   if (fd < 0 && direct && errno == EINVAL) {
     t.direct_ok.store(false, std::memory_order_relaxed);
@@ -143,7 +143,8 @@ int Store::Impl::WriteBlock(uint32_t tier, const std::string& path, std::string_
     return WriteBlock(tier, path, data, offset, false);
   }
   if (fd < 0) return errno;
-  int err = direct ? WriteDirect(fd, data, offset) : WriteFull(fd, data, static_cast<int64_t>(offset));
+  int err =
+      direct ? WriteDirect(fd, data, offset) : WriteFull(fd, data, static_cast<int64_t>(offset));
   if (::close(fd) != 0 && err == 0) err = errno;
   if (direct && err == EINVAL) {
     t.direct_ok.store(false, std::memory_order_relaxed);
@@ -177,8 +178,8 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
   std::string final_path = FilePath(tier, id);
   std::string tmp = final_path + ".tmp." + std::to_string(::getpid()) + "." +
                     std::to_string(tmp_seq.fetch_add(1, std::memory_order_relaxed));
-  int err = WriteNewFile(tier, tmp, data,
-                         served && options.drop_read_pages && options.direct_writes);
+  int err =
+      WriteNewFile(tier, tmp, data, served && options.drop_read_pages && options.direct_writes);
   auto undo = [&] {
     ::unlink(tmp.c_str());
     tiers[tier]->Release(alloc);
@@ -213,7 +214,8 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
   e->present_count = 1;
   e->allocated = alloc;
   e->last_use.store(NextTick(), std::memory_order_relaxed);
-  Status s = AppendJournal(store_format::RecordType::kEntry, store_format::EncodeEntry(ToRecord(*e)));
+  Status s =
+      AppendJournal(store_format::RecordType::kEntry, store_format::EncodeEntry(ToRecord(*e)));
   if (!s.ok()) {
     ::unlink(final_path.c_str());
     tiers[tier]->Release(alloc);

@@ -91,14 +91,19 @@ void CheckAccounting(Store& store, const StoreOptions& opt) {
 
 TEST(StoreConcurrencyTest, ParallelAdmitReadRemoveEvictCheckpoint) {
   TempDir dir;
-  StoreOptions opt{
-      .tiers = {TierLevel{.medium = Medium::kMem, .path = dir.path() + "/mem",
-                          .quota = 400 * 1024, .high = 0.8, .low = 0.5},
-                TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd",
-                          .quota = 800 * 1024, .high = 0.8, .low = 0.5}},
-      .block_size = kBlock,
-      .background = false,
-      .index_shards = 8};
+  StoreOptions opt{.tiers = {TierLevel{.medium = Medium::kMem,
+                                       .path = dir.path() + "/mem",
+                                       .quota = 400 * 1024,
+                                       .high = 0.8,
+                                       .low = 0.5},
+                             TierLevel{.medium = Medium::kSsd,
+                                       .path = dir.path() + "/ssd",
+                                       .quota = 800 * 1024,
+                                       .high = 0.8,
+                                       .low = 0.5}},
+                   .block_size = kBlock,
+                   .background = false,
+                   .index_shards = 8};
   std::vector<std::string> data;
   for (int j = 0; j < kKeys; ++j) data.push_back(MakeData(StressKey(j).size, j));
   auto opened = Store::Open(opt);
@@ -124,8 +129,7 @@ TEST(StoreConcurrencyTest, ParallelAdmitReadRemoveEvictCheckpoint) {
     if (pass % 25 == 0) {
       ASSERT_TRUE(store.Checkpoint().ok());
     }
-    bool busy_enough = served.load() > 0 &&
-                       store.stats().evictions + store.stats().demotions > 0;
+    bool busy_enough = served.load() > 0 && store.stats().evictions + store.stats().demotions > 0;
     if ((pass >= 300 && busy_enough) || std::chrono::steady_clock::now() > deadline) break;
     if (pass >= 300) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -158,10 +162,10 @@ TEST(StoreConcurrencyTest, ParallelAdmitReadRemoveEvictCheckpoint) {
 // (zeros); OpenCompleteFile could hand out the partial file the same way.
 TEST(StoreConcurrencyTest, ReadsNeverSeeTheFileOfALaterAdmission) {
   TempDir dir;
-  StoreOptions opt{.tiers = {TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd",
-                                       .quota = 64 << 20}},
-                   .block_size = kBlock,
-                   .background = false};
+  StoreOptions opt{
+      .tiers = {TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd", .quota = 64 << 20}},
+      .block_size = kBlock,
+      .background = false};
   auto opened = Store::Open(opt);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   Store& store = **opened;

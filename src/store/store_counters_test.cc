@@ -7,9 +7,8 @@
 // checksum-failure drops, recovery at Open and ownership changes; a property
 // test does so after every step of random sequences.
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
@@ -31,14 +30,12 @@ using testing_util::TempDir;
 constexpr uint64_t kBlock = 64 * 1024;
 
 StoreOptions Options(const std::string& dir, uint64_t quota = 64ull << 20) {
-  return StoreOptions{.tiers = {TierLevel{.medium = Medium::kSsd,
-                                          .path = dir + "/ssd",
-                                          .quota = quota,
-                                          .high = 0.9,
-                                          .low = 0.5}},
-                      .block_size = kBlock,
-                      .background = false,
-                      .index_shards = 4};
+  return StoreOptions{
+      .tiers = {TierLevel{
+          .medium = Medium::kSsd, .path = dir + "/ssd", .quota = quota, .high = 0.9, .low = 0.5}},
+      .block_size = kBlock,
+      .background = false,
+      .index_shards = 4};
 }
 
 ObjectKey Key(int i, uint64_t size) {
@@ -116,8 +113,8 @@ TEST(StoreCountersTest, WholeAdmissionsCountOnce) {
   }
   // Admitting again (whole, or a block already present) changes nothing.
   ASSERT_TRUE((*store)->AdmitObject(keys[0], MakeData(keys[0].size, 0)).value());
-  ASSERT_TRUE((*store)->AdmitBlock(keys[2], 1, MakeData(keys[2].size, 2).substr(kBlock, kBlock))
-                  .value());
+  ASSERT_TRUE(
+      (*store)->AdmitBlock(keys[2], 1, MakeData(keys[2].size, 2).substr(kBlock, kBlock)).value());
   const uint64_t bytes = 1000 + kBlock + 3 * kBlock + 7;
   EXPECT_EQ(FromStats(**store), (Counts{4, bytes, 4, bytes}));
   EXPECT_EQ(FromStats(**store), Reference(**store, keys));
@@ -130,8 +127,8 @@ TEST(StoreCountersTest, ASparseObjectCountsWhenItsLastBlockArrives) {
   const ObjectKey k = Key(1, 3 * kBlock + 100);  // 4 blocks
   const std::string data = MakeData(k.size, 1);
   for (uint64_t b : {3, 0, 2}) {
-    ASSERT_TRUE((*store)->AdmitBlock(k, b, std::string_view(data).substr(b * kBlock, kBlock))
-                    .value());
+    ASSERT_TRUE(
+        (*store)->AdmitBlock(k, b, std::string_view(data).substr(b * kBlock, kBlock)).value());
     EXPECT_EQ(FromStats(**store), Counts{}) << "after block " << b;
   }
   ASSERT_TRUE((*store)->AdmitBlock(k, 1, std::string_view(data).substr(kBlock, kBlock)).value());
@@ -159,10 +156,16 @@ TEST(StoreCountersTest, RemoveTakesOutWhatWasCounted) {
 TEST(StoreCountersTest, EvictionAndDemotionUnderQuotaPressure) {
   TempDir dir;
   StoreOptions opt = Options(dir.path());
-  opt.tiers = {TierLevel{.medium = Medium::kMem, .path = dir.path() + "/mem",
-                         .quota = 400 * 1024, .high = 0.8, .low = 0.5},
-               TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd",
-                         .quota = 600 * 1024, .high = 0.8, .low = 0.5}};
+  opt.tiers = {TierLevel{.medium = Medium::kMem,
+                         .path = dir.path() + "/mem",
+                         .quota = 400 * 1024,
+                         .high = 0.8,
+                         .low = 0.5},
+               TierLevel{.medium = Medium::kSsd,
+                         .path = dir.path() + "/ssd",
+                         .quota = 600 * 1024,
+                         .high = 0.8,
+                         .low = 0.5}};
   auto store = Store::Open(opt);
   ASSERT_TRUE(store.ok());
   std::vector<ObjectKey> keys;
@@ -282,8 +285,8 @@ TEST(StoreCountersTest, BlockBytesCountThePrimaryOwnersBlocksOnly) {
   const std::string data = MakeData(sparse.size, 1);
   uint64_t want = 0;
   for (uint64_t b : {1, 4, 0, 3}) {
-    ASSERT_TRUE((*store)->AdmitBlock(sparse, b, std::string_view(data).substr(b * kBlock, kBlock))
-                    .value());
+    ASSERT_TRUE(
+        (*store)->AdmitBlock(sparse, b, std::string_view(data).substr(b * kBlock, kBlock)).value());
     if (b % 2 == 0) want += BlockLength(sparse, b);
     EXPECT_EQ((*store)->stats().owned_block_bytes, want) << "after block " << b;
   }
@@ -328,9 +331,9 @@ TEST(StoreCountersTest, BlockBytesFollowTheOracleAfterARecount) {
     // Object 1 stays partial: blocks 0 and 3 only.
     for (uint64_t b = 0; b * kBlock < keys[i].size; ++b) {
       if (i == 1 && (b == 1 || b == 2)) continue;
-      ASSERT_TRUE(
-          (*store)->AdmitBlock(keys[i], b, std::string_view(data).substr(b * kBlock, kBlock))
-              .value());
+      ASSERT_TRUE((*store)
+                      ->AdmitBlock(keys[i], b, std::string_view(data).substr(b * kBlock, kBlock))
+                      .value());
     }
   }
   // No oracle: every present block is owned.
@@ -381,12 +384,11 @@ TEST(StoreCountersTest, BlockBytesAfterReopenCountWhatSurvived) {
     }
     const std::string data = MakeData(keys[2].size, 2);
     for (uint64_t b : {0, 1, 3}) {  // partial
-      ASSERT_TRUE(
-          (*store)->AdmitBlock(keys[2], b, std::string_view(data).substr(b * kBlock, kBlock))
-              .value());
+      ASSERT_TRUE((*store)
+                      ->AdmitBlock(keys[2], b, std::string_view(data).substr(b * kBlock, kBlock))
+                      .value());
     }
-    EXPECT_EQ((*store)->stats().owned_block_bytes,
-              ReferenceBlockBytes(**store, keys, alternate));
+    EXPECT_EQ((*store)->stats().owned_block_bytes, ReferenceBlockBytes(**store, keys, alternate));
     lost_path = (*store)->Describe(keys[3])->path;
   }
   ASSERT_EQ(::unlink(lost_path.c_str()), 0);  // recovery drops the entry
@@ -434,8 +436,8 @@ void RunCountersSequence(uint64_t seed, uint64_t& evictions, uint64_t& reopens) 
       ASSERT_TRUE(s->AdmitObject(keys[i], data[i]).ok());
     } else if (op < 65) {
       const uint64_t b = rng() % blocks;
-      ASSERT_TRUE(s->AdmitBlock(keys[i], b, std::string_view(data[i]).substr(b * kBlock, kBlock))
-                      .ok());
+      ASSERT_TRUE(
+          s->AdmitBlock(keys[i], b, std::string_view(data[i]).substr(b * kBlock, kBlock)).ok());
     } else if (op < 75) {
       ASSERT_TRUE(s->Remove(keys[i]).ok());
     } else if (op < 85) {

@@ -27,7 +27,8 @@ constexpr int kKeys = 150;
 
 ObjectKey CrashKey(int j) {
   uint64_t size = j % 5 == 0 ? 3 * kBlock + 1234 : 1000 + (j * 7919) % 60'000;
-  return ObjectKey{.dataset = "crash", .key = "obj/" + std::to_string(j), .etag = "e", .size = size};
+  return ObjectKey{
+      .dataset = "crash", .key = "obj/" + std::to_string(j), .etag = "e", .size = size};
 }
 
 uint64_t TmpFilesUnder(const std::string& root) {
@@ -93,16 +94,21 @@ uint64_t CheckServedData(Store& store) {
 
 TEST(StoreCrashTest, KilledWriterLeavesOnlyExactData) {
   TempDir dir;
-  StoreOptions opt{
-      .tiers = {TierLevel{.medium = Medium::kMem, .path = dir.path() + "/mem",
-                          .quota = 1 << 20, .high = 0.8, .low = 0.5},
-                TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd",
-                          .quota = 3 << 20, .high = 0.8, .low = 0.5}},
-      .block_size = kBlock,
-      .background = true,
-      .eviction_interval = std::chrono::milliseconds(2),
-      .checkpoint_every_records = 40,
-      .index_shards = 8};
+  StoreOptions opt{.tiers = {TierLevel{.medium = Medium::kMem,
+                                       .path = dir.path() + "/mem",
+                                       .quota = 1 << 20,
+                                       .high = 0.8,
+                                       .low = 0.5},
+                             TierLevel{.medium = Medium::kSsd,
+                                       .path = dir.path() + "/ssd",
+                                       .quota = 3 << 20,
+                                       .high = 0.8,
+                                       .low = 0.5}},
+                   .block_size = kBlock,
+                   .background = true,
+                   .eviction_interval = std::chrono::milliseconds(2),
+                   .checkpoint_every_records = 40,
+                   .index_shards = 8};
   std::mt19937_64 rng(42);
   uint64_t served_total = 0;
   for (int round = 0; round < 8; ++round) {

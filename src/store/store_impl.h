@@ -96,16 +96,16 @@ struct Entry {
   ObjectId id;
   ObjectKey key;
   uint32_t tier = 0;
-  uint64_t blocks = 1;               // number of blocks (1 for a small object)
-  U64Array checksums;                // per block XXH3-64; valid where present
-  U64Array present;                  // presence bitmap words
-  U64Array verified;                 // in memory: block checked since Open
+  uint64_t blocks = 1;  // number of blocks (1 for a small object)
+  U64Array checksums;   // per block XXH3-64; valid where present
+  U64Array present;     // presence bitmap words
+  U64Array verified;    // in memory: block checked since Open
   uint64_t present_count = 0;
-  uint64_t allocated = 0;            // bytes counted against the tier (present blocks)
-  uint64_t generation = 0;           // bumped when the file moves to another tier
-  bool counted_owned = false;        // complete and counted in the shard's owned_* counts
+  uint64_t allocated = 0;                  // bytes counted against the tier (present blocks)
+  uint64_t generation = 0;                 // bumped when the file moves to another tier
+  bool counted_owned = false;              // complete and counted in the shard's owned_* counts
   uint64_t counted_owned_block_bytes = 0;  // this entry's part of Shard::owned_block_bytes
-  std::atomic<uint64_t> last_use{0}; // logical use tick (relaxed atomics)
+  std::atomic<uint64_t> last_use{0};       // logical use tick (relaxed atomics)
 
   bool complete() const { return present_count == blocks; }
   template <typename Words>
@@ -188,7 +188,7 @@ struct Store::Impl {
   // Store::SetOwnershipOracle's block test (null: every block owned).
   SharedSlot<const BlockOwnershipOracle> block_ownership;
 
-  Mutex bg_mu;  // guards bg_stop; a leaf lock
+  Mutex bg_mu;    // guards bg_stop; a leaf lock
   CondVar bg_cv;  // signalled on stop, and to run an eviction pass early
   bool bg_stop GUARDED_BY(bg_mu) = false;
   std::thread bg_thread;
@@ -210,8 +210,8 @@ struct Store::Impl {
   // partial file of the same object moments later -- so a file opened by path
   // is the one a lookup found only if this holds after the open. Caller holds
   // the shard lock.
-  bool CurrentLocked(const Shard& shard, const std::shared_ptr<Entry>& e,
-                     uint64_t generation) const REQUIRES(shard.mu);
+  bool CurrentLocked(const Shard& shard, const std::shared_ptr<Entry>& e, uint64_t generation) const
+      REQUIRES(shard.mu);
   // The same, taking the shard lock: for the check right after an open.
   bool StillCurrent(const std::shared_ptr<Entry>& e, uint64_t generation) const;
   store_format::EntryRecord ToRecord(const Entry& e) const;
@@ -284,8 +284,8 @@ struct Store::Impl {
       REQUIRES(shard.mu);
   // Journals a written block and marks it present (releases `alloc` if the
   // journal refuses). Caller holds the shard lock.
-  Result<bool> CommitBlockLocked(const std::shared_ptr<Entry>& e, uint64_t block,
-                                 uint64_t checksum, uint64_t alloc);
+  Result<bool> CommitBlockLocked(const std::shared_ptr<Entry>& e, uint64_t block, uint64_t checksum,
+                                 uint64_t alloc);
   // Picks the fastest tier with room for `bytes` and reserves them; -1 if none.
   int ReserveInFastest(uint64_t bytes);
   void NoteNoSpace(uint32_t tier, uint64_t bytes, bool disk_full);

@@ -148,7 +148,8 @@ bool Store::Impl::Demote(const std::shared_ptr<Entry>& e, uint32_t to) {
   }
   e->tier = to;
   e->generation++;
-  Status s = AppendJournal(store_format::RecordType::kEntry, store_format::EncodeEntry(ToRecord(*e)));
+  Status s =
+      AppendJournal(store_format::RecordType::kEntry, store_format::EncodeEntry(ToRecord(*e)));
   if (!s.ok()) {
     // Safe: recovery finds no file in the old tier and drops the entry.
     GLOG_WARN("store: journaling the demotion of {}: {}", HexName(e->id), s.ToString());

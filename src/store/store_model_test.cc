@@ -40,7 +40,9 @@ struct Universe {
       data.push_back(MakeData(size, 1000 + i));
     }
   }
-  uint64_t Blocks(int i) const { return keys[i].size <= kBlock ? 1 : (keys[i].size + kBlock - 1) / kBlock; }
+  uint64_t Blocks(int i) const {
+    return keys[i].size <= kBlock ? 1 : (keys[i].size + kBlock - 1) / kBlock;
+  }
   std::string_view Block(int i, uint64_t b) const {
     return std::string_view(data[i]).substr(b * kBlock, kBlock);
   }
@@ -73,7 +75,8 @@ class ModelChecker {
           ASSERT_FALSE(model[i].count(b)) << "object " << i << " lost block " << b;
           continue;
         }
-        ASSERT_TRUE(model[i].count(b) || u_.keys[i].size == 0) << "object " << i << " gained block " << b;
+        ASSERT_TRUE(model[i].count(b) || u_.keys[i].size == 0)
+            << "object " << i << " gained block " << b;
         ++present;
         alloc += Alloc(u_.Block(i, b).size());
       }
@@ -129,15 +132,20 @@ void RunSequence(uint64_t seed, const std::string& policy, Coverage& cov) {
   std::mt19937_64 rng(seed);
   Universe u(rng);
   TempDir dir;
-  StoreOptions opt{
-      .tiers = {TierLevel{.medium = Medium::kMem, .path = dir.path() + "/mem",
-                          .quota = 600 * 1024, .high = 0.8, .low = 0.5},
-                TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd",
-                          .quota = 1200 * 1024, .high = 0.9, .low = 0.6}},
-      .policy = policy,
-      .block_size = kBlock,
-      .background = false,
-      .index_shards = 4};
+  StoreOptions opt{.tiers = {TierLevel{.medium = Medium::kMem,
+                                       .path = dir.path() + "/mem",
+                                       .quota = 600 * 1024,
+                                       .high = 0.8,
+                                       .low = 0.5},
+                             TierLevel{.medium = Medium::kSsd,
+                                       .path = dir.path() + "/ssd",
+                                       .quota = 1200 * 1024,
+                                       .high = 0.9,
+                                       .low = 0.6}},
+                   .policy = policy,
+                   .block_size = kBlock,
+                   .background = false,
+                   .index_shards = 4};
   auto opened = Store::Open(opt);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::unique_ptr<Store> store = std::move(*opened);
@@ -145,9 +153,8 @@ void RunSequence(uint64_t seed, const std::string& policy, Coverage& cov) {
   ModelChecker checker(u, opt);
   auto forget_dropped = [&] {
     for (int i = 0; i < kObjects; ++i) {
-      std::erase_if(model[i], [&](uint64_t b) {
-        return !store->ContainsRange(u.keys[i], b * kBlock, 1);
-      });
+      std::erase_if(model[i],
+                    [&](uint64_t b) { return !store->ContainsRange(u.keys[i], b * kBlock, 1); });
     }
   };
   for (int step = 0; step < 250; ++step) {
@@ -206,8 +213,9 @@ void RunSequence(uint64_t seed, const std::string& policy, Coverage& cov) {
       EXPECT_EQ(store->stats().orphans_removed, 0u);
       for (int j = 0; j < kObjects; ++j) {
         auto info = store->Describe(u.keys[j]);
-        EXPECT_EQ(info.ok() ? std::to_string(info->tier) + "/" + std::to_string(info->blocks_present)
-                            : "-",
+        EXPECT_EQ(info.ok()
+                      ? std::to_string(info->tier) + "/" + std::to_string(info->blocks_present)
+                      : "-",
                   before[j])
             << "object " << j << " after restart";
       }

@@ -18,10 +18,11 @@ using testing_util::TempDir;
 constexpr uint64_t kSize = 100 * 1024;  // 25 allocation units
 
 StoreOptions Tier(const std::string& path, uint64_t quota) {
-  return StoreOptions{.tiers = {TierLevel{.medium = Medium::kSsd, .path = path, .quota = quota,
-                                          .high = 0.9, .low = 0.5}},
-                      .block_size = 1 << 20,
-                      .background = false};
+  return StoreOptions{
+      .tiers = {TierLevel{
+          .medium = Medium::kSsd, .path = path, .quota = quota, .high = 0.9, .low = 0.5}},
+      .block_size = 1 << 20,
+      .background = false};
 }
 
 ObjectKey Key(int i) {
@@ -59,7 +60,8 @@ TEST(StoreNearTest, EvictionTakesNearCopiesFirst) {
   for (int i = 0; i < 10; i += 2) owned_keys.insert(Key(i).key);
   store.SetOwnershipOracle(
       [&owned_keys](const ObjectKey& k) { return owned_keys.count(k.key) > 0; });
-  for (int i = 0; i < 10; i += 2) ASSERT_TRUE(store.AdmitObject(Key(i), MakeData(kSize, i)).value());
+  for (int i = 0; i < 10; i += 2)
+    ASSERT_TRUE(store.AdmitObject(Key(i), MakeData(kSize, i)).value());
   for (int i = 1; i < 10; i += 2) {
     ASSERT_TRUE(store.AdmitBlock(Key(i), 0, MakeData(kSize, i), false, AdmitKind::kOwned).value());
   }
@@ -70,7 +72,8 @@ TEST(StoreNearTest, EvictionTakesNearCopiesFirst) {
 
   // Without an oracle every object counts as owned: plain LRU again.
   store.SetOwnershipOracle(nullptr);
-  for (int i = 1; i < 10; i += 2) ASSERT_TRUE(store.AdmitObject(Key(i), MakeData(kSize, i)).value());
+  for (int i = 1; i < 10; i += 2)
+    ASSERT_TRUE(store.AdmitObject(Key(i), MakeData(kSize, i)).value());
   store.RunEvictionOnce();
   for (int i = 0; i < 10; i += 2) EXPECT_FALSE(store.Contains(Key(i))) << "LRU " << i;
   EXPECT_EQ(store.stats().near_evictions, 5u);

@@ -127,8 +127,10 @@ std::vector<uint64_t> ListJournals(const std::string& dir) {
 }  // namespace
 
 void Store::Impl::UpsertEntry(store_format::EntryRecord&& rec) {
-  ObjectKey key{.dataset = std::move(rec.dataset), .key = std::move(rec.key),
-                .etag = std::move(rec.etag), .size = rec.size};
+  ObjectKey key{.dataset = std::move(rec.dataset),
+                .key = std::move(rec.key),
+                .etag = std::move(rec.etag),
+                .size = rec.size};
   ObjectId id = IdOf(key);
   uint64_t blocks = BlockCount(key.size);
   size_t words = (blocks + 63) / 64;

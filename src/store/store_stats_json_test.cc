@@ -9,13 +9,26 @@ namespace {
 
 // Every field set, each to a different value; two tiers.
 StoreStats Sample() {
-  StoreStats s{.read_hits = 1,          .read_misses = 2,        .hit_bytes = 3,
-               .miss_bytes = 4,         .admissions = 5,         .refusals = 6,
-               .no_space = 7,           .evictions = 8,          .demotions = 9,
-               .checksum_failures = 10, .recovered_objects = 11, .recovery_dropped = 12,
-               .orphans_removed = 13,   .near_refused = 14,      .near_evictions = 15,
-               .complete_objects = 16,  .complete_bytes = 17,    .owned_complete_objects = 18,
-               .owned_complete_bytes = 19, .owned_block_bytes = 20};
+  StoreStats s{.read_hits = 1,
+               .read_misses = 2,
+               .hit_bytes = 3,
+               .miss_bytes = 4,
+               .admissions = 5,
+               .refusals = 6,
+               .no_space = 7,
+               .evictions = 8,
+               .demotions = 9,
+               .checksum_failures = 10,
+               .recovered_objects = 11,
+               .recovery_dropped = 12,
+               .orphans_removed = 13,
+               .near_refused = 14,
+               .near_evictions = 15,
+               .complete_objects = 16,
+               .complete_bytes = 17,
+               .owned_complete_objects = 18,
+               .owned_complete_bytes = 19,
+               .owned_block_bytes = 20};
   s.tiers.push_back(TierStats{.medium = Medium::kMem,
                               .path = "/dev/shm/granary-abc",
                               .quota = 1 << 30,

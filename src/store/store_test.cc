@@ -1,5 +1,4 @@
 // Unit tests of the store: admission, reads, restart, tiers, eviction.
-#include "common/block_buffer.h"
 #include "store/store.h"
 
 #include <fcntl.h>
@@ -13,8 +12,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <cstdint>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -25,8 +24,9 @@
 #include <thread>
 #include <vector>
 
-#include "testing/epoch_sim.h"
+#include "common/block_buffer.h"
 #include "store/index_format.h"
+#include "testing/epoch_sim.h"
 #include "testing/store_test_util.h"
 
 namespace granary {
@@ -37,8 +37,8 @@ using testing_util::TempDir;
 
 TEST(StoreTest, AdmitReadRestart) {
   TempDir dir;
-  StoreOptions opt{.tiers = {TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd",
-                                       .quota = 64ull << 20}},
+  StoreOptions opt{.tiers = {TierLevel{
+                       .medium = Medium::kSsd, .path = dir.path() + "/ssd", .quota = 64ull << 20}},
                    .block_size = 1 << 20,
                    .background = false};
   std::string small = MakeData(110'000, 1);
@@ -52,7 +52,8 @@ TEST(StoreTest, AdmitReadRestart) {
     std::string buf(200'000, '\0');
     EXPECT_EQ((*store)->Read(ks, 0, std::span(buf)).status().code(), Code::kNotFound);
     ASSERT_TRUE((*store)->AdmitObject(ks, small).value());
-    ASSERT_TRUE((*store)->AdmitBlock(kl, 1, std::string_view(large).substr(1 << 20, 1 << 20)).value());
+    ASSERT_TRUE(
+        (*store)->AdmitBlock(kl, 1, std::string_view(large).substr(1 << 20, 1 << 20)).value());
     EXPECT_FALSE((*store)->Contains(kl));
     EXPECT_TRUE((*store)->ContainsRange(kl, (1 << 20) + 5, 1000));
     EXPECT_FALSE((*store)->ContainsRange(kl, (1 << 20) - 5, 1000));
@@ -88,11 +89,12 @@ TEST(StoreTest, AdmitReadRestart) {
 }
 
 StoreOptions OneTier(const std::string& path, uint64_t quota, std::string policy = "lru") {
-  return StoreOptions{.tiers = {TierLevel{.medium = Medium::kSsd, .path = path, .quota = quota,
-                                          .high = 0.9, .low = 0.5}},
-                      .policy = std::move(policy),
-                      .block_size = 1 << 20,
-                      .background = false};
+  return StoreOptions{
+      .tiers = {TierLevel{
+          .medium = Medium::kSsd, .path = path, .quota = quota, .high = 0.9, .low = 0.5}},
+      .policy = std::move(policy),
+      .block_size = 1 << 20,
+      .background = false};
 }
 
 ObjectKey Key(int i, uint64_t size) {
@@ -150,18 +152,24 @@ TEST(StoreTest, DifferentEtagIsDifferentObject) {
 
 TEST(StoreTest, FastestTierFillsFirstAndEvictionDemotes) {
   TempDir dir;
-  StoreOptions opt{
-      .tiers = {TierLevel{.medium = Medium::kMem, .path = dir.path() + "/mem",
-                          .quota = 1 << 20, .high = 0.9, .low = 0.5},
-                TierLevel{.medium = Medium::kSsd, .path = dir.path() + "/ssd",
-                          .quota = 8 << 20, .high = 0.9, .low = 0.5}},
-      .block_size = 1 << 20,
-      .background = false};
+  StoreOptions opt{.tiers = {TierLevel{.medium = Medium::kMem,
+                                       .path = dir.path() + "/mem",
+                                       .quota = 1 << 20,
+                                       .high = 0.9,
+                                       .low = 0.5},
+                             TierLevel{.medium = Medium::kSsd,
+                                       .path = dir.path() + "/ssd",
+                                       .quota = 8 << 20,
+                                       .high = 0.9,
+                                       .low = 0.5}},
+                   .block_size = 1 << 20,
+                   .background = false};
   auto opened = Store::Open(opt);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   Store& store = **opened;
   const uint64_t kSize = 100 * 1024;  // 25 allocation units exactly
-  for (int i = 0; i < 14; ++i) ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
+  for (int i = 0; i < 14; ++i)
+    ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
   for (int i = 0; i < 14; ++i) EXPECT_EQ(store.Describe(Key(i, kSize))->tier, i < 10 ? 0 : 1) << i;
   StoreStats st = store.stats();
   EXPECT_EQ(st.tiers[0].used_bytes, 10 * kSize);
@@ -185,7 +193,8 @@ TEST(StoreTest, EvictionDeletesLeastRecentlyUsedInLastTier) {
   ASSERT_TRUE(opened.ok());
   Store& store = **opened;
   const uint64_t kSize = 100 * 1024;
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
   // The tier is full: an 11th object is not admitted (not an error).
   auto r = store.AdmitObject(Key(10, kSize), MakeData(kSize, 10));
   ASSERT_TRUE(r.ok());
@@ -209,7 +218,8 @@ TEST(StoreTest, BackgroundThreadEvictsAndCheckpoints) {
   ASSERT_TRUE(opened.ok());
   Store& store = **opened;
   const uint64_t kSize = 100 * 1024;
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(store.AdmitObject(Key(i, kSize), MakeData(kSize, i)).value());
   // Poll (with a deadline) for the background thread's pass.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (store.stats().tiers[0].used_bytes > (1 << 19) &&
@@ -336,7 +346,8 @@ TEST(StoreTest, TornJournalTailLosesOnlyTheTornRecord) {
   {
     auto store = Store::Open(opt);
     ASSERT_TRUE(store.ok());
-    for (int i = 0; i < 5; ++i) ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
+    for (int i = 0; i < 5; ++i)
+      ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
     ASSERT_TRUE((*store)->Checkpoint().ok());  // covers 0..4
     for (int i = 5; i < 9; ++i) {
       ASSERT_TRUE((*store)->AdmitObject(Key(i, 1000), MakeData(1000, i)).value());
@@ -700,8 +711,8 @@ TEST(StoreTest, ServedAdmissionsBypassThePageCacheInDropReadPagesMode) {
   std::string tmpl = DiskTempDir("direct");
   if (tmpl.empty()) GTEST_SKIP() << "/var/tmp is tmpfs: no page cache to bypass";
   // Sizes around the 4 KiB alignment and past the 1 MiB direct-write piece.
-  const std::vector<size_t> sizes = {1, 4095, 4096, 4097, 110'000, (1u << 20) + 4096,
-                                     (3u << 20) / 2 + 7};
+  const std::vector<size_t> sizes = {
+      1, 4095, 4096, 4097, 110'000, (1u << 20) + 4096, (3u << 20) / 2 + 7};
   struct Case {
     const char* name;
     bool drop_read_pages;
@@ -710,7 +721,7 @@ TEST(StoreTest, ServedAdmissionsBypassThePageCacheInDropReadPagesMode) {
   };
   const Case cases[] = {
       {"served, drop_read_pages", true, true, true},
-      {"warm-up, drop_read_pages", true, false, false},  // read back soon by the mount
+      {"warm-up, drop_read_pages", true, false, false},   // read back soon by the mount
       {"served, passthrough store", false, true, false},  // the file backs later opens
   };
   int n = 0;

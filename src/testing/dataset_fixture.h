@@ -46,8 +46,8 @@ class DatasetFixture : public ::testing::Test {
   void Open(uint64_t quota = 1ull << 30, std::string policy = "lru") {
     DatasetOptions o;
     o.source = "s3://bkt/ds";
-    o.cache_dirs = {TierLevel{.medium = Medium::kSsd, .path = (dir_ / "cache").string(),
-                              .quota = quota}};
+    o.cache_dirs = {
+        TierLevel{.medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}};
     o.policy = std::move(policy);
     o.block_size = 64 << 10;
     o.engine.origin_concurrency = 8;
@@ -64,7 +64,7 @@ class DatasetFixture : public ::testing::Test {
   std::shared_ptr<testing::MemUfs> ufs_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::unique_ptr<Dataset> dataset_;
-  Store* store_ = nullptr;        // dataset_'s
+  Store* store_ = nullptr;         // dataset_'s
   CacheEngine* engine_ = nullptr;  // dataset_'s
   std::map<std::string, size_t> sizes_;
   uint64_t total_bytes_ = 0;

@@ -102,8 +102,8 @@ Result<size_t> DirFs::Read(uint64_t ino, uint64_t fh, uint64_t offset, std::span
   }
   size_t done = 0;
   while (done < out.size()) {
-    ssize_t n = ::pread(fd, out.data() + done, out.size() - done,
-                        static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int err = errno;

@@ -49,7 +49,7 @@ class DirFs : public FuseFilesystem {
   Result<std::shared_ptr<const std::vector<DirEntry>>> Listing(uint64_t ino);
 
   const DirFsOptions options_;
-  mutable SharedMutex mu_;  // guards ids_, paths_, listings_
+  mutable SharedMutex mu_;                                         // guards ids_, paths_, listings_
   std::unordered_map<std::string, uint64_t> ids_ GUARDED_BY(mu_);  // relative path -> id
   std::vector<std::string> paths_ GUARDED_BY(mu_);  // id - 1 -> relative path ("" = root)
   std::unordered_map<uint64_t, std::shared_ptr<const std::vector<DirEntry>>> listings_

@@ -22,13 +22,13 @@
 namespace granary {
 
 struct EpochSimOptions {
-  std::string dir;                 // tier directory (created; must be empty)
-  std::string policy = "training"; // lru | training
-  int objects = 10'000;            // dataset size in objects
-  uint64_t object_size = 4096;     // bytes per object
-  double cache_fraction = 0.35;    // share of the dataset the cache holds
+  std::string dir;                  // tier directory (created; must be empty)
+  std::string policy = "training";  // lru | training
+  int objects = 10'000;             // dataset size in objects
+  uint64_t object_size = 4096;      // bytes per object
+  double cache_fraction = 0.35;     // share of the dataset the cache holds
   int epochs = 3;
-  int evict_every = 64;            // admissions between eviction passes
+  int evict_every = 64;  // admissions between eviction passes
   uint64_t seed = 1;
 };
 

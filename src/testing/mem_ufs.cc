@@ -7,7 +7,8 @@ namespace granary::testing {
 
 void MemUfs::Put(const std::string& key, std::string data, int64_t mtime_ns) {
   MutexLock lock(mu_);
-  std::string etag = std::to_string(std::hash<std::string>{}(data)) + "-" + std::to_string(++version_);
+  std::string etag =
+      std::to_string(std::hash<std::string>{}(data)) + "-" + std::to_string(++version_);
   objects_[key] = Object{std::move(data), mtime_ns, std::move(etag)};
 }
 
@@ -48,7 +49,8 @@ Result<ListPage> MemUfs::ListImpl(const ListRequest& request) {
         continue;
       }
     }
-    page.objects.push_back(ObjectInfo{key, it->second.data.size(), it->second.mtime_ns, it->second.etag});
+    page.objects.push_back(
+        ObjectInfo{key, it->second.data.size(), it->second.mtime_ns, it->second.etag});
     last = key;
     ++count;
   }

@@ -52,7 +52,8 @@ Result<std::unique_ptr<MotoServer>> MotoServer::Start(MotoServerOptions options)
   // The child's environment, built before fork (no allocation after it).
   std::vector<std::string> env_storage;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with("INITIAL_NO_AUTH_ACTION_COUNT=")) env_storage.emplace_back(*e);
+    if (!std::string_view(*e).starts_with("INITIAL_NO_AUTH_ACTION_COUNT="))
+      env_storage.emplace_back(*e);
   }
   if (options.initial_no_auth_actions >= 0) {
     env_storage.push_back("INITIAL_NO_AUTH_ACTION_COUNT=" +

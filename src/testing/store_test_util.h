@@ -19,7 +19,8 @@ namespace granary::testing_util {
 // of what only a disk file system does (O_DIRECT, the page cache).
 class TempDir : public ::granary::testing::TempDir {
  public:
-  explicit TempDir(Where where = Where::kFastest) : ::granary::testing::TempDir(where, "granary-store") {}
+  explicit TempDir(Where where = Where::kFastest)
+      : ::granary::testing::TempDir(where, "granary-store") {}
 };
 
 // `size` pseudo-random bytes determined by `seed`.

@@ -10,10 +10,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 #include <pugixml.hpp>
+#include <sstream>
 
 #include "common/log.h"
 #include "common/uri.h"
@@ -27,7 +26,8 @@ std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
     s.remove_prefix(1);
   }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
     s.remove_suffix(1);
   }
   return s;
@@ -159,7 +159,8 @@ Result<AwsSettings> ResolveAwsSettings(const std::map<std::string, std::string>&
                            (key_id.empty() ? "secretAccessKey given without accessKeyId"
                                            : "accessKeyId given without secretAccessKey"));
   }
-  AwsCredentials creds{.access_key_id = key_id, .secret_access_key = secret, .session_token = token};
+  AwsCredentials creds{
+      .access_key_id = key_id, .secret_access_key = secret, .session_token = token};
   s.credential_origin = AwsCredentialOrigin::kExplicit;
   if (creds.empty()) {
     creds = AwsCredentials{.access_key_id = EnvOr(env, "AWS_ACCESS_KEY_ID"),
@@ -179,9 +180,9 @@ Result<AwsSettings> ResolveAwsSettings(const std::map<std::string, std::string>&
   s.credentials_file = cred_path;
   s.config_file = config_path;
 
-  s.region = FirstOf({Lookup(options, "region"), EnvOr(env, "AWS_REGION"),
-                      EnvOr(env, "AWS_DEFAULT_REGION"), Lookup(config_section, "region"),
-                      "us-east-1"});
+  s.region =
+      FirstOf({Lookup(options, "region"), EnvOr(env, "AWS_REGION"),
+               EnvOr(env, "AWS_DEFAULT_REGION"), Lookup(config_section, "region"), "us-east-1"});
   s.endpoint = FirstOf({Lookup(options, "endpoint"), EnvOr(env, "AWS_ENDPOINT_URL"),
                         Lookup(config_section, "endpoint_url")});
   s.ca_bundle = FirstOf({Lookup(options, "caBundle"), EnvOr(env, "AWS_CA_BUNDLE"),
@@ -194,8 +195,8 @@ Result<AwsSettings> ResolveAwsSettings(const std::map<std::string, std::string>&
 namespace {
 
 constexpr int64_t kNanosPerSecond = 1'000'000'000;
-constexpr int64_t kChangePollNs = 5 * kNanosPerSecond;       // profile files' mtime check
-constexpr int64_t kRetryRefreshNs = 10 * kNanosPerSecond;    // after a failed early refresh
+constexpr int64_t kChangePollNs = 5 * kNanosPerSecond;     // profile files' mtime check
+constexpr int64_t kRetryRefreshNs = 10 * kNanosPerSecond;  // after a failed early refresh
 
 // A credentials endpoint's HTTP status as a Status naming the source.
 Status EndpointError(const std::string& source, const std::string& what, long status,
@@ -217,7 +218,8 @@ Result<AwsCredentials> ParseJsonCredentials(const std::string& source, const std
   };
   if (!j.is_object()) return Corruption(source + ": credentials are not a JSON object");
   const std::string code = field("Code");
-  if (!code.empty() && code != "Success") return PermissionDenied(source + ": answered Code " + code);
+  if (!code.empty() && code != "Success")
+    return PermissionDenied(source + ": answered Code " + code);
   AwsCredentials c{.access_key_id = field("AccessKeyId"),
                    .secret_access_key = field("SecretAccessKey"),
                    .session_token = field("Token")};
@@ -260,7 +262,9 @@ class WebIdentitySource : public AwsCredentialSource {
 
   Result<AwsCredentials> Fetch() override {
     auto token = ReadWholeFile(token_file_);
-    if (!token) return InvalidArgument(Name() + ": cannot read AWS_WEB_IDENTITY_TOKEN_FILE '" + token_file_ + "'");
+    if (!token)
+      return InvalidArgument(Name() + ": cannot read AWS_WEB_IDENTITY_TOKEN_FILE '" + token_file_ +
+                             "'");
     const std::string body = CanonicalQuery({{"Action", "AssumeRoleWithWebIdentity"},
                                              {"Version", "2011-06-15"},
                                              {"RoleArn", role_arn_},
@@ -270,7 +274,8 @@ class WebIdentitySource : public AwsCredentialSource {
     req.headers.emplace_back("Content-Type", "application/x-www-form-urlencoded");
     req.headers.emplace_back("Accept", "application/xml");
     auto resp = http_->Send(req);
-    if (!resp.ok()) return Unavailable(Name() + ": STS " + endpoint_ + ": " + resp.status().message());
+    if (!resp.ok())
+      return Unavailable(Name() + ": STS " + endpoint_ + ": " + resp.status().message());
     pugi::xml_document doc;
     const bool parsed = doc.load_buffer(resp->body.data(), resp->body.size());
     if (resp->status != 200) {
@@ -311,7 +316,8 @@ class ProfileSource : public AwsCredentialSource {
     AwsCredentials c = ProfileCredentials(
         Section(cred_file, profile_),
         Section(config_file, profile_ == "default" ? "default" : "profile " + profile_));
-    if (c.empty()) return PermissionDenied(Name() + ": no aws_access_key_id in the shared files any more");
+    if (c.empty())
+      return PermissionDenied(Name() + ": no aws_access_key_id in the shared files any more");
     return c;
   }
 
@@ -361,7 +367,8 @@ class ContainerSource : public AwsCredentialSource {
     if (!token.empty()) req.headers.emplace_back("Authorization", token);
     req.headers.emplace_back("Accept", "application/json");
     auto resp = http_->Send(req);
-    if (!resp.ok()) return Unavailable(Name() + ": " + StripUserinfo(url_) + ": " + resp.status().message());
+    if (!resp.ok())
+      return Unavailable(Name() + ": " + StripUserinfo(url_) + ": " + resp.status().message());
     if (resp->status != 200) return EndpointError(Name(), "the endpoint", resp->status, "");
     return ParseJsonCredentials(Name(), resp->body);
   }
@@ -385,17 +392,20 @@ class InstanceMetadataSource : public AwsCredentialSource {
     HttpRequest put{.method = "PUT", .url = endpoint_ + "/latest/api/token", .body = ""};
     put.headers.emplace_back("X-aws-ec2-metadata-token-ttl-seconds", "21600");
     ASSIGN_OR_RETURN(HttpResponse token, Call(put));
-    if (token.status != 200) return EndpointError(Name(), "PUT /latest/api/token", token.status, "");
+    if (token.status != 200)
+      return EndpointError(Name(), "PUT /latest/api/token", token.status, "");
     const std::string base = endpoint_ + "/latest/meta-data/iam/security-credentials/";
     HttpRequest list{.method = "GET", .url = base};
     list.headers.emplace_back("X-aws-ec2-metadata-token", std::string(Trim(token.body)));
     ASSIGN_OR_RETURN(HttpResponse roles, Call(list));
-    if (roles.status != 200) return EndpointError(Name(), "security-credentials/", roles.status, "");
+    if (roles.status != 200)
+      return EndpointError(Name(), "security-credentials/", roles.status, "");
     const std::string role(Trim(std::string_view(roles.body).substr(0, roles.body.find('\n'))));
     if (role.empty()) return NotFound(Name() + ": the instance has no IAM role");
     HttpRequest get{.method = "GET", .url = base + UriEncode(role, true), .headers = list.headers};
     ASSIGN_OR_RETURN(HttpResponse creds, Call(get));
-    if (creds.status != 200) return EndpointError(Name(), "security-credentials/<role>", creds.status, "");
+    if (creds.status != 200)
+      return EndpointError(Name(), "security-credentials/<role>", creds.status, "");
     return ParseJsonCredentials(Name(), creds.body);
   }
 
@@ -411,8 +421,8 @@ class InstanceMetadataSource : public AwsCredentialSource {
 };
 
 // Fetches once from a configured source; the error names the source.
-Result<std::shared_ptr<AwsCredentialsProvider>> FirstFetch(std::unique_ptr<AwsCredentialSource> source,
-                                                           Clock* clock) {
+Result<std::shared_ptr<AwsCredentialsProvider>> FirstFetch(
+    std::unique_ptr<AwsCredentialSource> source, Clock* clock) {
   auto first = source->Fetch();
   if (!first.ok()) return first.status().WithContext("s3 credentials");
   GLOG_DEBUG("s3 credentials: from {}", source->Name());
@@ -445,12 +455,14 @@ std::optional<int64_t> ParseIso8601(std::string_view text) {
 int64_t RefreshDeadline(int64_t fetched_ns, int64_t expiration_ns) {
   if (expiration_ns == 0) return INT64_MAX;
   const int64_t lifetime = std::max<int64_t>(expiration_ns - fetched_ns, 0);
-  const int64_t ahead = std::min(std::max<int64_t>(300 * kNanosPerSecond, lifetime / 10), lifetime / 2);
+  const int64_t ahead =
+      std::min(std::max<int64_t>(300 * kNanosPerSecond, lifetime / 10), lifetime / 2);
   return expiration_ns - ahead;
 }
 
 AwsCredentialsProvider::AwsCredentialsProvider(AwsCredentials credentials)
-    : clock_(Clock::Real()), current_(std::make_shared<const AwsCredentials>(std::move(credentials))) {}
+    : clock_(Clock::Real()),
+      current_(std::make_shared<const AwsCredentials>(std::move(credentials))) {}
 
 AwsCredentialsProvider::AwsCredentialsProvider(std::unique_ptr<AwsCredentialSource> source,
                                                AwsCredentials initial, Clock* clock)
@@ -562,25 +574,30 @@ Result<std::shared_ptr<AwsCredentialsProvider>> NewAwsCredentialsProvider(
   const std::string token_file = EnvOr(env, "AWS_WEB_IDENTITY_TOKEN_FILE");
   const std::string role_arn = EnvOr(env, "AWS_ROLE_ARN");
   if (!token_file.empty() && !role_arn.empty()) {
-    const std::string endpoint = FirstOf({EnvOr(env, "AWS_ENDPOINT_URL_STS"), EnvOr(env, "AWS_ENDPOINT_URL"),
-                                          "https://sts." + settings.region + ".amazonaws.com"});
-    const std::string session = FirstOf(
-        {EnvOr(env, "AWS_ROLE_SESSION_NAME"),
-         "granary-" + std::to_string(clock->WallNanos() / kNanosPerSecond)});
-    return FirstFetch(std::make_unique<WebIdentitySource>(endpoint, token_file, role_arn, session), clock);
+    const std::string endpoint =
+        FirstOf({EnvOr(env, "AWS_ENDPOINT_URL_STS"), EnvOr(env, "AWS_ENDPOINT_URL"),
+                 "https://sts." + settings.region + ".amazonaws.com"});
+    const std::string session =
+        FirstOf({EnvOr(env, "AWS_ROLE_SESSION_NAME"),
+                 "granary-" + std::to_string(clock->WallNanos() / kNanosPerSecond)});
+    return FirstFetch(std::make_unique<WebIdentitySource>(endpoint, token_file, role_arn, session),
+                      clock);
   }
   if (settings.credentials && settings.credential_origin == AwsCredentialOrigin::kProfile) {
     return std::make_shared<AwsCredentialsProvider>(
-        std::make_unique<ProfileSource>(settings.profile, settings.credentials_file, settings.config_file),
+        std::make_unique<ProfileSource>(settings.profile, settings.credentials_file,
+                                        settings.config_file),
         *settings.credentials, clock);
   }
   const std::string full_uri = EnvOr(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI");
   const std::string relative_uri = EnvOr(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
   if (!full_uri.empty() || !relative_uri.empty()) {
-    const std::string url = !relative_uri.empty() ? "http://169.254.170.2" + relative_uri : full_uri;
-    return FirstFetch(std::make_unique<ContainerSource>(url, EnvOr(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN"),
-                                                        EnvOr(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")),
-                      clock);
+    const std::string url =
+        !relative_uri.empty() ? "http://169.254.170.2" + relative_uri : full_uri;
+    return FirstFetch(
+        std::make_unique<ContainerSource>(url, EnvOr(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN"),
+                                          EnvOr(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")),
+        clock);
   }
   std::string disabled = EnvOr(env, "AWS_EC2_METADATA_DISABLED");
   std::transform(disabled.begin(), disabled.end(), disabled.begin(), ::tolower);

@@ -72,12 +72,12 @@ enum class AwsCredentialOrigin {
 struct AwsSettings {
   std::optional<AwsCredentials> credentials;  // nullopt: no static credentials found
   AwsCredentialOrigin credential_origin = AwsCredentialOrigin::kNone;
-  std::string region;                          // never empty
-  std::string endpoint;                        // "" = AWS's default for the region
-  std::string ca_bundle;                       // "" = system CA store
-  std::string profile;                         // the profile consulted
-  std::string credentials_file;                // shared credentials file path ("" = none)
-  std::string config_file;                     // config file path ("" = none)
+  std::string region;            // never empty
+  std::string endpoint;          // "" = AWS's default for the region
+  std::string ca_bundle;         // "" = system CA store
+  std::string profile;           // the profile consulted
+  std::string credentials_file;  // shared credentials file path ("" = none)
+  std::string config_file;       // config file path ("" = none)
 };
 
 // Resolves settings from explicit options/secrets (keys as in

@@ -32,8 +32,9 @@ using Map = std::map<std::string, std::string>;
 class AwsCredentialsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("granary-aws-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("granary-aws-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_ / ".aws");
     env_["HOME"] = dir_.string();
     // No test probes a real instance metadata service; IMDS tests set an endpoint.
@@ -64,7 +65,8 @@ TEST_F(AwsCredentialsTest, NothingAnywhereMeansAnonymousInUsEast1) {
 }
 
 TEST_F(AwsCredentialsTest, SecretsBeatEnvironmentWhichBeatsFiles) {
-  Write(dir_ / ".aws/credentials", "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n");
+  Write(dir_ / ".aws/credentials",
+        "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n");
   auto s = ResolveAwsSettings({}, {}, Env());
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->credentials->access_key_id, "FILEKEY");
@@ -129,8 +131,10 @@ TEST_F(AwsCredentialsTest, RegionAndEndpointEnvironmentOrder) {
 TEST_F(AwsCredentialsTest, FluidStyleSecretFilesAreRead) {
   Write(dir_ / "ak", "FILEAK\n");
   Write(dir_ / "sk", "FILESK\n");
-  auto s = ResolveAwsSettings({}, {{"accessKeyIdFile", (dir_ / "ak").string()},
-                                   {"secretAccessKeyFile", (dir_ / "sk").string()}}, Env());
+  auto s = ResolveAwsSettings({},
+                              {{"accessKeyIdFile", (dir_ / "ak").string()},
+                               {"secretAccessKeyFile", (dir_ / "sk").string()}},
+                              Env());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->credentials->access_key_id, "FILEAK");
   EXPECT_EQ(s->credentials->secret_access_key, "FILESK");
@@ -260,7 +264,8 @@ class LoopbackHttpServer {
       LoopbackRequest req;
       if (ReadRequest(c, req)) {
         LoopbackResponse resp = handler_(req);
-        std::string out = "HTTP/1.1 " + std::to_string(resp.status) + " X\r\nConnection: close\r\n" +
+        std::string out = "HTTP/1.1 " + std::to_string(resp.status) +
+                          " X\r\nConnection: close\r\n" +
                           "Content-Length: " + std::to_string(resp.body.size()) + "\r\n";
         for (const auto& [k, v] : resp.headers) out += k + ": " + v + "\r\n";
         out += "\r\n";
@@ -297,7 +302,8 @@ class LoopbackHttpServer {
       req.headers[key] = std::string(line.substr(line.find_first_not_of(' ', colon + 1)));
     }
     req.body = data.substr(header_end + 4);
-    const size_t want = req.headers.contains("content-length") ? std::stoul(req.headers["content-length"]) : 0;
+    const size_t want =
+        req.headers.contains("content-length") ? std::stoul(req.headers["content-length"]) : 0;
     while (req.body.size() < want) {
       ssize_t n = ::recv(c, buf, sizeof(buf), 0);
       if (n <= 0) return false;
@@ -339,7 +345,8 @@ TEST_F(AwsCredentialsTest, ContainerCredentialsSendTheTokenFromTheFile) {
       return LoopbackResponse{.status = 401};
     }
     int n = ++fetches;
-    return LoopbackResponse{.body = CredentialsJson("CKEY" + std::to_string(n), WallNowNs() + kHourNs)};
+    return LoopbackResponse{.body =
+                                CredentialsJson("CKEY" + std::to_string(n), WallNowNs() + kHourNs)};
   });
   Write(dir_ / "token", "Bearer one\n");
   env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = server.url() + "/creds";
@@ -378,14 +385,16 @@ TEST_F(AwsCredentialsTest, InstanceMetadataV2UsesASessionToken) {
   std::atomic<int> without_token{0}, credential_gets{0};
   LoopbackHttpServer server([&](const LoopbackRequest& r) {
     if (r.method == "PUT" && r.path == "/latest/api/token") {
-      if (!r.headers.contains("x-aws-ec2-metadata-token-ttl-seconds")) return LoopbackResponse{.status = 400};
+      if (!r.headers.contains("x-aws-ec2-metadata-token-ttl-seconds"))
+        return LoopbackResponse{.status = 400};
       return LoopbackResponse{.body = "IMDSTOKEN"};
     }
     if (r.Header("x-aws-ec2-metadata-token") != "IMDSTOKEN") {
       ++without_token;
       return LoopbackResponse{.status = 401};
     }
-    if (r.path == "/latest/meta-data/iam/security-credentials/") return LoopbackResponse{.body = "node-role"};
+    if (r.path == "/latest/meta-data/iam/security-credentials/")
+      return LoopbackResponse{.body = "node-role"};
     if (r.path == "/latest/meta-data/iam/security-credentials/node-role") {
       ++credential_gets;
       return LoopbackResponse{.body = R"({"Code":"Success","Type":"AWS-HMAC",)" +
@@ -424,7 +433,8 @@ TEST_F(AwsCredentialsTest, WebIdentityAssumesTheRoleOnMotoSts) {
   if (!moto.ok()) GTEST_SKIP() << moto.status().ToString();
   Write(dir_ / "web-token", "eyJhbGciOiJSUzI1NiJ9.payload.signature\n");
   // Web identity comes before the profile in the chain.
-  Write(dir_ / ".aws/credentials", "[default]\naws_access_key_id=FILEKEY\naws_secret_access_key=FILES\n");
+  Write(dir_ / ".aws/credentials",
+        "[default]\naws_access_key_id=FILEKEY\naws_secret_access_key=FILES\n");
   env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = (dir_ / "web-token").string();
   env_["AWS_ROLE_ARN"] = "arn:aws:iam::123456789012:role/granary-reader";
   env_["AWS_ROLE_SESSION_NAME"] = "granary-test";
@@ -462,8 +472,8 @@ struct RotatingEndpoint {
       : server([this, clock, lifetime_ns](const LoopbackRequest&) {
           if (failing) return LoopbackResponse{.status = 500};
           int n = ++fetches;
-          return LoopbackResponse{.body = CredentialsJson("KEY" + std::to_string(n),
-                                                          clock->WallNanos() + lifetime_ns)};
+          return LoopbackResponse{
+              .body = CredentialsJson("KEY" + std::to_string(n), clock->WallNanos() + lifetime_ns)};
         }) {}
   std::atomic<int> fetches{0};
   std::atomic<bool> failing{false};
@@ -512,7 +522,8 @@ TEST_F(AwsCredentialsTest, ProfileFilesAreReReadWhenTheyChange) {
   EXPECT_EQ((*(*provider)->Get())->access_key_id, "OLD");
   // A rotation tool rewrites the file (different size, so the change shows
   // even within the file system's mtime granularity).
-  Write(dir_ / ".aws/credentials", "[default]\naws_access_key_id=NEWKEY\naws_secret_access_key=S\n");
+  Write(dir_ / ".aws/credentials",
+        "[default]\naws_access_key_id=NEWKEY\naws_secret_access_key=S\n");
   EXPECT_EQ((*(*provider)->Get())->access_key_id, "OLD");  // checked every 5 s
   clock.Advance(std::chrono::seconds(6));
   EXPECT_EQ((*(*provider)->Get())->access_key_id, "NEWKEY");
@@ -542,13 +553,15 @@ TEST_F(AwsCredentialsTest, ExpiryInTheMiddleOfAReadEpochFailsNoRead) {
     }
     const std::string auth = r.Header("authorization");
     const size_t at = auth.find("Credential=");
-    const std::string key = at == std::string::npos ? "" : auth.substr(at + 11, auth.find('/', at) - at - 11);
+    const std::string key =
+        at == std::string::npos ? "" : auth.substr(at + 11, auth.find('/', at) - at - 11);
     if (r.Header("x-amz-security-token") != "TOKEN-" + key) ++bad_signatures;
     if (key != "GEN" + std::to_string(generation.load())) {
       ++expired_answers;
       return LoopbackResponse{.status = 400,
-                              .body = "<Error><Code>ExpiredToken</Code><Message>The provided token "
-                                      "has expired.</Message></Error>"};
+                              .body =
+                                  "<Error><Code>ExpiredToken</Code><Message>The provided token "
+                                  "has expired.</Message></Error>"};
     }
     if (++ok_since_rotation == 40) {
       ok_since_rotation = 0;

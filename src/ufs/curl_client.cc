@@ -48,14 +48,12 @@ Status CurlStatus(CURLcode code, const char* detail) {
     case CURLE_ABORTED_BY_CALLBACK:
       return Cancelled("request aborted: the connector is shutting down");
     case CURLE_URL_MALFORMAT:
-    case CURLE_UNSUPPORTED_PROTOCOL:
-      return InvalidArgument(std::move(text));
+    case CURLE_UNSUPPORTED_PROTOCOL: return InvalidArgument(std::move(text));
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_SSL_CRL_BADFILE:
-    case CURLE_SSL_ISSUER_ERROR:
-      return IoError(std::move(text));
+    case CURLE_SSL_ISSUER_ERROR: return IoError(std::move(text));
     default:
       // Connect refused, DNS, timeouts, resets, TLS handshake hiccups, partial
       // transfers: all transient from a caller's point of view.
@@ -110,9 +108,8 @@ void CurlClient::Abort() {
 
 Result<void*> CurlClient::AcquireHandle(const std::string& url) {
   MutexLock lock(mu_);
-  auto ready = [&]() REQUIRES(mu_) {
-    return aborted_.load() || in_flight_ < options_.max_in_flight;
-  };
+  auto ready = [&]()
+                   REQUIRES(mu_) { return aborted_.load() || in_flight_ < options_.max_in_flight; };
   if (options_.slot_wait_timeout.count() > 0) {
     if (!slot_freed_.WaitFor(lock, options_.slot_wait_timeout, ready)) {
       return Unavailable(EndpointOf(url) + ": no request slot free within " +
@@ -156,7 +153,7 @@ struct Transfer {
   uint64_t stream_pos = 0;         // body bytes seen so far
   bool window_full = false;        // stopped on purpose after filling *out
   std::optional<ByteRange> range;
-  std::string_view upload;         // PUT/POST body not yet sent
+  std::string_view upload;  // PUT/POST body not yet sent
 };
 
 size_t OnHeader(char* data, size_t size, size_t nitems, void* user) {
@@ -277,7 +274,8 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
   // ones, each after its own poll(): measured 12 polls and 7.5 recvfrom per
   // object with curl's default.
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options_.low_speed_bytes));
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options_.low_speed_time.count()));
@@ -304,7 +302,8 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
   if (request.range) {
     const ByteRange& r = *request.range;
     headers = curl_slist_append(headers, ("Range: bytes=" + std::to_string(r.offset) + "-" +
-                                          std::to_string(r.offset + r.length - 1)).c_str());
+                                          std::to_string(r.offset + r.length - 1))
+                                             .c_str());
   }
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip on PUT
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);

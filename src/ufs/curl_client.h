@@ -46,8 +46,8 @@
 namespace granary {
 
 struct CurlClientOptions {
-  int max_in_flight = kDefaultOriginConcurrency;  // requests running at once (>= 1)
-  std::chrono::milliseconds connect_timeout{5000};            // TCP (+TLS) connect
+  int max_in_flight = kDefaultOriginConcurrency;    // requests running at once (>= 1)
+  std::chrono::milliseconds connect_timeout{5000};  // TCP (+TLS) connect
   // The whole request, connect to last byte; 0 = no limit.
   std::chrono::milliseconds request_timeout = kDefaultOriginRequestTimeout;
   // Abort a transfer slower than low_speed_bytes/s for low_speed_time (a peer
@@ -57,9 +57,9 @@ struct CurlClientOptions {
   // Longest wait for a free slot when max_in_flight requests are running;
   // 0 = no limit.
   std::chrono::milliseconds slot_wait_timeout = kDefaultOriginRequestTimeout;
-  std::string ca_bundle;                                      // PEM file for https; "" = system store
-  bool follow_redirects = false;                              // follow 3xx (never for signed requests)
-  std::string user_agent = "granary/" GRANARY_VERSION;        // User-Agent header
+  std::string ca_bundle;                                // PEM file for https; "" = system store
+  bool follow_redirects = false;                        // follow 3xx (never for signed requests)
+  std::string user_agent = "granary/" GRANARY_VERSION;  // User-Agent header
 };
 
 // A byte range [offset, offset + length) sent as "Range: bytes=a-b".
@@ -69,8 +69,8 @@ struct ByteRange {
 };
 
 struct HttpRequest {
-  std::string method = "GET";  // GET, HEAD, PUT, POST, DELETE
-  std::string url;             // absolute http:// or https:// URL
+  std::string method = "GET";                                // GET, HEAD, PUT, POST, DELETE
+  std::string url;                                           // absolute http:// or https:// URL
   std::vector<std::pair<std::string, std::string>> headers;  // sent as given
   // Request body (PUT/POST). Borrowed: must stay alive until Send returns.
   std::optional<std::string_view> body;
@@ -121,9 +121,9 @@ class CurlClient {
   void ReleaseHandle(void* handle) EXCLUDES(mu_);
 
   CurlClientOptions options_;
-  std::atomic<bool> aborted_{false};  // set once by Abort(); read by the progress callback
-  Mutex mu_;  // guards idle_, in_flight_; leaf lock
-  CondVar slot_freed_;  // signalled when a slot is released or on Abort()
+  std::atomic<bool> aborted_{false};         // set once by Abort(); read by the progress callback
+  Mutex mu_;                                 // guards idle_, in_flight_; leaf lock
+  CondVar slot_freed_;                       // signalled when a slot is released or on Abort()
   std::vector<void*> idle_ GUARDED_BY(mu_);  // idle CURL* easy handles (keep their connections)
   int in_flight_ GUARDED_BY(mu_) = 0;
 };

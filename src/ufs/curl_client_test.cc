@@ -30,7 +30,8 @@ using testing::TinyHttpServer;
 const std::string kBody = "0123456789abcdefghijklmnopqrstuvwxyz";
 
 TEST(CurlClient, SendBuffersBodyAndLowercasesHeaders) {
-  TinyHttpServer server([](const std::string&) { return Response(200, kBody, "X-Amz-Thing: v1\r\n"); });
+  TinyHttpServer server(
+      [](const std::string&) { return Response(200, kBody, "X-Amz-Thing: v1\r\n"); });
   CurlClient http;
   auto r = http.Send(HttpRequest{.url = server.url("/obj")});
   ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -18,10 +18,10 @@ namespace {
 // State::mu (not annotated: the analysis cannot name another object's mutex).
 struct Job {
   std::function<void()> fn;
-  CondVar finished;                  // signalled when done turns true (or on Abort)
-  bool started = false;              // a helper took it
-  bool done = false;                 // fn returned
-  bool abandoned = false;            // its caller stopped waiting
+  CondVar finished;        // signalled when done turns true (or on Abort)
+  bool started = false;    // a helper took it
+  bool done = false;       // fn returned
+  bool abandoned = false;  // its caller stopped waiting
 };
 
 // "60 s", "1.5 s".
@@ -43,11 +43,11 @@ struct DeadlineRunner::State {
   CondVar work;  // a job was queued, or stopping
   std::deque<std::shared_ptr<Job>> queue GUARDED_BY(mu);
   std::unordered_set<Job*> waited_on GUARDED_BY(mu);  // jobs whose caller is waiting (for Abort)
-  int threads GUARDED_BY(mu) = 0;        // helpers alive
-  int idle GUARDED_BY(mu) = 0;           // helpers waiting for work
-  int stuck GUARDED_BY(mu) = 0;          // abandoned jobs still running
-  bool stopping GUARDED_BY(mu) = false;  // the runner is gone: idle helpers end
-  bool aborted GUARDED_BY(mu) = false;   // Abort(): refuse and release callers
+  int threads GUARDED_BY(mu) = 0;                     // helpers alive
+  int idle GUARDED_BY(mu) = 0;                        // helpers waiting for work
+  int stuck GUARDED_BY(mu) = 0;                       // abandoned jobs still running
+  bool stopping GUARDED_BY(mu) = false;               // the runner is gone: idle helpers end
+  bool aborted GUARDED_BY(mu) = false;                // Abort(): refuse and release callers
 };
 
 DeadlineRunner::DeadlineRunner(DeadlineRunnerOptions options)

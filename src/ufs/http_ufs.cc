@@ -44,13 +44,15 @@ int64_t ParseHttpDate(const std::string& text) {
 // `"abc"` / `W/"abc"` -> `abc`.
 std::string CleanEtag(std::string etag) {
   if (etag.starts_with("W/")) etag.erase(0, 2);
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"')
+    etag = etag.substr(1, etag.size() - 2);
   return etag;
 }
 
 // A decimal byte count; nullopt when absent or malformed.
 std::optional<uint64_t> ParseLength(const std::string& text) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
   return std::strtoull(text.c_str(), nullptr, 10);
 }
 
@@ -71,7 +73,8 @@ Status ErrorFor(const HttpResponse& r, const std::string& url) {
   const std::string code = "HTTP " + std::to_string(r.status);
   if (r.status >= 500 || r.status == 429) return Unavailable(code);
   if (r.status == 404 || r.status == 410) return NotFound(url + ": not found (" + code + ")");
-  if (r.status == 401 || r.status == 403) return PermissionDenied(url + ": access denied (" + code + ")");
+  if (r.status == 401 || r.status == 403)
+    return PermissionDenied(url + ": access denied (" + code + ")");
   return IoError(url + ": unexpected response (" + code + ")");
 }
 
@@ -110,7 +113,8 @@ class HttpUfs : public UnderStorage {
 
   Result<ObjectInfo> StatImpl(std::string_view key) override {
     const std::string url = Url(key);
-    ASSIGN_OR_RETURN(HttpResponse r, Execute(HttpRequest{.method = "HEAD", .url = url}, nullptr, url));
+    ASSIGN_OR_RETURN(HttpResponse r,
+                     Execute(HttpRequest{.method = "HEAD", .url = url}, nullptr, url));
     std::optional<uint64_t> size;
     if (r.status == 405 || r.status == 501) {
       // HEAD refused: ask for the first byte; Content-Range carries the size.
@@ -118,7 +122,8 @@ class HttpUfs : public UnderStorage {
       std::span<char> one(&byte, 1);
       HttpRequest get{.url = url, .range = ByteRange{.offset = 0, .length = 1}};
       ASSIGN_OR_RETURN(r, Execute(get, &one, url));
-      if (r.status == 206 || r.status == 416) size = SizeFromContentRange(Header(r, "content-range"));
+      if (r.status == 206 || r.status == 416)
+        size = SizeFromContentRange(Header(r, "content-range"));
       if (r.status == 416) r.status = 200;  // an empty object
     }
     if (r.status < 200 || r.status > 299) return ErrorFor(r, url);
@@ -148,7 +153,8 @@ class HttpUfs : public UnderStorage {
   std::string Url(std::string_view key) const { return root_ + "/" + EscapePath(key); }
 
   // Sends with retries; error statuses other than 5xx/429 come back as responses.
-  Result<HttpResponse> Execute(const HttpRequest& req, std::span<char>* into, const std::string& url) {
+  Result<HttpResponse> Execute(const HttpRequest& req, std::span<char>* into,
+                               const std::string& url) {
     uint64_t seed;
     {
       MutexLock lock(rng_mu_);
@@ -232,7 +238,8 @@ Result<std::unique_ptr<UnderStorage>> NewHttpUfs(const Uri& uri, const UfsOption
   }
   ASSIGN_OR_RETURN(HttpUfsOptions resolved, ResolveHttpOptions(options));
   if (uri.scheme == Scheme::kHttp) resolved.http.ca_bundle.clear();
-  return std::unique_ptr<UnderStorage>(std::make_unique<HttpUfs>(uri.Root(), std::move(resolved), clock));
+  return std::unique_ptr<UnderStorage>(
+      std::make_unique<HttpUfs>(uri.Root(), std::move(resolved), clock));
 }
 
 }  // namespace granary

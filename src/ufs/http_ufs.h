@@ -45,7 +45,7 @@ namespace granary {
 
 struct HttpUfsOptions {
   CurlClientOptions http;  // transport settings
-  RetryPolicy retry;  // attempts and backoff for transient failures
+  RetryPolicy retry;       // attempts and backoff for transient failures
 };
 
 // Parses UfsOptions into HttpUfsOptions; InvalidArgument naming a bad key or value.

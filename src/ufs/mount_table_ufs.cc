@@ -18,7 +18,8 @@ std::string Outer(const UfsMount& m, const std::string& inner) {
 
 }  // namespace
 
-Result<std::shared_ptr<const MountTableUfs::Table>> MountTableUfs::Check(std::vector<UfsMount> mounts) {
+Result<std::shared_ptr<const MountTableUfs::Table>> MountTableUfs::Check(
+    std::vector<UfsMount> mounts) {
   std::sort(mounts.begin(), mounts.end(),
             [](const UfsMount& a, const UfsMount& b) { return Dir(a.path) < Dir(b.path); });
   for (size_t i = 0; i < mounts.size(); ++i) {
@@ -33,7 +34,8 @@ Result<std::shared_ptr<const MountTableUfs::Table>> MountTableUfs::Check(std::ve
     if (i > 0) {
       const std::string prev = Dir(mounts[i - 1].path);
       if (prev.empty() || Dir(m.path).starts_with(prev)) {
-        return InvalidArgument("mount '/" + m.path + "' overlaps mount '/" + mounts[i - 1].path + "'");
+        return InvalidArgument("mount '/" + m.path + "' overlaps mount '/" + mounts[i - 1].path +
+                               "'");
       }
     }
   }
@@ -72,7 +74,8 @@ std::shared_ptr<const MountTableUfs::Table> MountTableUfs::table() const {
   return table_;
 }
 
-const UfsMount* MountTableUfs::Route(const Table& t, std::string_view key, std::string* inner) const {
+const UfsMount* MountTableUfs::Route(const Table& t, std::string_view key,
+                                     std::string* inner) const {
   for (const UfsMount& m : t) {
     const std::string dir = Dir(m.path);
     if (key.starts_with(dir) && key.size() > dir.size()) {
@@ -110,7 +113,8 @@ Result<ListPage> MountTableUfs::ListImpl(const ListRequest& request) {
       if (!request.delimiter.empty()) {
         // The mount is a directory under the prefix: its next component.
         const std::string rest = dir.substr(p.size());
-        prefixes.insert(p + rest.substr(0, rest.find(request.delimiter) + request.delimiter.size()));
+        prefixes.insert(p +
+                        rest.substr(0, rest.find(request.delimiter) + request.delimiter.size()));
         continue;
       }
       inner = m.prefix;  // a recursive listing takes the whole mount
@@ -182,7 +186,8 @@ namespace {
 // the upload does not pull it away).
 class RoutedUpload final : public StreamingUpload {
  public:
-  RoutedUpload(std::string key, std::shared_ptr<UnderStorage> ufs, std::unique_ptr<StreamingUpload> inner)
+  RoutedUpload(std::string key, std::shared_ptr<UnderStorage> ufs,
+               std::unique_ptr<StreamingUpload> inner)
       : key_(std::move(key)), ufs_(std::move(ufs)), inner_(std::move(inner)) {}
   const std::string& id() const override { return inner_->id(); }
   uint64_t part_size() const override { return inner_->part_size(); }
@@ -203,14 +208,15 @@ class RoutedUpload final : public StreamingUpload {
 
 }  // namespace
 
-Result<std::unique_ptr<StreamingUpload>> MountTableUfs::StartUploadImpl(std::string_view key, int fd,
-                                                                        const WriteOptions& options) {
+Result<std::unique_ptr<StreamingUpload>> MountTableUfs::StartUploadImpl(
+    std::string_view key, int fd, const WriteOptions& options) {
   const std::shared_ptr<const Table> t = table();
   std::string inner;
   const UfsMount* m = Route(*t, key, &inner);
   if (m == nullptr) return NotFound(root_ + "/" + std::string(key) + ": not under any mount");
   ASSIGN_OR_RETURN(std::unique_ptr<StreamingUpload> up, m->ufs->StartUpload(inner, fd, options));
-  return std::unique_ptr<StreamingUpload>(std::make_unique<RoutedUpload>(std::string(key), m->ufs, std::move(up)));
+  return std::unique_ptr<StreamingUpload>(
+      std::make_unique<RoutedUpload>(std::string(key), m->ufs, std::move(up)));
 }
 
 Status MountTableUfs::AbortUploadImpl(std::string_view key, std::string_view upload_id) {

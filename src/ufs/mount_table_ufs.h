@@ -39,7 +39,8 @@ class MountTableUfs final : public UnderStorage {
  public:
   // `root` names the whole tree in messages ("fluid://default/imagenet").
   // InvalidArgument (from Make) when two mounts overlap or one has no ufs.
-  static Result<std::unique_ptr<MountTableUfs>> Make(std::string root, std::vector<UfsMount> mounts);
+  static Result<std::unique_ptr<MountTableUfs>> Make(std::string root,
+                                                     std::vector<UfsMount> mounts);
 
   // Replaces the table; same checks as Make. Reads already running finish
   // against the mount they started on.
@@ -47,7 +48,7 @@ class MountTableUfs final : public UnderStorage {
   std::vector<UfsMount> mounts() const;
 
   std::string Root() const override { return root_; }
-  void Abort() override;  // aborts every mounted connector
+  void Abort() override;                    // aborts every mounted connector
   bool BoundsRequestTime() const override;  // every mounted connector does
 
  protected:

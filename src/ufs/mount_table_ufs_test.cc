@@ -67,7 +67,8 @@ TEST(MountTableUfsTest, PagesContinueAcrossMounts) {
   std::string token;
   int pages = 0;
   do {
-    auto page = t.table->List(ListRequest{.prefix = "", .continuation_token = token, .max_keys = 1});
+    auto page =
+        t.table->List(ListRequest{.prefix = "", .continuation_token = token, .max_keys = 1});
     ASSERT_TRUE(page.ok()) << page.status().ToString();
     for (const ObjectInfo& o : page->objects) keys.push_back(o.key);
     token = page->next_token;
@@ -100,13 +101,14 @@ TEST(MountTableUfsTest, SetMountsSwapsTheTreeAndRefusesOverlaps) {
   EXPECT_EQ(all->size(), 2u);
   EXPECT_EQ(t.table->Stat("imagenet/train/x.jpg").status().code(), Code::kNotFound);
 
-  EXPECT_EQ(t.table->SetMounts({UfsMount{.path = "a", .ufs = t.a},
-                                UfsMount{.path = "a/b", .ufs = t.b}})
-                .code(),
-            Code::kInvalidArgument);
-  EXPECT_EQ(t.table->SetMounts({UfsMount{.path = "", .ufs = t.a}, UfsMount{.path = "b", .ufs = t.b}})
-                .code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      t.table->SetMounts({UfsMount{.path = "a", .ufs = t.a}, UfsMount{.path = "a/b", .ufs = t.b}})
+          .code(),
+      Code::kInvalidArgument);
+  EXPECT_EQ(
+      t.table->SetMounts({UfsMount{.path = "", .ufs = t.a}, UfsMount{.path = "b", .ufs = t.b}})
+          .code(),
+      Code::kInvalidArgument);
   EXPECT_EQ(t.table->SetMounts({UfsMount{.path = "a", .ufs = t.a, .prefix = "data"}}).code(),
             Code::kInvalidArgument);
   // A refused table leaves the previous one in place.

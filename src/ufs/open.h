@@ -23,6 +23,7 @@ struct UfsOptions {
 
 // The connector for uri.scheme, serving uri.Root(). InvalidArgument for
 // unknown options or values, naming them.
-Result<std::unique_ptr<UnderStorage>> OpenUnderStorage(const Uri& uri, const UfsOptions& options = {});
+Result<std::unique_ptr<UnderStorage>> OpenUnderStorage(const Uri& uri,
+                                                       const UfsOptions& options = {});
 
 }  // namespace granary

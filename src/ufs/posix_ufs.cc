@@ -166,7 +166,7 @@ class DirCache {
   };
   static constexpr size_t kSlots = 16;
 
-  Mutex mu_;  // guards slots_; leaf lock
+  Mutex mu_;                               // guards slots_; leaf lock
   std::list<Slot> slots_ GUARDED_BY(mu_);  // most recently used first
 };
 
@@ -221,10 +221,12 @@ class PageBuilder {
     const std::string& token = req_.continuation_token;
     if (token.empty() || !token.starts_with(dir_key)) return it;
     std::string_view rest = std::string_view(token).substr(dir_key.size());
-    auto after = std::upper_bound(dir.begin(), dir.end(), rest,
-                                  [](std::string_view k, const DirEntry& e) { return k < e.sort_key; });
+    auto after =
+        std::upper_bound(dir.begin(), dir.end(), rest,
+                         [](std::string_view k, const DirEntry& e) { return k < e.sort_key; });
     // A directory holding the token sorts before it but still has keys after it.
-    if (after != dir.begin() && std::prev(after)->is_dir && rest.starts_with(std::prev(after)->sort_key)) {
+    if (after != dir.begin() && std::prev(after)->is_dir &&
+        rest.starts_with(std::prev(after)->sort_key)) {
       --after;
     }
     return std::max(it, after);
@@ -235,7 +237,8 @@ class PageBuilder {
   }
 
   bool OnStack(const struct stat& st) const {
-    bool loop = std::find(stack_.begin(), stack_.end(), std::pair(st.st_dev, st.st_ino)) != stack_.end();
+    bool loop =
+        std::find(stack_.begin(), stack_.end(), std::pair(st.st_dev, st.st_ino)) != stack_.end();
     if (loop) GLOG_DEBUG("posix list: skipping a symlink loop");
     return loop;
   }
@@ -365,7 +368,8 @@ class PosixUfs : public UnderStorage {
     std::random_device rd;
     char suffix[32];
     std::snprintf(suffix, sizeof suffix, ".granary-%d-%08x", static_cast<int>(::getpid()), rd());
-    const std::string tmp = (target.parent_path() / ("." + target.filename().string() + suffix)).string();
+    const std::string tmp =
+        (target.parent_path() / ("." + target.filename().string() + suffix)).string();
     int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (out < 0) return ErrnoStatus(tmp, errno);
     Status copied = CopyAndSync(fd, out, size, tmp);
@@ -399,7 +403,9 @@ class PosixUfs : public UnderStorage {
       ssize_t n = ::pread(in, buf.data(), want, static_cast<off_t>(off));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return IoError(what + ": reading the staged file: " + std::strerror(errno));
-      if (n == 0) return IoError(what + ": the staged file is shorter than " + std::to_string(size) + " bytes");
+      if (n == 0)
+        return IoError(what + ": the staged file is shorter than " + std::to_string(size) +
+                       " bytes");
       size_t done = 0;
       while (done < static_cast<size_t>(n)) {
         ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(n) - done);

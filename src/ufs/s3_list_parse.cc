@@ -68,9 +68,10 @@ Result<ListPage> ParseListPage(std::string_view body, const std::string& what) {
     });
   }
   if (page.skipped_entries > 0) {
-    GLOG_WARN("{}: skipped {} listing entries with an invalid size (not a decimal number of at "
-              "most 5 TiB), first {}",
-              what, page.skipped_entries, first_bad);
+    GLOG_WARN(
+        "{}: skipped {} listing entries with an invalid size (not a decimal number of at "
+        "most 5 TiB), first {}",
+        what, page.skipped_entries, first_bad);
   }
   for (auto p : root.children("CommonPrefixes")) {
     page.common_prefixes.emplace_back(p.child_value("Prefix"));

@@ -11,8 +11,10 @@ namespace granary {
 namespace {
 
 std::string Entry(const std::string& key, const std::string& size) {
-  return "<Contents><Key>" + key + "</Key><LastModified>2024-01-02T03:04:05.000Z</LastModified>"
-         "<ETag>\"e-" + key + "\"</ETag><Size>" + size + "</Size></Contents>";
+  return "<Contents><Key>" + key +
+         "</Key><LastModified>2024-01-02T03:04:05.000Z</LastModified>"
+         "<ETag>\"e-" +
+         key + "\"</ETag><Size>" + size + "</Size></Contents>";
 }
 
 std::string Page(const std::vector<std::pair<std::string, std::string>>& entries) {

@@ -12,10 +12,9 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <pugixml.hpp>
 #include <set>
 #include <thread>
-
-#include <pugixml.hpp>
 
 #include "common/log.h"
 #include "common/units.h"
@@ -30,14 +29,15 @@ const std::set<std::string, std::less<>> kOptionKeys = {
     "profile",          "caBundle",     "maxConcurrency",  "connectTimeout",
     "requestTimeout",   "maxAttempts",  "accessKeyIdFile", "secretAccessKeyFile",
     "sessionTokenFile", "maxRetryTime", "lowSpeedLimit",   "lowSpeedTime"};
-const std::set<std::string, std::less<>> kSecretKeys = {
-    "accessKeyId", "secretAccessKey", "sessionToken",
-    "accessKeyIdFile", "secretAccessKeyFile", "sessionTokenFile"};
+const std::set<std::string, std::less<>> kSecretKeys = {"accessKeyId",         "secretAccessKey",
+                                                        "sessionToken",        "accessKeyIdFile",
+                                                        "secretAccessKeyFile", "sessionTokenFile"};
 
 // "https://host:port/..." -> "host:port".
 std::string_view Authority(std::string_view endpoint) {
   auto scheme_end = endpoint.find("://");
-  std::string_view rest = endpoint.substr(scheme_end == std::string_view::npos ? 0 : scheme_end + 3);
+  std::string_view rest =
+      endpoint.substr(scheme_end == std::string_view::npos ? 0 : scheme_end + 3);
   return rest.substr(0, rest.find('/'));
 }
 
@@ -97,10 +97,15 @@ Status CheckKeys(const UfsOptions& o) {
 Status ApplyTunables(const std::map<std::string, std::string>& opts, S3Options& out) {
   for (const auto& [k, v] : opts) {
     if (k == "addressing") {
-      if (v == "auto") out.addressing = S3Addressing::kAuto;
-      else if (v == "path") out.addressing = S3Addressing::kPath;
-      else if (v == "virtual") out.addressing = S3Addressing::kVirtual;
-      else return InvalidArgument("s3 option addressing: '" + v + "' (expected auto, path or virtual)");
+      if (v == "auto")
+        out.addressing = S3Addressing::kAuto;
+      else if (v == "path")
+        out.addressing = S3Addressing::kPath;
+      else if (v == "virtual")
+        out.addressing = S3Addressing::kVirtual;
+      else
+        return InvalidArgument("s3 option addressing: '" + v +
+                               "' (expected auto, path or virtual)");
     } else if (k == "anonymous") {
       ASSIGN_OR_RETURN(out.anonymous, ParseBool(k, v));
     } else if (k == "maxConcurrency") {
@@ -174,11 +179,13 @@ Status S3Options::Validate() const {
 
 Result<S3Options> ResolveS3Options(const UfsOptions& ufs_options, const EnvLookup& env) {
   RETURN_IF_ERROR(CheckKeys(ufs_options));
-  ASSIGN_OR_RETURN(AwsSettings aws, ResolveAwsSettings(ufs_options.options, ufs_options.secrets, env));
+  ASSIGN_OR_RETURN(AwsSettings aws,
+                   ResolveAwsSettings(ufs_options.options, ufs_options.secrets, env));
   S3Options out;
   RETURN_IF_ERROR(ApplyTunables(ufs_options.options, out));
   out.region = aws.region;
-  out.endpoint = aws.endpoint.empty() ? "https://s3." + aws.region + ".amazonaws.com" : aws.endpoint;
+  out.endpoint =
+      aws.endpoint.empty() ? "https://s3." + aws.region + ".amazonaws.com" : aws.endpoint;
   while (out.endpoint.ends_with("/")) out.endpoint.pop_back();
   // An http:// endpoint ignores any CA bundle (from AWS_CA_BUNDLE or elsewhere).
   out.ca_bundle = out.endpoint.starts_with("https://") ? aws.ca_bundle : "";
@@ -209,16 +216,12 @@ S3Ufs::S3Ufs(std::string bucket, S3Options options, Clock* clock)
       rng_(std::random_device{}()) {
   while (endpoint_.ends_with("/")) endpoint_.pop_back();
   switch (options_.addressing) {
-    case S3Addressing::kPath:
-      path_style_ = true;
-      break;
-    case S3Addressing::kVirtual:
-      path_style_ = false;
-      break;
+    case S3Addressing::kPath: path_style_ = true; break;
+    case S3Addressing::kVirtual: path_style_ = false; break;
     case S3Addressing::kAuto:
       // Dotted bucket names break TLS wildcard certificates in virtual-host style.
-      path_style_ = IsIpOrLocalhost(HostOnly(Authority(endpoint_))) ||
-                    bucket_.find('.') != std::string::npos;
+      path_style_ =
+          IsIpOrLocalhost(HostOnly(Authority(endpoint_))) || bucket_.find('.') != std::string::npos;
       break;
   }
   if (!options_.anonymous) {
@@ -283,8 +286,8 @@ Result<HttpResponse> S3Ufs::SendOnce(const std::string& method, std::string_view
       sig.headers.emplace_back("x-amz-security-token", credentials->session_token);
     }
     for (size_t i = 1; i < sig.headers.size(); ++i) req.headers.push_back(sig.headers[i]);
-    const SigV4Scope scope{.region = options_.region, .service = "s3",
-                           .amz_date = sig.headers[2].second};
+    const SigV4Scope scope{
+        .region = options_.region, .service = "s3", .amz_date = sig.headers[2].second};
     req.headers.emplace_back("Authorization", AuthorizationHeader(sig, scope, *credentials));
   }
   auto resp = into != nullptr ? http_->SendInto(req, *into) : http_->Send(req);
@@ -323,8 +326,9 @@ Result<HttpResponse> S3Ufs::Execute(const std::string& method, std::string_view 
   }
   if (!resp.ok() && resp.status().code() == Code::kUnavailable) {
     const bool http_error = resp.status().message().starts_with("HTTP ");
-    return Unavailable(what + ": endpoint " + endpoint_ + (http_error ? " failed" : " unreachable") +
-                       " after " + std::to_string(outcome.attempts) + " attempt" +
+    return Unavailable(what + ": endpoint " + endpoint_ +
+                       (http_error ? " failed" : " unreachable") + " after " +
+                       std::to_string(outcome.attempts) + " attempt" +
                        (outcome.attempts == 1 ? "" : "s") + " (" + resp.status().message() + ")");
   }
   if (!resp.ok()) return Status(resp.status().code(), what + ": " + resp.status().message());
@@ -338,9 +342,11 @@ Status S3Ufs::S3Error(const HttpResponse& r, const std::string& what, std::strin
   const std::string detail = message.empty() ? "" : ": " + message;
   switch (r.status) {
     case 404:
-      if (code == "NoSuchBucket") return NotFound(what + ": bucket does not exist (404 NoSuchBucket)");
+      if (code == "NoSuchBucket")
+        return NotFound(what + ": bucket does not exist (404 NoSuchBucket)");
       if (code.empty()) code = std::string(missing);
-      if (code == "NoSuchBucket") return NotFound(what + ": bucket does not exist (404 NoSuchBucket)");
+      if (code == "NoSuchBucket")
+        return NotFound(what + ": bucket does not exist (404 NoSuchBucket)");
       return NotFound(what + ": no such key (404 " + code + ")");
     case 401:
     case 403:
@@ -352,10 +358,10 @@ Status S3Ufs::S3Error(const HttpResponse& r, const std::string& what, std::strin
       return InvalidArgument(what + ": bucket is served elsewhere (" + status + " " + code + ")" +
                              (region.empty() ? "" : "; set region: " + region));
     }
-    case 400:
-      return InvalidArgument(what + ": request rejected (400 " + code + detail + ")");
+    case 400: return InvalidArgument(what + ": request rejected (400 " + code + detail + ")");
     default:
-      return IoError(what + ": unexpected HTTP " + status + (code.empty() ? "" : " " + code) + detail);
+      return IoError(what + ": unexpected HTTP " + status + (code.empty() ? "" : " " + code) +
+                     detail);
   }
 }
 
@@ -404,7 +410,8 @@ Result<size_t> S3Ufs::ReadImpl(std::string_view key, uint64_t offset, std::span<
                                std::string_view if_match) {
   const std::string what = Root() + "/" + std::string(key);
   if (key.empty()) return InvalidArgument(what + ": empty object key");
-  ASSIGN_OR_RETURN(HttpResponse r, Execute("GET", key, "", "", ByteRange{offset, out.size()}, &out, what));
+  ASSIGN_OR_RETURN(HttpResponse r,
+                   Execute("GET", key, "", "", ByteRange{offset, out.size()}, &out, what));
   if (r.status == 416) return size_t{0};  // the range starts at or past the end
   if (r.status != 200 && r.status != 206) return S3Error(r, what, "NoSuchKey");
   if (!if_match.empty()) {
@@ -434,20 +441,25 @@ Status S3Ufs::DeleteImpl(std::string_view key) {
 Status S3Ufs::CreateBucket() {
   std::string body;
   if (options_.region != "us-east-1") {
-    body = "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-           "<LocationConstraint>" + options_.region + "</LocationConstraint></CreateBucketConfiguration>";
+    body =
+        "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+        "<LocationConstraint>" +
+        options_.region + "</LocationConstraint></CreateBucketConfiguration>";
   }
   ASSIGN_OR_RETURN(HttpResponse r, Execute("PUT", "", "", body, std::nullopt, nullptr, Root()));
   if (r.status == 200) return Status::Ok();
-  if (r.status == 409 && ParseS3Error(r.body).code == "BucketAlreadyOwnedByYou") return Status::Ok();
+  if (r.status == 409 && ParseS3Error(r.body).code == "BucketAlreadyOwnedByYou")
+    return Status::Ok();
   if (r.status == 409) {
-    return InvalidArgument(Root() + ": cannot create bucket (409 " + ParseS3Error(r.body).code + ")");
+    return InvalidArgument(Root() + ": cannot create bucket (409 " + ParseS3Error(r.body).code +
+                           ")");
   }
   return S3Error(r, Root(), "NoSuchBucket");
 }
 
 Result<std::unique_ptr<UnderStorage>> NewS3Ufs(const Uri& uri, const UfsOptions& options) {
-  if (uri.bucket.empty()) return InvalidArgument("uri '" + uri.ToString() + "': missing bucket name");
+  if (uri.bucket.empty())
+    return InvalidArgument("uri '" + uri.ToString() + "': missing bucket name");
   auto resolved = ResolveS3Options(options);
   if (!resolved.ok()) return resolved.status().WithContext(uri.Root());
   GLOG_DEBUG("s3: {} endpoint={} region={} anonymous={}", uri.Root(), resolved->endpoint,

@@ -9,14 +9,12 @@
 // an IP address or localhost.
 // Credentials: every signed request asks the AwsCredentialsProvider for the
 // current ones. An answer that says they expired (ExpiredToken, InvalidToken,
-// TokenRefreshRequired; for HEAD, which has no error body, a 400) makes the provider re-fetch them and the
-// request is sent once more with the new ones.
-// Errors: 404 NoSuchBucket / NoSuchKey -> kNotFound, 403 -> kPermissionDenied
-// naming the S3 error code, 5xx / SlowDown / timeouts / resets / refused
-// connections are retried with jittered exponential backoff (common/retry.h)
-// and then reported as kUnavailable "... unreachable after N attempts (why)".
-// Connections are reused through one CurlClient whose in-flight requests are
-// bounded by S3Options::max_concurrency.
+// TokenRefreshRequired; for HEAD, which has no error body, a 400) makes the provider re-fetch them
+// and the request is sent once more with the new ones. Errors: 404 NoSuchBucket / NoSuchKey ->
+// kNotFound, 403 -> kPermissionDenied naming the S3 error code, 5xx / SlowDown / timeouts / resets
+// / refused connections are retried with jittered exponential backoff (common/retry.h) and then
+// reported as kUnavailable "... unreachable after N attempts (why)". Connections are reused through
+// one CurlClient whose in-flight requests are bounded by S3Options::max_concurrency.
 //
 // Thread safety: every method may be called from many threads at once.
 #pragma once
@@ -49,19 +47,19 @@ enum class S3Addressing {
 
 // Settings of one S3 connector; see docs/configuration.md "## S3 options".
 struct S3Options {
-  std::string endpoint;              // "http(s)://host[:port]"; "" = https://s3.<region>.amazonaws.com
+  std::string endpoint;  // "http(s)://host[:port]"; "" = https://s3.<region>.amazonaws.com
   std::string region = "us-east-1";  // signing region
   S3Addressing addressing = S3Addressing::kAuto;
-  bool anonymous = false;            // send unsigned requests (public buckets)
-  std::string ca_bundle;             // PEM CA file for https endpoints; "" = system store
+  bool anonymous = false;  // send unsigned requests (public buckets)
+  std::string ca_bundle;   // PEM CA file for https endpoints; "" = system store
   int max_concurrency = kDefaultOriginConcurrency;  // requests in flight at once
-  std::chrono::milliseconds connect_timeout{5000};   // TCP/TLS connect
+  std::chrono::milliseconds connect_timeout{5000};  // TCP/TLS connect
   // One whole request (0 = no limit); also the longest wait for a request slot.
   std::chrono::milliseconds request_timeout = kDefaultOriginRequestTimeout;
   int64_t low_speed_bytes = kDefaultOriginLowSpeedBytes;  // stalled below this many bytes/s...
   std::chrono::seconds low_speed_time = kDefaultOriginLowSpeedTime;  // ...for this long (0 B = off)
-  RetryPolicy retry;                 // attempts and backoff for transient failures
-  AwsCredentials credentials;        // used unless anonymous, when credentials_provider is null
+  RetryPolicy retry;           // attempts and backoff for transient failures
+  AwsCredentials credentials;  // used unless anonymous, when credentials_provider is null
   // Where signed requests get credentials from (refreshed ahead of expiry and
   // after an ExpiredToken answer); null = the static `credentials` above.
   std::shared_ptr<AwsCredentialsProvider> credentials_provider;
@@ -73,7 +71,8 @@ struct S3Options {
 // Builds S3Options from UfsOptions (options + secrets), the environment and the
 // AWS shared files (ufs/aws_credentials.h). Unknown option keys or bad values
 // give InvalidArgument naming them. No credentials anywhere -> anonymous.
-Result<S3Options> ResolveS3Options(const UfsOptions& ufs_options, const EnvLookup& env = ProcessEnv);
+Result<S3Options> ResolveS3Options(const UfsOptions& ufs_options,
+                                   const EnvLookup& env = ProcessEnv);
 
 class S3Ufs : public UnderStorage {
  public:
@@ -144,7 +143,7 @@ class S3Ufs : public UnderStorage {
   std::string endpoint_;  // resolved, without a trailing slash
   std::unique_ptr<CurlClient> http_;
   std::shared_ptr<AwsCredentialsProvider> credentials_;  // null when anonymous
-  Mutex rng_mu_;  // guards rng_; leaf lock
+  Mutex rng_mu_;                                         // guards rng_; leaf lock
   std::mt19937_64 rng_ GUARDED_BY(rng_mu_);
 };
 

@@ -10,10 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <pugixml.hpp>
 #include <thread>
 #include <vector>
-
-#include <pugixml.hpp>
 
 #include "common/log.h"
 #include "common/mutex.h"
@@ -26,7 +25,8 @@ namespace {
 // S3 allows at most this many parts in one upload.
 constexpr uint64_t kMaxParts = 10000;
 
-Result<std::string> PreadExactly(int fd, uint64_t offset, uint64_t length, const std::string& what) {
+Result<std::string> PreadExactly(int fd, uint64_t offset, uint64_t length,
+                                 const std::string& what) {
   std::string buf(length, '\0');
   size_t done = 0;
   while (done < length) {
@@ -45,8 +45,9 @@ Result<std::string> PreadExactly(int fd, uint64_t offset, uint64_t length, const
 void ReleasePages(int fd, uint64_t offset, uint64_t length) {
   const auto off = static_cast<off64_t>(offset);
   const auto len = static_cast<off64_t>(length);
-  if (::sync_file_range(fd, off, len,
-                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) == 0) {
+  if (::sync_file_range(
+          fd, off, len,
+          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) == 0) {
     ::posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED);
   }
 }
@@ -73,8 +74,13 @@ std::string XmlEscape(std::string_view s) {
 class S3Ufs::Upload final : public StreamingUpload {
  public:
   Upload(S3Ufs* s3, std::string key, std::string id, int fd, const WriteOptions& options)
-      : s3_(s3), key_(std::move(key)), what_(s3->Root() + "/" + key_), id_(std::move(id)), fd_(fd),
-        part_size_(options.part_size), parallel_(options.parallel_parts),
+      : s3_(s3),
+        key_(std::move(key)),
+        what_(s3->Root() + "/" + key_),
+        id_(std::move(id)),
+        fd_(fd),
+        part_size_(options.part_size),
+        parallel_(options.parallel_parts),
         release_sent_(options.release_sent) {}
 
   ~Upload() override {
@@ -137,7 +143,8 @@ class S3Ufs::Upload final : public StreamingUpload {
     if (index >= etags_.size()) etags_.resize(index + 1);
     queue_.push_back({index, length});
     added_ = std::max(added_, index + 1);
-    if (workers_.size() < static_cast<size_t>(parallel_) && workers_.size() < queue_.size() + busy_) {
+    if (workers_.size() < static_cast<size_t>(parallel_) &&
+        workers_.size() < queue_.size() + busy_) {
       workers_.emplace_back([this] { Work(); });
     }
     cv_.NotifyOne();
@@ -191,8 +198,8 @@ class S3Ufs::Upload final : public StreamingUpload {
   const bool release_sent_;
   bool completed_ = false;
   uint64_t added_ = 0;  // parts added (the next index)
-  Mutex mu_;    // guards the members below; a leaf (parts are sent without it)
-  CondVar cv_;  // signalled when a part is queued or stopping_ is set
+  Mutex mu_;            // guards the members below; a leaf (parts are sent without it)
+  CondVar cv_;          // signalled when a part is queued or stopping_ is set
   // (index, length) not yet taken.
   std::deque<std::pair<uint64_t, uint64_t>> queue_ GUARDED_BY(mu_);
   std::vector<std::string> etags_ GUARDED_BY(mu_);  // by part index
@@ -212,15 +219,16 @@ S3Ufs::Headers S3Ufs::BodyChecksum(std::string_view body) const {
   return {{"Content-MD5", ContentMd5(body)}};
 }
 
-Result<std::string> S3Ufs::UploadPart(std::string_view key, const std::string& upload_id, int number,
-                                      int fd, uint64_t offset, uint64_t length,
+Result<std::string> S3Ufs::UploadPart(std::string_view key, const std::string& upload_id,
+                                      int number, int fd, uint64_t offset, uint64_t length,
                                       const std::string& what) {
   const std::string part_what = what + " (part " + std::to_string(number) + ")";
   ASSIGN_OR_RETURN(std::string data, PreadExactly(fd, offset, length, part_what));
   const Headers md5 = BodyChecksum(data);
   const std::string query =
       CanonicalQuery({{"partNumber", std::to_string(number)}, {"uploadId", upload_id}});
-  ASSIGN_OR_RETURN(HttpResponse r, Execute("PUT", key, query, data, std::nullopt, nullptr, part_what, &md5));
+  ASSIGN_OR_RETURN(HttpResponse r,
+                   Execute("PUT", key, query, data, std::nullopt, nullptr, part_what, &md5));
   if (r.status != 200) return S3Error(r, part_what, "NoSuchUpload");
   auto etag = r.headers.find("etag");
   if (etag == r.headers.end() || etag->second.empty()) {
@@ -229,20 +237,23 @@ Result<std::string> S3Ufs::UploadPart(std::string_view key, const std::string& u
   return etag->second;
 }
 
-void S3Ufs::AbortMultipart(std::string_view key, const std::string& upload_id, const std::string& what) {
+void S3Ufs::AbortMultipart(std::string_view key, const std::string& upload_id,
+                           const std::string& what) {
   auto r = Execute("DELETE", key, CanonicalQuery({{"uploadId", upload_id}}), "", std::nullopt,
                    nullptr, what + " (abort upload)");
   if (!r.ok() || (r->status != 204 && r->status != 200 && r->status != 404)) {
-    GLOG_WARN("{}: aborting multipart upload {} failed ({}); the bucket's lifecycle rule for "
-              "incomplete uploads removes its parts",
-              what, upload_id, r.ok() ? "HTTP " + std::to_string(r->status) : r.status().ToString());
+    GLOG_WARN(
+        "{}: aborting multipart upload {} failed ({}); the bucket's lifecycle rule for "
+        "incomplete uploads removes its parts",
+        what, upload_id, r.ok() ? "HTTP " + std::to_string(r->status) : r.status().ToString());
   }
 }
 
 Status S3Ufs::AbortUploadImpl(std::string_view key, std::string_view upload_id) {
   const std::string what = Root() + "/" + std::string(key) + " (abort upload)";
-  ASSIGN_OR_RETURN(HttpResponse r, Execute("DELETE", key, CanonicalQuery({{"uploadId", std::string(upload_id)}}),
-                                           "", std::nullopt, nullptr, what));
+  ASSIGN_OR_RETURN(HttpResponse r,
+                   Execute("DELETE", key, CanonicalQuery({{"uploadId", std::string(upload_id)}}),
+                           "", std::nullopt, nullptr, what));
   if (r.status == 204 || r.status == 200 || r.status == 404) return Status::Ok();
   return S3Error(r, what, "NoSuchUpload");
 }
@@ -275,7 +286,8 @@ Result<ObjectInfo> S3Ufs::WriteImpl(std::string_view key, int fd, uint64_t size,
   if (size <= options.part_size) {
     ASSIGN_OR_RETURN(std::string data, PreadExactly(fd, 0, size, what));
     const Headers md5 = BodyChecksum(data);
-    ASSIGN_OR_RETURN(HttpResponse r, Execute("PUT", key, "", data, std::nullopt, nullptr, what, &md5));
+    ASSIGN_OR_RETURN(HttpResponse r,
+                     Execute("PUT", key, "", data, std::nullopt, nullptr, what, &md5));
     if (r.status != 200) return S3Error(r, what, "NoSuchBucket");
     return Stat(key);
   }

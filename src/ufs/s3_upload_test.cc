@@ -28,8 +28,10 @@ using testing::TinyHttpServer;
 // The value of header `name` (any case) in a raw request head, or "".
 std::string Header(const std::string& request, std::string name) {
   std::string lower = request.substr(0, request.find("\r\n\r\n"));
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   size_t at = lower.find("\r\n" + name + ":");
   if (at == std::string::npos) return "";
   size_t start = at + name.size() + 3;
@@ -47,15 +49,20 @@ class S3UploadTest : public ::testing::TestWithParam<bool> {  // anonymous?
     std::lock_guard lock(mu_);
     requests_.push_back(req);
     if (req.starts_with("POST") && req.find("?uploads") != std::string::npos) {
-      return Response(200, "<InitiateMultipartUploadResult><UploadId>up-1</UploadId>"
-                           "</InitiateMultipartUploadResult>");
+      return Response(200,
+                      "<InitiateMultipartUploadResult><UploadId>up-1</UploadId>"
+                      "</InitiateMultipartUploadResult>");
     }
     if (req.starts_with("PUT")) {
       size_t n = req.find("partNumber=");
-      return Response(200, "", "ETag: \"p" + req.substr(n + 11, req.find_first_of("& ", n) - n - 11) + "\"\r\n");
+      return Response(
+          200, "",
+          "ETag: \"p" + req.substr(n + 11, req.find_first_of("& ", n) - n - 11) + "\"\r\n");
     }
     if (req.starts_with("POST")) {
-      return Response(200, "<CompleteMultipartUploadResult><ETag>\"x-3\"</ETag></CompleteMultipartUploadResult>");
+      return Response(
+          200,
+          "<CompleteMultipartUploadResult><ETag>\"x-3\"</ETag></CompleteMultipartUploadResult>");
     }
     if (req.starts_with("HEAD")) {
       return "HTTP/1.1 200 X\r\nContent-Length: " + std::to_string(size_) +
@@ -91,7 +98,8 @@ TEST_P(S3UploadTest, EveryPartCarriesTheChecksumOfItsOwnBody) {
   ASSERT_GE(fd, 0);
   ::unlink(path);
   ASSERT_EQ(::pwrite(fd, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
-  auto info = (*ufs)->Write("ckpt/model.pt", fd, data.size(), WriteOptions{.part_size = 5u << 20, .parallel_parts = 2});
+  auto info = (*ufs)->Write("ckpt/model.pt", fd, data.size(),
+                            WriteOptions{.part_size = 5u << 20, .parallel_parts = 2});
   ::close(fd);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
 
@@ -104,7 +112,8 @@ TEST_P(S3UploadTest, EveryPartCarriesTheChecksumOfItsOwnBody) {
     ASSERT_NE(n, std::string::npos) << req.substr(0, 200);
     const int number = std::stoi(req.substr(n + 11));
     const std::string body = req.substr(req.find("\r\n\r\n") + 4);
-    ASSERT_EQ(body, data.substr(static_cast<size_t>(number - 1) * (5u << 20), 5u << 20)) << "part " << number;
+    ASSERT_EQ(body, data.substr(static_cast<size_t>(number - 1) * (5u << 20), 5u << 20))
+        << "part " << number;
     if (anonymous) {
       EXPECT_EQ(Header(req, "Content-MD5"), ContentMd5(body)) << "part " << number;
     } else {

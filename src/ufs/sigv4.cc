@@ -136,8 +136,8 @@ std::string SignedHeaders(const SigV4Request& request) {
 }
 
 std::string CanonicalRequest(const SigV4Request& request) {
-  std::string out = request.method + "\n" + request.canonical_uri + "\n" +
-                    request.canonical_query + "\n";
+  std::string out =
+      request.method + "\n" + request.canonical_uri + "\n" + request.canonical_query + "\n";
   for (const auto& [name, value] : CanonicalHeaderMap(request)) out += name + ":" + value + "\n";
   out += "\n" + SignedHeaders(request) + "\n" + request.payload_hash;
   return out;

@@ -29,17 +29,17 @@ inline constexpr std::string_view kEmptySha256 =
 inline constexpr std::string_view kUnsignedPayload = "UNSIGNED-PAYLOAD";
 
 struct SigV4Request {
-  std::string method;          // "GET"
-  std::string canonical_uri;   // URI-encoded path, e.g. "/bucket/my%20key" (UriEncodePath)
-  std::string canonical_query; // sorted, encoded "a=1&b=2" (CanonicalQuery)
+  std::string method;           // "GET"
+  std::string canonical_uri;    // URI-encoded path, e.g. "/bucket/my%20key" (UriEncodePath)
+  std::string canonical_query;  // sorted, encoded "a=1&b=2" (CanonicalQuery)
   std::vector<std::pair<std::string, std::string>> headers;  // headers to sign, host included
-  std::string payload_hash;    // hex SHA-256 of the body, or kUnsignedPayload
+  std::string payload_hash;  // hex SHA-256 of the body, or kUnsignedPayload
 };
 
 struct SigV4Scope {
-  std::string region;   // "us-east-1"
-  std::string service;  // "s3"
-  std::string amz_date; // "20130524T000000Z" (UTC); the first 8 chars are the scope date
+  std::string region;    // "us-east-1"
+  std::string service;   // "s3"
+  std::string amz_date;  // "20130524T000000Z" (UTC); the first 8 chars are the scope date
 };
 
 // Lowercase hex SHA-256 of `data`.

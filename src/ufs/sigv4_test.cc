@@ -23,11 +23,12 @@ TEST(SigV4, S3GetObjectWithRangeMatchesAwsExample) {
                                {"x-amz-content-sha256", std::string(kEmptySha256)},
                                {"x-amz-date", "20130524T000000Z"}},
                    .payload_hash = std::string(kEmptySha256)};
-  EXPECT_EQ(CanonicalRequest(req),
-            "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n"
-            "x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n"
-            "x-amz-date:20130524T000000Z\n\nhost;range;x-amz-content-sha256;x-amz-date\n"
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(
+      CanonicalRequest(req),
+      "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n"
+      "x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n"
+      "x-amz-date:20130524T000000Z\n\nhost;range;x-amz-content-sha256;x-amz-date\n"
+      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(StringToSign(req, kS3Scope),
             "AWS4-HMAC-SHA256\n20130524T000000Z\n20130524/us-east-1/s3/aws4_request\n"
             "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972");
@@ -84,16 +85,16 @@ TEST(SigV4, S3ListObjectsMatchesAwsExampleWithSortedQuery) {
 // The Signature V4 test suite (service "service", region us-east-1).
 const AwsCredentials kSuiteCreds{.access_key_id = "AKIDEXAMPLE",
                                  .secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"};
-const SigV4Scope kSuiteScope{.region = "us-east-1", .service = "service",
-                             .amz_date = "20150830T123600Z"};
+const SigV4Scope kSuiteScope{
+    .region = "us-east-1", .service = "service", .amz_date = "20150830T123600Z"};
 
 SigV4Request SuiteGet(std::string query) {
-  return SigV4Request{.method = "GET",
-                      .canonical_uri = "/",
-                      .canonical_query = std::move(query),
-                      .headers = {{"Host", "example.amazonaws.com"},
-                                  {"X-Amz-Date", "20150830T123600Z"}},
-                      .payload_hash = std::string(kEmptySha256)};
+  return SigV4Request{
+      .method = "GET",
+      .canonical_uri = "/",
+      .canonical_query = std::move(query),
+      .headers = {{"Host", "example.amazonaws.com"}, {"X-Amz-Date", "20150830T123600Z"}},
+      .payload_hash = std::string(kEmptySha256)};
 }
 
 TEST(SigV4, GetVanilla) {
@@ -117,15 +118,14 @@ TEST(SigV4, UriEncodeKeepsUnreservedAndOptionallySlash) {
 }
 
 TEST(SigV4, HeaderValuesAreTrimmedAndSpacesCollapsed) {
-  SigV4Request req{.method = "GET", .canonical_uri = "/",
+  SigV4Request req{.method = "GET",
+                   .canonical_uri = "/",
                    .headers = {{"My-Header1", "  value1   a  b  "}, {"Host", "h"}},
                    .payload_hash = "x"};
   EXPECT_EQ(CanonicalRequest(req), "GET\n/\n\nhost:h\nmy-header1:value1 a b\n\nhost;my-header1\nx");
 }
 
-TEST(SigV4, AmzDateIsUtc) {
-  EXPECT_EQ(AmzDate(1369353600LL * 1'000'000'000), "20130524T000000Z");
-}
+TEST(SigV4, AmzDateIsUtc) { EXPECT_EQ(AmzDate(1369353600LL * 1'000'000'000), "20130524T000000Z"); }
 
 }  // namespace
 }  // namespace granary

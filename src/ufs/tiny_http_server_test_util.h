@@ -92,8 +92,9 @@ class TinyHttpServer {
 };
 
 inline std::string Response(int code, const std::string& body, const std::string& extra = "") {
-  return "HTTP/1.1 " + std::to_string(code) + " X\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra + "\r\n" + body;
+  return "HTTP/1.1 " + std::to_string(code) +
+         " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n" +
+         extra + "\r\n" + body;
 }
 
 }  // namespace granary::testing

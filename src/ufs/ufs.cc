@@ -118,7 +118,8 @@ Status UnderStorage::EtagMismatch(std::string_view what, std::string_view expect
                "); run 'granary sync' to pick up the new version");
 }
 
-Result<std::string> UnderStorage::ReadRange(std::string_view key, uint64_t offset, uint64_t length) {
+Result<std::string> UnderStorage::ReadRange(std::string_view key, uint64_t offset,
+                                            uint64_t length) {
   std::string buf(length, '\0');
   ASSIGN_OR_RETURN(size_t n, Read(key, offset, std::span<char>(buf.data(), buf.size())));
   buf.resize(n);
@@ -171,7 +172,8 @@ Result<std::vector<ObjectInfo>> UnderStorage::ListAll(std::string_view prefix, i
     }
     frontier = std::move(next);
   }
-  std::vector<Result<std::vector<ObjectInfo>>> parts(frontier.size(), Status(Code::kInternal, "unset"));
+  std::vector<Result<std::vector<ObjectInfo>>> parts(frontier.size(),
+                                                     Status(Code::kInternal, "unset"));
   ParallelFor(frontier.size(), parallelism,
               [&](size_t i) { parts[i] = ListRecursive(frontier[i]); });
   for (auto& part : parts) {

@@ -28,10 +28,10 @@ namespace granary {
 
 // One object (file) at the origin.
 struct ObjectInfo {
-  std::string key;        // full key inside the root, no leading slash
-  uint64_t size = 0;      // bytes
-  int64_t mtime_ns = 0;   // last modification, nanoseconds since the epoch (0 if unknown)
-  std::string etag;       // ETag / version token without quotes; posix: "<mtime_ns>-<size>"
+  std::string key;       // full key inside the root, no leading slash
+  uint64_t size = 0;     // bytes
+  int64_t mtime_ns = 0;  // last modification, nanoseconds since the epoch (0 if unknown)
+  std::string etag;      // ETag / version token without quotes; posix: "<mtime_ns>-<size>"
 };
 
 struct ListRequest {
@@ -42,10 +42,10 @@ struct ListRequest {
 };
 
 struct ListPage {
-  std::vector<ObjectInfo> objects;          // in key order
-  std::vector<std::string> common_prefixes; // with delimiter: "dir/" entries, each ending in it
-  std::string next_token;                   // "" when this is the last page
-  uint64_t skipped_entries = 0;             // entries left out as invalid (e.g. a bad size)
+  std::vector<ObjectInfo> objects;           // in key order
+  std::vector<std::string> common_prefixes;  // with delimiter: "dir/" entries, each ending in it
+  std::string next_token;                    // "" when this is the last page
+  uint64_t skipped_entries = 0;              // entries left out as invalid (e.g. a bad size)
 };
 
 // Counters of requests an instance sent to its origin. Monotonic.
@@ -54,7 +54,7 @@ struct UfsStats {
   uint64_t stat_requests = 0;
   uint64_t read_requests = 0;
   uint64_t read_bytes = 0;
-  uint64_t errors = 0;  // calls that returned a non-OK status
+  uint64_t errors = 0;            // calls that returned a non-OK status
   uint64_t bad_list_entries = 0;  // listing entries skipped as invalid (ListPage::skipped_entries)
   uint64_t write_requests = 0;    // Write calls (one per object, however many parts)
   uint64_t write_bytes = 0;       // bytes of objects written
@@ -194,7 +194,8 @@ class UnderStorage {
 
   // The Stale error a ReadImpl returns when the origin's etag for `what`
   // differs from if_match (one message for every implementation).
-  static Status EtagMismatch(std::string_view what, std::string_view expected, std::string_view got);
+  static Status EtagMismatch(std::string_view what, std::string_view expected,
+                             std::string_view got);
 
  private:
   Result<std::vector<ObjectInfo>> ListRecursive(const std::string& prefix);

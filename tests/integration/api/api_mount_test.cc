@@ -10,9 +10,8 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli_runner.h"
 #include "daemon/daemon.h"
@@ -45,7 +44,8 @@ bool ReadFile(const std::string& path, std::string* out) {
 class ApiMountTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "needs root and /dev/fuse";
+    if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+      GTEST_SKIP() << "needs root and /dev/fuse";
     for (int i = 0; i < 300; ++i) {
       std::string rel = "train/c" + std::to_string(i % 7) + "/img" + std::to_string(i) + ".jpg";
       tree_[rel] = testing::RandomBytes(500 + (i * 7919) % 60000, i);
@@ -54,8 +54,9 @@ class ApiMountTest : public ::testing::Test {
     for (const auto& [rel, data] : tree_) src_.Write(rel, data);
     mp_ = work_.path() + "/mnt";
     fs::create_directories(mp_);
-    ProcessResult r = RunGranary({"mount", src_.path(), mp_, "--cache-dir", work_.path() + "/cache:1G",
-                                  "--block-size", "1MiB", "--run-dir", RunDir(), "--fuse-threads", "4"});
+    ProcessResult r =
+        RunGranary({"mount", src_.path(), mp_, "--cache-dir", work_.path() + "/cache:1G",
+                    "--block-size", "1MiB", "--run-dir", RunDir(), "--fuse-threads", "4"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     mounted_ = true;
   }
@@ -114,7 +115,8 @@ TEST_F(ApiMountTest, AttachedReadsEqualTheSourceWhileFuseReadersReadTheSameFiles
   // Each object left the origin once for both paths.
   nlohmann::json st = Status();
   EXPECT_EQ(st["cached_files"].get<uint64_t>(), tree_.size()) << st.dump();
-  EXPECT_EQ(st["origin_requests"].get<uint64_t>(), tree_.size() + 3) << st.dump();  // big.bin: 4 blocks
+  EXPECT_EQ(st["origin_requests"].get<uint64_t>(), tree_.size() + 3)
+      << st.dump();  // big.bin: 4 blocks
 
   // Attached to a directory inside the mount: paths are relative to it.
   auto sub = Client::Attach(mp_ + "/train/c3", ao);

@@ -24,7 +24,7 @@ struct RunResult {
 
 // Runs argv[0] with `argv`, stdin /dev/null; kills it after `deadline`.
 RunResult RunProgram(const std::vector<std::string>& argv,
-              std::chrono::seconds deadline = std::chrono::seconds(120));
+                     std::chrono::seconds deadline = std::chrono::seconds(120));
 
 // A child process whose stdout first line has been read (e.g. a port).
 class Background {

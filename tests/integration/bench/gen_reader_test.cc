@@ -29,9 +29,16 @@ nlohmann::json ReadJson(const std::string& path) { return nlohmann::json::parse(
 
 RunResult Generate(const std::string& out, int count, int seed, int threads,
                    const std::string& json = "") {
-  std::vector<std::string> argv = {GEN_IMAGENET_PATH, "--count", std::to_string(count), "--seed",
-                                   std::to_string(seed), "--out", out, "--threads",
-                                   std::to_string(threads), "--quiet"};
+  std::vector<std::string> argv = {GEN_IMAGENET_PATH,
+                                   "--count",
+                                   std::to_string(count),
+                                   "--seed",
+                                   std::to_string(seed),
+                                   "--out",
+                                   out,
+                                   "--threads",
+                                   std::to_string(threads),
+                                   "--quiet"};
   if (!json.empty()) argv.insert(argv.end(), {"--json", json});
   return RunProgram(argv);
 }
@@ -149,8 +156,8 @@ TEST_F(GenImagenetTest, BadFlagsGetAClearError) {
 TEST_F(GenImagenetTest, ReaderReadsEveryFileEachEpoch) {
   ScratchDir out;
   std::string json = out.path() + "/reader.json";
-  RunResult r = RunProgram({READER_PATH, Root() + "/train", "--epochs", "2", "--threads", "4", "--json",
-                     json});
+  RunResult r = RunProgram(
+      {READER_PATH, Root() + "/train", "--epochs", "2", "--threads", "4", "--json", json});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   nlohmann::json j = ReadJson(json);
   ASSERT_EQ(j["epochs"].size(), 2u);
@@ -167,8 +174,8 @@ TEST_F(GenImagenetTest, ReaderReadsEveryFileEachEpoch) {
 TEST_F(GenImagenetTest, ReaderFollowsTheListAndDecodes) {
   ScratchDir out;
   std::string json = out.path() + "/reader.json";
-  RunResult r = RunProgram({READER_PATH, "--list", Root() + "/train_list.txt", "--decode", "--threads",
-                     "2", "--max-files", "60", "--json", json});
+  RunResult r = RunProgram({READER_PATH, "--list", Root() + "/train_list.txt", "--decode",
+                            "--threads", "2", "--max-files", "60", "--json", json});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   nlohmann::json e = ReadJson(json)["epochs"][0];
   EXPECT_EQ(e["files"], 60);

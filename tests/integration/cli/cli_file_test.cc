@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
@@ -73,8 +72,8 @@ TEST_F(CliFileTest, CatIsByteExactForEveryFile) {
   }
   // Small chunks: many reads in flight, each placed at the right offset.
   for (const char* parallel : {"1", "4", "16"}) {
-    auto r = RunGranary({"cat", "--chunk-size", "64KiB", "--parallel", parallel,
-                         Path("train/n02/c.JPEG")});
+    auto r = RunGranary(
+        {"cat", "--chunk-size", "64KiB", "--parallel", parallel, Path("train/n02/c.JPEG")});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(r.out == files_[2].second) << "parallel " << parallel;
   }
@@ -93,7 +92,8 @@ TEST_F(CliFileTest, StatShowsSizeMtimeEtag) {
   EXPECT_EQ(j["size"], 110'000);
   struct stat st {};
   ASSERT_EQ(::stat(Path("train/n01/a.JPEG").c_str(), &st), 0);
-  EXPECT_EQ(j["mtime_ns"].get<int64_t>(), int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec);
+  EXPECT_EQ(j["mtime_ns"].get<int64_t>(),
+            int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec);
   EXPECT_EQ(j["etag"], std::to_string(j["mtime_ns"].get<int64_t>()) + "-110000");
   r = RunGranary({"stat", Path("train/n01/a.JPEG")});
   ASSERT_EQ(r.exit_code, 0) << r.err;

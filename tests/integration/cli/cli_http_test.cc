@@ -64,8 +64,8 @@ TEST_F(CliHttpTest, RangedReadsAreByteExact) {
   auto ufs = NewHttpUfs(*uri, {});
   ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
   const std::string& big = (*files_)[2].second;
-  for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{65535}, uint64_t{4'000'000},
-                          uint64_t{big.size() - 1}}) {
+  for (uint64_t offset :
+       {uint64_t{0}, uint64_t{1}, uint64_t{65535}, uint64_t{4'000'000}, uint64_t{big.size() - 1}}) {
     auto got = (*ufs)->ReadRange("big.bin", offset, 70'000);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_TRUE(*got == big.substr(offset, 70'000)) << "offset " << offset;
@@ -120,7 +120,8 @@ TEST_F(CliHttpTest, ServerErrorsAreRetriedThenReported) {
       << r.err;
   r = RunGranary({"stat", server_->url() + "/status/403"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(IsErrorLine(r.err, server_->url() + "/status/403", "access denied (HTTP 403)")) << r.err;
+  EXPECT_TRUE(IsErrorLine(r.err, server_->url() + "/status/403", "access denied (HTTP 403)"))
+      << r.err;
 }
 
 TEST(CliHttpKillTest, KilledServerGivesAClearErrorNotAHang) {

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
@@ -47,7 +46,8 @@ class CliS3Test : public ::testing::Test {
     for (int c = 0; c < 3; ++c) {
       for (int i = 0; i < 12; ++i) {
         std::string key = "data/train/n0" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG";
-        (*objects_)[key] = RandomBytes(static_cast<size_t>((i * 7919 + c * 104729) % 200'000), i + 100 * c);
+        (*objects_)[key] =
+            RandomBytes(static_cast<size_t>((i * 7919 + c * 104729) % 200'000), i + 100 * c);
       }
     }
     (*objects_)["data/big.bin"] = RandomBytes(2 * 1024 * 1024 + 5, 7);
@@ -73,7 +73,9 @@ class CliS3Test : public ::testing::Test {
     args.insert(args.begin(), {"--endpoint", moto_->endpoint()});
     return RunGranary(args);
   }
-  static std::string S3(const std::string& key) { return std::string("s3://") + kBucket + "/" + key; }
+  static std::string S3(const std::string& key) {
+    return std::string("s3://") + kBucket + "/" + key;
+  }
 
   static MotoServer* moto_;
   static std::map<std::string, std::string>* objects_;
@@ -210,7 +212,8 @@ TEST_F(CliS3Test, SecretsNeverAppearInLogsErrorsStatusOrMetrics) {
     }
     ProcessResult st = run({"status", mnt, "--json", "--run-dir", run_dir});
     EXPECT_EQ(st.exit_code, 0) << st.err;
-    ProcessResult metrics = RunProcess({"/usr/bin/curl", "-s", "http://127.0.0.1:" + std::to_string(*port) + "/metrics"});
+    ProcessResult metrics = RunProcess(
+        {"/usr/bin/curl", "-s", "http://127.0.0.1:" + std::to_string(*port) + "/metrics"});
     EXPECT_NE(metrics.out.find("granary_"), std::string::npos);
     seen += metrics.out;
     EXPECT_EQ(run({"umount", mnt, "--run-dir", run_dir}).exit_code, 0);

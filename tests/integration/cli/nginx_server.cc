@@ -34,8 +34,8 @@ std::string Config(const std::string& dir, const std::string& root, int port) {
          "    listen 127.0.0.1:" + std::to_string(port) + ";\n" + "    root " + root + ";\n" +
          "    location = /status/503 { return 503; }\n" +
          "    location = /status/403 { return 403; }\n" +
-         "    location /nohead/ { if ($request_method = HEAD) { return 405; } }\n" +
-         "  }\n" + "}\n";
+         "    location /nohead/ { if ($request_method = HEAD) { return 405; } }\n" + "  }\n" +
+         "}\n";
 }
 
 bool Reaped(pid_t pid) {
@@ -53,8 +53,8 @@ Result<std::unique_ptr<NginxServer>> NginxServer::Start(const std::string& root)
   const std::string dir = server->dir_.path();
   const std::string conf = dir + "/nginx.conf";
   std::ofstream(conf) << Config(dir, root, server->port_);
-  std::vector<std::string> argv = {nginx, "-p", dir, "-e", dir + "/error.log", "-c", conf,
-                                   "-g", "daemon off;"};
+  std::vector<std::string> argv = {nginx, "-p", dir,  "-e",         dir + "/error.log",
+                                   "-c",  conf, "-g", "daemon off;"};
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);

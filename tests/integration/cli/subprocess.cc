@@ -37,7 +37,9 @@ std::string ReadFile(const std::string& path) {
 bool WaitWithDeadline(pid_t pid, std::chrono::seconds deadline, int* status) {
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd >= 0) {
-    struct pollfd p{.fd = pidfd, .events = POLLIN};
+    struct pollfd p {
+      .fd = pidfd, .events = POLLIN
+    };
     int ms = static_cast<int>(std::chrono::milliseconds(deadline).count());
     int r;
     do {

@@ -12,7 +12,6 @@
 
 #include "granary/status.h"
 #include "testing/random_bytes.h"
-
 #include "testing/temp_dir.h"
 
 namespace granary::testing {

@@ -5,16 +5,17 @@
 // runs members with a 3 s lease. Waiting for etcd-side effects (a lease
 // expiring, a poll noticing) is a bounded poll on the members' views.
 // Skips when the `etcd` binary is not installed.
+#include "cluster/etcd_membership.h"
+
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -26,7 +27,6 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/etcd_membership.h"
 #include "ufs/curl_client.h"
 
 namespace granary::cluster {
@@ -98,10 +98,14 @@ class EtcdProcess {
     const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
     const std::string data = dir_ + "/data";
     const std::string log = dir_ + "/etcd.log";
-    std::vector<std::string> args = {"etcd", "--name", "t", "--data-dir", data,
-                                     "--listen-client-urls", client, "--advertise-client-urls", client,
-                                     "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                     "--initial-cluster", "t=" + peer};
+    std::vector<std::string> args = {"etcd",     "--name",
+                                     "t",        "--data-dir",
+                                     data,       "--listen-client-urls",
+                                     client,     "--advertise-client-urls",
+                                     client,     "--listen-peer-urls",
+                                     peer,       "--initial-advertise-peer-urls",
+                                     peer,       "--initial-cluster",
+                                     "t=" + peer};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -153,12 +157,12 @@ class EtcdMembershipIntegrationTest : public ::testing::Test {
   std::unique_ptr<EtcdMembership> NewMember(const std::string& address,
                                             std::vector<std::string> endpoints = {}) {
     if (endpoints.empty()) endpoints = {etcd_->endpoint()};
-    return std::make_unique<EtcdMembership>(EtcdMembershipOptions{
-        .endpoints = std::move(endpoints),
-        .cluster = "test",
-        .dataset = "ds1",
-        .self = {.address = address, .capacity = 1 << 30},
-        .ttl = kTtl});
+    return std::make_unique<EtcdMembership>(
+        EtcdMembershipOptions{.endpoints = std::move(endpoints),
+                              .cluster = "test",
+                              .dataset = "ds1",
+                              .self = {.address = address, .capacity = 1 << 30},
+                              .ttl = kTtl});
   }
 
   static bool Sees(const EtcdMembership& m, const std::string& node_id) {
@@ -185,7 +189,8 @@ TEST_F(EtcdMembershipIntegrationTest, TwoMembersJoinAndSeeEachOther) {
   EXPECT_EQ(b->placement()->members().size(), 2u);  // b reads a at Start
   {
     std::unique_lock lock(mu);
-    ASSERT_TRUE(changed.wait_for(lock, seconds(5), [&] { return seen && seen->members().size() == 2; }));
+    ASSERT_TRUE(
+        changed.wait_for(lock, seconds(5), [&] { return seen && seen->members().size() == 2; }));
   }
   const Member* other = a->placement()->Find("127.0.0.1:7002");
   ASSERT_NE(other, nullptr);
@@ -236,7 +241,8 @@ TEST_F(EtcdMembershipIntegrationTest, UnreachableEtcdFailsStartWithinSeconds) {
   Status s = m->Start();
   EXPECT_LT(SteadyClock::now() - start, seconds(5));
   ASSERT_EQ(s.code(), Code::kUnavailable) << s.ToString();
-  EXPECT_NE(s.message().find("etcd " + dead + ": connect failed"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("etcd " + dead + ": connect failed"), std::string::npos)
+      << s.message();
 }
 
 TEST_F(EtcdMembershipIntegrationTest, FailsOverToTheNextEndpoint) {
@@ -282,11 +288,13 @@ TEST_F(EtcdMembershipIntegrationTest, LostLeaseIsGrantedAgain) {
   // Revoke a's lease behind its back, as an expiry during a partition would.
   CurlClient http;
   const std::string body = "{\"ID\":\"" + std::to_string(old_lease) + "\"}";
-  auto r = http.Send(HttpRequest{.method = "POST", .url = etcd_->endpoint() + "/v3/lease/revoke", .body = body});
+  auto r = http.Send(
+      HttpRequest{.method = "POST", .url = etcd_->endpoint() + "/v3/lease/revoke", .body = body});
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->status, 200) << r->body;
   // a notices at its next keepalive and registers under a new lease.
-  ASSERT_TRUE(WaitUntil([&] { return a->lease_id() != 0 && a->lease_id() != old_lease; }, kTtl + seconds(2)));
+  ASSERT_TRUE(WaitUntil([&] { return a->lease_id() != 0 && a->lease_id() != old_lease; },
+                        kTtl + seconds(2)));
   EXPECT_TRUE(WaitUntil([&] { return Sees(*b, "127.0.0.1:7001"); }, seconds(5)));
   std::this_thread::sleep_for(kTtl + seconds(1));
   EXPECT_TRUE(Sees(*b, "127.0.0.1:7001"));

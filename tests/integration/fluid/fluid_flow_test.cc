@@ -37,9 +37,9 @@
 #include <thread>
 
 #include "cluster_harness.h"
+#include "control/status.h"
 #include "daemon/daemon.h"
 #include "daemon/holder_channel.h"
-#include "control/status.h"
 #include "fuse/fuse_server.h"
 #include "subprocess.h"
 
@@ -54,7 +54,7 @@ using testing::NetnsCluster;
 using testing::ProcessResult;
 
 constexpr int kWorkers = 3;
-constexpr int kClientHost = 3;  // node index of the client (and the data load)
+constexpr int kClientHost = 3;       // node index of the client (and the data load)
 constexpr int kExtraWorkerHost = 4;  // node index of a worker added by a scale-out
 constexpr uint64_t kBlock = 256 << 10;
 constexpr const char* kBucket = "fluid-imagenet";
@@ -128,13 +128,16 @@ class FluidFlowTest : public ::testing::Test {
   std::string Secret(const std::string& rel) const { return dir_.path() + "/secrets/" + rel; }
 
   json Mount(const std::string& uri, const std::string& name) const {
-    return {{"mountPoint", uri},
-            {"name", name},
-            {"path", "/" + name},
-            {"options",
-             {{"endpoint_url", origin_->endpoint()}, {"path_style", "true"}, {"region_name", "us-east-1"}}},
-            {"encryptOptions",
-             {{"access-key", Secret("minio/access-key")}, {"secret-key", Secret("minio/secret-key")}}}};
+    return {
+        {"mountPoint", uri},
+        {"name", name},
+        {"path", "/" + name},
+        {"options",
+         {{"endpoint_url", origin_->endpoint()},
+          {"path_style", "true"},
+          {"region_name", "us-east-1"}}},
+        {"encryptOptions",
+         {{"access-key", Secret("minio/access-key")}, {"secret-key", Secret("minio/secret-key")}}}};
   }
 
   // Worker i's host: 0-2, then the one a scale-out adds.
@@ -225,7 +228,8 @@ class FluidFlowTest : public ::testing::Test {
   // Polls `granary fluid probe` until it exits 0 (true) or 60 s pass.
   bool WaitReady(int host, const std::string& component, const std::string& run_dir) {
     for (int i = 0; i < 600; ++i) {
-      ProcessResult r = Granary(host, {"fluid", "probe", "--component", component, "--run-dir", run_dir});
+      ProcessResult r =
+          Granary(host, {"fluid", "probe", "--component", component, "--run-dir", run_dir});
       if (r.exit_code == 0) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling a probe
     }
@@ -284,12 +288,12 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
 
   // DataLoad of one sub-path: exactly those files end up cached, cluster-wide.
   const auto gets0 = origin_->GetsPerKey();
-  ProcessResult load = Granary(kClientHost,
-                               {"fluid", "dataload", "--run-dir", dir_.path() + "/dataload",
-                                "--advertise",
-                                net_->ip(kClientHost) + ":" + std::to_string(net_->PortFor(kClientHost, 7172))},
-                               "dataload-pod",
-                               {"FLUID_DATALOAD_DATA_PATH=/imagenet/train", "FLUID_DATALOAD_PATH_REPLICAS=1"});
+  ProcessResult load =
+      Granary(kClientHost,
+              {"fluid", "dataload", "--run-dir", dir_.path() + "/dataload", "--advertise",
+               net_->ip(kClientHost) + ":" + std::to_string(net_->PortFor(kClientHost, 7172))},
+              "dataload-pod",
+              {"FLUID_DATALOAD_DATA_PATH=/imagenet/train", "FLUID_DATALOAD_PATH_REPLICAS=1"});
   ASSERT_EQ(load.exit_code, 0) << load.err;
   EXPECT_TRUE(load.out.empty()) << "stdout: " << load.out;
   EXPECT_NE(load.err.find(std::to_string(train_files) + "/" + std::to_string(train_files) +
@@ -302,14 +306,15 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
 
   // The rest through a worker (what docs/kubernetes.md says to run with
   // `kubectl exec` when a DataLoad pod cannot open a mount).
-  ProcessResult wl = Granary(0, {"load", "--worker", "fluid://default/imnet", "imagenet/big", "--run-dir",
-                                 pod(0) + "/run"});
+  ProcessResult wl = Granary(0, {"load", "--worker", "fluid://default/imnet", "imagenet/big",
+                                 "--run-dir", pod(0) + "/run"});
   EXPECT_EQ(wl.exit_code, 0) << wl.out << wl.err;
   EXPECT_EQ(Summary()["cached"], FluidSize(total));
 
   // An epoch through the client: every byte right, everything cached at its
   // owner, and each block left the origin once for the whole cluster.
-  auto epoch = testing::ReadEpoch(mnt + "/imagenet", data_, keys_, EpochOptions{.threads = 8, .block_size = kBlock});
+  auto epoch = testing::ReadEpoch(mnt + "/imagenet", data_, keys_,
+                                  EpochOptions{.threads = 8, .block_size = kBlock});
   EXPECT_EQ(epoch.failures + epoch.mismatches, 0u)
       << (epoch.first_errors.empty() ? "" : epoch.first_errors[0]);
   json s2 = Summary();
@@ -320,7 +325,8 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   EXPECT_NE(s2["cacheHitRatio"], "0.0");
   // The client has a tier: it kept near copies of what it read (its own
   // status), which the cluster's figures above do not count.
-  ProcessResult cs = Granary(kClientHost, {"status", mnt, "--json", "--run-dir", dir_.path() + "/client/run"});
+  ProcessResult cs =
+      Granary(kClientHost, {"status", mnt, "--json", "--run-dir", dir_.path() + "/client/run"});
   ASSERT_EQ(cs.exit_code, 0) << cs.err;
   json client_status = json::parse(cs.out, nullptr, false);
   if (client_status.is_array()) client_status = client_status[0];
@@ -348,7 +354,8 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   EXPECT_EQ(json::parse(mu.out, nullptr, false), (json{{"mounted", {"/imagenet", "/val"}}}));
   std::vector<std::string> val_keys;
   for (const auto& [key, bytes] : val_) val_keys.push_back(key);
-  auto val_epoch = testing::ReadEpoch(mnt + "/val", val_, val_keys, EpochOptions{.threads = 4, .block_size = kBlock});
+  auto val_epoch = testing::ReadEpoch(mnt + "/val", val_, val_keys,
+                                      EpochOptions{.threads = 4, .block_size = kBlock});
   EXPECT_EQ(val_epoch.failures + val_epoch.mismatches, 0u)
       << (val_epoch.first_errors.empty() ? "" : val_epoch.first_errors[0]);
   EXPECT_EQ(Summary()["fileNum"], std::to_string(data_.size() + val_.size()));
@@ -395,11 +402,12 @@ TEST_F(FluidFlowTest, WorkersClientDataLoadSummaryRewriteAndWorkerLoss) {
   std::atomic<bool> upgraded{false};
   auto during_upgrade = testing::ReadEpoch(
       mnt + "/imagenet", data_, keys_,
-      EpochOptions{.threads = 8, .seed = 4, .block_size = kBlock, .on_read = [&](uint64_t n) {
-                     if (n >= keys_.size() / 4 && !upgraded.exchange(true)) {
-                       upgrade = Granary(kClientHost, {"mount", "--upgrade", mnt, "--run-dir", client_run});
-                     }
-                   }});
+      EpochOptions{
+          .threads = 8, .seed = 4, .block_size = kBlock, .on_read = [&](uint64_t n) {
+            if (n >= keys_.size() / 4 && !upgraded.exchange(true)) {
+              upgrade = Granary(kClientHost, {"mount", "--upgrade", mnt, "--run-dir", client_run});
+            }
+          }});
   EXPECT_EQ(upgrade.exit_code, 0) << upgrade.out << upgrade.err;
   EXPECT_EQ(during_upgrade.failures + during_upgrade.mismatches, 0u)
       << (during_upgrade.first_errors.empty() ? "" : during_upgrade.first_errors[0]);
@@ -502,8 +510,9 @@ TEST_F(FluidFlowTest, WorkersScaledOutMidEpochByARewrittenRuntimeReadTheOriginOn
 TEST_F(FluidFlowTest, BadRuntimeConfigIsOneLineNamingTheFieldAndTheValue) {
   auto run = [&](const std::string& text) {
     dir_.Write("bad.json", text);
-    return Granary(0, {"fluid", "worker", "--config-file", dir_.path() + "/bad.json", "--run-dir",
-                       dir_.path() + "/badrun"},
+    return Granary(0,
+                   {"fluid", "worker", "--config-file", dir_.path() + "/bad.json", "--run-dir",
+                    dir_.path() + "/badrun"},
                    "imnet-worker-0");
   };
   const std::string ok_mount = "{\"mountPoint\": \"s3://" + std::string(kBucket) +
@@ -511,7 +520,8 @@ TEST_F(FluidFlowTest, BadRuntimeConfigIsOneLineNamingTheFieldAndTheValue) {
                                origin_->endpoint() + "\"}}";
   const std::string worker = R"("worker": {"name": "imnet-worker", "replicas": 1,
       "service": {"name": "s"}, "options": {"insecure": "true"},
-      "tieredStoreLevels": [{"mountPaths": [")" + dir_.path() + R"(/badtier"], "quotas": ["1Gi"]}]})";
+      "tieredStoreLevels": [{"mountPaths": [")" +
+                             dir_.path() + R"(/badtier"], "quotas": ["1Gi"]}]})";
   struct Case {
     std::string text, want;
   };
@@ -520,14 +530,16 @@ TEST_F(FluidFlowTest, BadRuntimeConfigIsOneLineNamingTheFieldAndTheValue) {
       {R"({"mounts": [{"mountPoint": "gs://x/y", "name": "a"}], )" + worker + "}",
        "mounts[0].mountPoint 'gs://x/y': unknown scheme gs"},
       {R"({"mounts": [{"mountPoint": "s3://fluid-imagenet/ds", "name": "a",
-          "encryptOptions": {"access-key": "/nonexistent/ak"}}], )" + worker + "}",
+          "encryptOptions": {"access-key": "/nonexistent/ak"}}], )" +
+           worker + "}",
        "mounts[0].encryptOptions.access-key: cannot read secret file /nonexistent/ak"},
       {"{\"mounts\": [" + ok_mount + R"(], "worker": {"name": "imnet-worker", "replicas": 1,
           "service": {"name": "s"}, "options": {"insecure": "true"},
           "tieredStoreLevels": [{"mountPaths": ["/x"], "quotas": ["lots"]}]}})",
        "worker.tieredStoreLevels[0].quotas[0]: size 'lots'"},
       {"{\"mounts\": [{\"mountPoint\": \"s3://no-such-bucket-here/x\", \"name\": \"a\", "
-       "\"options\": {\"endpoint_url\": \"" + origin_->endpoint() + "\"}}], " + worker + "}",
+       "\"options\": {\"endpoint_url\": \"" +
+           origin_->endpoint() + "\"}}], " + worker + "}",
        "mounts[0] (a) s3://no-such-bucket-here/x"},
   };
   for (const Case& c : cases) {
@@ -537,13 +549,15 @@ TEST_F(FluidFlowTest, BadRuntimeConfigIsOneLineNamingTheFieldAndTheValue) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_TRUE(r.out.empty());
   }
-  ProcessResult missing = Granary(0, {"fluid", "probe", "--config-file", dir_.path() + "/none.json"});
+  ProcessResult missing =
+      Granary(0, {"fluid", "probe", "--config-file", dir_.path() + "/none.json"});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.err.find("none.json"), std::string::npos) << missing.err;
   // Nothing runs: the probe says so, and report-summary prints nothing on stdout.
   ProcessResult probe = Granary(0, {"fluid", "probe", "--run-dir", dir_.path() + "/nothing"});
   EXPECT_NE(probe.exit_code, 0);
-  ProcessResult summary = Granary(0, {"fluid", "report-summary", "--run-dir", dir_.path() + "/nothing"});
+  ProcessResult summary =
+      Granary(0, {"fluid", "report-summary", "--run-dir", dir_.path() + "/nothing"});
   EXPECT_NE(summary.exit_code, 0);
   EXPECT_TRUE(summary.out.empty());
 }

@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "testing/dir_fs.h"
 #include "fuse/fuse_server.h"
+#include "testing/dir_fs.h"
 
 namespace granary {
 namespace {
@@ -166,7 +166,8 @@ class FuseIntegrationTest : public ::testing::Test {
 
   std::unique_ptr<Mounted> Mount(FuseOptions o, bool offer_backing = true) {
     auto m = std::make_unique<Mounted>();
-    m->fs = std::make_unique<DirFs>(DirFsOptions{.root = g_tree->root, .offer_backing = offer_backing});
+    m->fs =
+        std::make_unique<DirFs>(DirFsOptions{.root = g_tree->root, .offer_backing = offer_backing});
     o.mountpoint = m->dir.path();
     m->server = std::make_unique<FuseServer>(m->fs.get(), o);
     Status st = m->server->Start();
@@ -282,14 +283,12 @@ struct ModeCase {
   FusePassthrough passthrough;
 };
 
-class FuseModeTest : public FuseIntegrationTest,
-                     public ::testing::WithParamInterface<ModeCase> {};
+class FuseModeTest : public FuseIntegrationTest, public ::testing::WithParamInterface<ModeCase> {};
 
 TEST_P(FuseModeTest, BytesRangesAndConcurrentReadersMatchTheSource) {
   const ModeCase& c = GetParam();
-  auto m = Mount(FuseOptions{.transport = FuseTransport::kDev,
-                             .read_mode = c.read_mode,
-                             .passthrough = c.passthrough});
+  auto m = Mount(FuseOptions{
+      .transport = FuseTransport::kDev, .read_mode = c.read_mode, .passthrough = c.passthrough});
   ASSERT_TRUE(m);
   ExpectAllBytesEqual(*m);
   ExpectRangedReads(*m);
@@ -317,7 +316,8 @@ TEST_P(FuseModeTest, BytesRangesAndConcurrentReadersMatchTheSource) {
 INSTANTIATE_TEST_SUITE_P(
     Modes, FuseModeTest,
     ::testing::Values(ModeCase{"passthrough_on", FuseReadMode::kPassthrough, FusePassthrough::kOn},
-                      ModeCase{"passthrough_off", FuseReadMode::kPassthrough, FusePassthrough::kOff},
+                      ModeCase{"passthrough_off", FuseReadMode::kPassthrough,
+                               FusePassthrough::kOff},
                       ModeCase{"cached", FuseReadMode::kCached, FusePassthrough::kAuto}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -484,7 +484,8 @@ TEST_F(FuseIntegrationTest, UringRequestedButDisabledFailsLoudly) {
   if (!disable.ok()) GTEST_SKIP() << "cannot set " << param;
   MountPointDir dir;
   DirFs dirfs(DirFsOptions{.root = g_tree->root});
-  FuseServer server(&dirfs, FuseOptions{.mountpoint = dir.path(), .transport = FuseTransport::kUring});
+  FuseServer server(&dirfs,
+                    FuseOptions{.mountpoint = dir.path(), .transport = FuseTransport::kUring});
   Status st = server.Start();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("enable_uring"), std::string::npos) << st.ToString();

@@ -64,7 +64,6 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
-
 // A posix dataset mounted by the built binary; unmounted on destruction.
 class MountedDataset {
  public:
@@ -80,9 +79,15 @@ class MountedDataset {
       total += size;
     }
     metrics_port = FreePort();
-    std::vector<std::string> args = {"mount", src(), mnt(), "--cache-dir",
-                                     dir_.path() + "/cache:" + cache_quota, "--run-dir", run(),
-                                     "--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port)};
+    std::vector<std::string> args = {"mount",
+                                     src(),
+                                     mnt(),
+                                     "--cache-dir",
+                                     dir_.path() + "/cache:" + cache_quota,
+                                     "--run-dir",
+                                     run(),
+                                     "--metrics-addr",
+                                     "127.0.0.1:" + std::to_string(metrics_port)};
     args.insert(args.end(), extra.begin(), extra.end());
     ProcessResult r = RunGranary(args);
     mounted = r.exit_code == 0;
@@ -198,7 +203,8 @@ TEST(LoadIntegration, LoadFillsTheMountsPageCacheInCachedMode) {
     }
     EXPECT_EQ(i, 1000);
     m = d.Metrics();
-    const double reads = testing::MetricSample(m, "granary_fuse_userspace_reads_total") - reads_before;
+    const double reads =
+        testing::MetricSample(m, "granary_fuse_userspace_reads_total") - reads_before;
     if (push) {
       // One file per directory may race its directory's listing; the rest
       // are in the page cache before anyone opens them.
@@ -295,7 +301,8 @@ TEST_P(SyncTest, AddedRemovedAndChangedObjectsShowAfterSync) {
   ASSERT_GE(held, 0);
   EXPECT_FALSE(fs::exists(m + "val"));
 
-  std::ofstream(s + "train/n0/0.JPEG", std::ios::trunc) << std::string(1234, 'Z');  // cached, changed
+  std::ofstream(s + "train/n0/0.JPEG", std::ios::trunc)
+      << std::string(1234, 'Z');  // cached, changed
   const size_t size1 = d.sizes["train/n1/1.JPEG"];
   std::ofstream(s + "train/n1/1.JPEG", std::ios::trunc) << std::string(size1, 'Y');  // same size
   fs::remove(s + "train/n2/2.JPEG");

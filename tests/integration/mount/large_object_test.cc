@@ -20,15 +20,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cli_runner.h"
-#include "moto_bucket.h"
 #include "daemon/daemon.h"
 #include "fuse/fuse_server.h"
+#include "moto_bucket.h"
 #include "testing/random_bytes.h"
 
 namespace granary {
@@ -114,10 +113,19 @@ class LargeObjectMountTest : public ::testing::Test {
   std::string RunDir() const { return work_.path() + "/run"; }
 
   void MustMount(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {"mount", "s3://bucket/ds", mp_, "--endpoint",
-                                     moto_->endpoint(), "--cache-dir", work_.path() + "/cache:1G",
-                                     "--block-size", "1MiB", "--run-dir", RunDir(),
-                                     "--fuse-threads", "4"};
+    std::vector<std::string> argv = {"mount",
+                                     "s3://bucket/ds",
+                                     mp_,
+                                     "--endpoint",
+                                     moto_->endpoint(),
+                                     "--cache-dir",
+                                     work_.path() + "/cache:1G",
+                                     "--block-size",
+                                     "1MiB",
+                                     "--run-dir",
+                                     RunDir(),
+                                     "--fuse-threads",
+                                     "4"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     ProcessResult r = RunGranary(argv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -210,7 +218,8 @@ TEST_F(LargeObjectMountTest, ColdMmapAndDirectReadersAreByteExact) {
   MustMount();
   EXPECT_EQ(ReadAllShards(How::kMmap), std::vector<std::string>{});
   nlohmann::json first = UmountStats();
-  EXPECT_EQ(first["engine"]["origin_bytes"].get<uint64_t>(), TotalBytes()) << first["engine"].dump();
+  EXPECT_EQ(first["engine"]["origin_bytes"].get<uint64_t>(), TotalBytes())
+      << first["engine"].dump();
   // A new cache: O_DIRECT readers of cold shards.
   fs::remove_all(work_.path() + "/cache");
   MustMount();

@@ -29,7 +29,8 @@ inline Result<MotoBucket> StartMotoBucket(const std::string& bucket) {
   MotoBucket b;
   ASSIGN_OR_RETURN(b.server, MotoServer::Start());
   ASSIGN_OR_RETURN(Uri uri, ParseUri("s3://" + bucket));
-  ASSIGN_OR_RETURN(b.ufs, NewS3Ufs(uri, UfsOptions{.options = {{"endpoint", b.server->endpoint()}}}));
+  ASSIGN_OR_RETURN(b.ufs,
+                   NewS3Ufs(uri, UfsOptions{.options = {{"endpoint", b.server->endpoint()}}}));
   b.s3 = dynamic_cast<S3Ufs*>(b.ufs.get());
   if (b.s3 == nullptr) return Internal("s3://" + bucket + " did not open as an S3 connector");
   RETURN_IF_ERROR(b.s3->CreateBucket());

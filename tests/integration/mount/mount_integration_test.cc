@@ -26,16 +26,15 @@
 #include <future>
 #include <latch>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "cli_runner.h"
-#include "moto_bucket.h"
 #include "daemon/daemon.h"
-#include "testing/dir_fs.h"
 #include "fuse/fuse_server.h"
+#include "moto_bucket.h"
+#include "testing/dir_fs.h"
 #include "testing/moto_server.h"
 #include "ufs/s3_ufs.h"
 
@@ -87,8 +86,8 @@ bool ReadWhole(const std::string& path, std::string* out) {
 }
 
 // Every regular file under `root` (relative path -> stat), and every directory.
-void Walk(const std::string& root, const std::string& rel, std::map<std::string, struct stat>* files,
-          std::vector<std::string>* dirs) {
+void Walk(const std::string& root, const std::string& rel,
+          std::map<std::string, struct stat>* files, std::vector<std::string>* dirs) {
   DIR* d = ::opendir((root + "/" + rel).c_str());
   ASSERT_NE(d, nullptr) << rel << ": " << std::strerror(errno);
   while (dirent* e = ::readdir(d)) {
@@ -138,9 +137,17 @@ class MountTest : public ::testing::Test {
   std::string CacheDir() const { return work_.path() + "/cache"; }
 
   ProcessResult Mount(const std::string& source, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"mount", source, mp_, "--cache-dir", CacheDir() + ":1G",
-                                     "--block-size", "1MiB", "--run-dir", RunDir(),
-                                     "--fuse-threads", "4"};
+    std::vector<std::string> args = {"mount",
+                                     source,
+                                     mp_,
+                                     "--cache-dir",
+                                     CacheDir() + ":1G",
+                                     "--block-size",
+                                     "1MiB",
+                                     "--run-dir",
+                                     RunDir(),
+                                     "--fuse-threads",
+                                     "4"};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunGranary(args);
   }
@@ -216,7 +223,8 @@ TEST_F(MountTest, EveryByteEqualsTheSourceIncludingRangesAndConcurrentReaders) {
       size_t len = 1 + rng() % (2 * kBlock);
       ssize_t n = ::pread(fd, buf.data(), len, static_cast<off_t>(off));
       ASSERT_EQ(n, static_cast<ssize_t>(std::min<uint64_t>(len, data.size() - off)));
-      ASSERT_EQ(0, std::memcmp(buf.data(), data.data() + off, static_cast<size_t>(n))) << rel << "@" << off;
+      ASSERT_EQ(0, std::memcmp(buf.data(), data.data() + off, static_cast<size_t>(n)))
+          << rel << "@" << off;
     }
     EXPECT_EQ(::pread(fd, buf.data(), 100, static_cast<off_t>(data.size())), 0);
     EXPECT_EQ(::pread(fd, buf.data(), 100, static_cast<off_t>(data.size() + kBlock)), 0);
@@ -323,7 +331,8 @@ TEST_F(MountTest, BadInputsGiveOneErrorLineAndMountNothing) {
   ProcessResult r = RunGranary({"mount", src_->path(), work_.path() + "/nope", "--cache-dir",
                                 CacheDir(), "--run-dir", RunDir()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(testing::IsErrorLine(r.err, "mount " + work_.path() + "/nope", "does not exist")) << r.err;
+  EXPECT_TRUE(testing::IsErrorLine(r.err, "mount " + work_.path() + "/nope", "does not exist"))
+      << r.err;
 
   work_.Write("mnt/occupied", "x");
   r = Mount(src_->path());
@@ -424,7 +433,8 @@ TEST_F(MountTest, IoUringTransportServesTheSameBytes) {
   ExpectAllBytesEqual(*tree_);
   nlohmann::json st = UmountStats();
   EXPECT_EQ(st["fuse"]["transport"], "uring") << st.dump();
-  EXPECT_GT(st["fuse"]["uring_requests"].get<uint64_t>(), st["fuse"]["requests"].get<uint64_t>() / 2);
+  EXPECT_GT(st["fuse"]["uring_requests"].get<uint64_t>(),
+            st["fuse"]["requests"].get<uint64_t>() / 2);
 }
 
 // The same checks over S3 (moto_server), smaller to keep uploads quick.
@@ -438,7 +448,8 @@ class S3MountTest : public MountTest {
     moto_ = std::move(bucket->server);
     S3Ufs* s3 = bucket->s3;
     s3_tree_ = MakeTree(400, 2, 2);
-    for (const auto& [rel, data] : s3_tree_) ASSERT_TRUE(s3->PutObject("ds/" + rel, data).ok()) << rel;
+    for (const auto& [rel, data] : s3_tree_)
+      ASSERT_TRUE(s3->PutObject("ds/" + rel, data).ok()) << rel;
   }
   void TearDown() override {
     MountTest::TearDown();  // unmount before moto goes away
@@ -577,7 +588,8 @@ class StalledOriginTest : public MountTest {
     moto_ = std::move(bucket->server);
     S3Ufs* s3 = bucket->s3;
     for (int i = 0; i < 2; ++i) {
-      ASSERT_TRUE(s3->PutObject("stall/hot/h" + std::to_string(i), std::string(5000 + i, 'h')).ok());
+      ASSERT_TRUE(
+          s3->PutObject("stall/hot/h" + std::to_string(i), std::string(5000 + i, 'h')).ok());
     }
     for (int i = 0; i < 12; ++i) {
       ASSERT_TRUE(s3->PutObject("stall/cold/c" + std::to_string(i), std::string(7000, 'c')).ok());
@@ -617,8 +629,8 @@ TEST_F(StalledOriginTest, OverIoUringWaitingReadsDoNotHoldTheRingThread) {
 }
 
 void StalledOriginTest::CheckStalledOrigin(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--endpoint", proxy_->endpoint(), "--origin-timeout", "3s",
-                                   "--read-mode", "passthrough", "--passthrough", "off"};
+  std::vector<std::string> args = {"--endpoint",  proxy_->endpoint(), "--origin-timeout", "3s",
+                                   "--read-mode", "passthrough",      "--passthrough",    "off"};
   args.insert(args.end(), extra.begin(), extra.end());
   MustMount("s3://bucket/stall", args);
   ASSERT_FALSE(HasFatalFailure());

@@ -35,7 +35,8 @@ std::string Tail(const std::string& text, int n) {
   std::istringstream in(text);
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   std::string out;
-  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size(); ++i) {
+  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size();
+       ++i) {
     out += lines[i] + "\n";
   }
   return out;
@@ -59,7 +60,8 @@ Dataset MakeDataset(int small, int large, uint64_t block_size, uint32_t seed) {
 
 uint64_t BlocksOf(const Dataset& data, uint64_t block_size) {
   uint64_t n = 0;
-  for (const auto& [key, bytes] : data) n += std::max<uint64_t>(1, (bytes.size() + block_size - 1) / block_size);
+  for (const auto& [key, bytes] : data)
+    n += std::max<uint64_t>(1, (bytes.size() + block_size - 1) / block_size);
   return n;
 }
 
@@ -73,12 +75,13 @@ Result<std::unique_ptr<Origin>> Origin::Start(NetnsCluster* net, const std::stri
   const std::string ip = net->ip(NetnsCluster::kOrigin);
   int port = net->PortFor(NetnsCluster::kOrigin, 9000);
   ::setenv("PYTHONUNBUFFERED", "1", 1);
-  ASSIGN_OR_RETURN(o->pid_, net->Spawn(NetnsCluster::kOrigin,
-                                       {"moto_server", "-H", ip, "-p", std::to_string(port)},
-                                       o->log_path_));
+  ASSIGN_OR_RETURN(o->pid_,
+                   net->Spawn(NetnsCluster::kOrigin,
+                              {"moto_server", "-H", ip, "-p", std::to_string(port)}, o->log_path_));
   o->endpoint_ = "http://" + ip + ":" + std::to_string(port);
   Status up = WaitForTcp(ip, port, std::chrono::seconds(60));
-  if (!up.ok()) return Unavailable("moto_server: " + up.message() + ": " + Tail(ReadText(o->log_path_), 5));
+  if (!up.ok())
+    return Unavailable("moto_server: " + up.message() + ": " + Tail(ReadText(o->log_path_), 5));
   return o;
 }
 
@@ -163,13 +166,13 @@ Result<std::unique_ptr<Etcd>> Etcd::Start(NetnsCluster* net, int host, const std
   const std::string curl = "http://" + ip + ":" + std::to_string(client);
   const std::string purl = "http://" + ip + ":" + std::to_string(peer);
   fs::create_directories(dir);
-  ASSIGN_OR_RETURN(e->pid_, net->Spawn(host,
-                                       {"etcd", "--name", "gtest", "--data-dir", dir + "/data",
-                                        "--listen-client-urls", curl, "--advertise-client-urls", curl,
-                                        "--listen-peer-urls", purl, "--initial-advertise-peer-urls",
-                                        purl, "--initial-cluster", "gtest=" + purl,
-                                        "--log-level", "warn"},
-                                       dir + "/etcd.log"));
+  ASSIGN_OR_RETURN(e->pid_,
+                   net->Spawn(host,
+                              {"etcd", "--name", "gtest", "--data-dir", dir + "/data",
+                               "--listen-client-urls", curl, "--advertise-client-urls", curl,
+                               "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+                               "--initial-cluster", "gtest=" + purl, "--log-level", "warn"},
+                              dir + "/etcd.log"));
   e->endpoint_ = curl;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < until) {
@@ -194,8 +197,9 @@ Result<pid_t> StartSilentPeer(NetnsCluster* net, int host, int port, const std::
       "held=[]\n"
       "while True:\n"
       "    c,_=s.accept(); held.append(c)\n";
-  ASSIGN_OR_RETURN(pid_t pid, net->Spawn(host, {"python3", "-c", script, net->ip(host),
-                                                std::to_string(port)}, log_path));
+  ASSIGN_OR_RETURN(
+      pid_t pid,
+      net->Spawn(host, {"python3", "-c", script, net->ip(host), std::to_string(port)}, log_path));
   RETURN_IF_ERROR(WaitForTcp(net->ip(host), port, std::chrono::seconds(20)));
   return pid;
 }
@@ -327,8 +331,10 @@ EpochResult ReadEpoch(const std::string& mountpoint, const Dataset& data,
           // Later epochs must reach the daemon again, not this page cache.
           ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
           ::close(fd);
-          if (error.empty() && (got != want.size() || std::memcmp(buf.data(), want.data(), got) != 0)) {
-            error = "mismatch: " + std::to_string(got) + " bytes, want " + std::to_string(want.size());
+          if (error.empty() &&
+              (got != want.size() || std::memcmp(buf.data(), want.data(), got) != 0)) {
+            error =
+                "mismatch: " + std::to_string(got) + " bytes, want " + std::to_string(want.size());
           }
         }
         auto took = std::chrono::duration_cast<std::chrono::microseconds>(

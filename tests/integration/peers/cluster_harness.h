@@ -88,13 +88,13 @@ Result<pid_t> StartSilentPeer(NetnsCluster* net, int host, int port, const std::
 struct GranaryNode {
   NetnsCluster* net = nullptr;
   int host = 0;
-  std::string source;        // s3://bucket/prefix
-  std::string endpoint;      // the origin
-  std::string dir;           // mnt/, cache/, run/ and daemon.log live here
+  std::string source;    // s3://bucket/prefix
+  std::string endpoint;  // the origin
+  std::string dir;       // mnt/, cache/, run/ and daemon.log live here
   std::string block_size = "256KiB";
-  int cluster_port = 0;      // --cluster-listen port
-  int metrics_port = 0;      // --metrics-addr port
-  bool worker = false;       // `granary worker SOURCE`: no mount; ready when its metrics answer
+  int cluster_port = 0;  // --cluster-listen port
+  int metrics_port = 0;  // --metrics-addr port
+  bool worker = false;   // `granary worker SOURCE`: no mount; ready when its metrics answer
   pid_t pid = -1;
   std::vector<std::string> args;  // the extra flags of the last Start()
 
@@ -133,8 +133,8 @@ void StopAll(std::vector<GranaryNode>& nodes);
 // Whole-file reads of `keys` from `mountpoint`, each checked against `data`.
 struct EpochResult {
   uint64_t reads = 0;
-  uint64_t failures = 0;    // open/read errors
-  uint64_t mismatches = 0;  // wrong size or bytes
+  uint64_t failures = 0;                  // open/read errors
+  uint64_t mismatches = 0;                // wrong size or bytes
   std::vector<std::string> first_errors;  // up to 5, "key: what"
   std::chrono::microseconds max_latency{0};
   std::chrono::microseconds max_latency_single_block{0};  // objects up to one block

@@ -85,8 +85,8 @@ class ClusterTest : public ::testing::Test {
     net_ = net->release();
     if (net_->isolated()) {
       GTEST_LOG_(INFO) << "network namespaces " << net_->ns_name(NetnsCluster::kOrigin)
-                       << " (origin " << net_->ip(NetnsCluster::kOrigin) << ") and "
-                       << kNodes << " nodes from " << net_->ip(0);
+                       << " (origin " << net_->ip(NetnsCluster::kOrigin) << ") and " << kNodes
+                       << " nodes from " << net_->ip(0);
     } else {
       GTEST_LOG_(INFO) << "NO network namespaces (" << net_->fallback_reason()
                        << "): falling back to loopback, nodes on 127.0.0.2-" << kNodes + 1;
@@ -150,7 +150,8 @@ class ClusterTest : public ::testing::Test {
   std::string SecretFile(const std::string& name, const std::string& secret) const {
     std::string path = dir_.path() + "/" + name;
     std::ofstream(path) << secret << "\n";
-    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write,
+                    fs::perm_options::replace);
     return path;
   }
 
@@ -158,7 +159,7 @@ class ClusterTest : public ::testing::Test {
   std::vector<std::string> ClusterArgs(int i, std::vector<std::string> membership,
                                        const std::string& secret_file) const {
     std::vector<std::string> a = {"--cluster-listen", nodes_[i].cluster_addr(), "--cluster-name",
-                                  cluster_name_, "--cluster-secret-file", secret_file};
+                                  cluster_name_,      "--cluster-secret-file",  secret_file};
     a.insert(a.end(), membership.begin(), membership.end());
     return a;
   }
@@ -202,7 +203,8 @@ class ClusterTest : public ::testing::Test {
     std::vector<std::thread> runs;
     for (size_t j = 0; j < which.size(); ++j) {
       runs.emplace_back([&, j] {
-        EpochOptions o{.threads = threads, .seed = static_cast<uint32_t>(100 + which[j] + seed_++),
+        EpochOptions o{.threads = threads,
+                       .seed = static_cast<uint32_t>(100 + which[j] + seed_++),
                        .block_size = kBlock};
         if (on_read) o.on_read = [&, j](uint64_t n) { on_read(which[j], n); };
         results[j] = testing::ReadEpoch(nodes_[which[j]].mountpoint(), *data_, keys_, o);
@@ -216,8 +218,10 @@ class ClusterTest : public ::testing::Test {
     for (size_t j = 0; j < results.size(); ++j) {
       const EpochResult& r = results[j];
       EXPECT_EQ(r.reads, keys_.size()) << "epoch " << j;
-      EXPECT_EQ(r.failures, 0u) << "epoch " << j << ": " << ::testing::PrintToString(r.first_errors);
-      EXPECT_EQ(r.mismatches, 0u) << "epoch " << j << ": " << ::testing::PrintToString(r.first_errors);
+      EXPECT_EQ(r.failures, 0u) << "epoch " << j << ": "
+                                << ::testing::PrintToString(r.first_errors);
+      EXPECT_EQ(r.mismatches, 0u) << "epoch " << j << ": "
+                                  << ::testing::PrintToString(r.first_errors);
     }
   }
 
@@ -262,7 +266,8 @@ std::vector<std::string> ClusterTest::keys_;
 bool ClusterTest::cluster_flags_ = false;
 
 #define REQUIRE_CLUSTER_FLAGS() \
-  if (!cluster_flags_) GTEST_SKIP() << "needs --cluster flags (granary mount --help lacks --cluster-listen)"
+  if (!cluster_flags_)          \
+  GTEST_SKIP() << "needs --cluster flags (granary mount --help lacks --cluster-listen)"
 
 // The baseline: three plain mounts are three independent caches.
 TEST_F(ClusterTest, IndependentCachesEachFetchEveryBlock) {
@@ -292,8 +297,9 @@ TEST_F(ClusterTest, StaticPeersFetchEveryBlockOnceForTheWholeCluster) {
   }
   EXPECT_GT(remote, 0) << "no node counted a remote hit";
 
-  testing::ProcessResult st = net_->Run(0, {GRANARY_CLI_PATH, "status", nodes_[0].mountpoint(),
-                                            "--cluster", "--json", "--run-dir", nodes_[0].run_dir()});
+  testing::ProcessResult st =
+      net_->Run(0, {GRANARY_CLI_PATH, "status", nodes_[0].mountpoint(), "--cluster", "--json",
+                    "--run-dir", nodes_[0].run_dir()});
   EXPECT_EQ(st.exit_code, 0) << st.err;
   for (const GranaryNode& n : nodes_) {
     EXPECT_NE(st.out.find(n.cluster_addr()), std::string::npos)
@@ -308,7 +314,8 @@ TEST_F(ClusterTest, EtcdMembershipFetchesEveryBlockOnceForTheWholeCluster) {
   ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
   std::string secret = SecretFile("secret", "etcd cluster secret");
   for (int i = 0; i < kNodes; ++i) {
-    ASSERT_TRUE(nodes_[i].Start(ClusterArgs(i, {"--cluster-etcd", (*etcd)->endpoint()}, secret)).ok())
+    ASSERT_TRUE(
+        nodes_[i].Start(ClusterArgs(i, {"--cluster-etcd", (*etcd)->endpoint()}, secret)).ok())
         << nodes_[i].LogTail();
   }
   WaitForMembers({0, 1, 2}, kNodes);
@@ -334,8 +341,8 @@ TEST_F(ClusterTest, LoadOnOneNodeWarmsTheWholeCluster) {
   ExpectGetsPerBlock(testing::Delta(loaded, before), 1);
   ExpectClean(ReadOn({1, 2}));
   auto delta = testing::Delta(origin_->GetsPerKey(), loaded);
-  EXPECT_EQ(testing::Sum(delta), 0u) << "reads after a cluster-wide load reached the origin: "
-                                     << FirstKeys(delta);
+  EXPECT_EQ(testing::Sum(delta), 0u)
+      << "reads after a cluster-wide load reached the origin: " << FirstKeys(delta);
 }
 
 TEST_F(ClusterTest, KilledNodeFailsNoReadAndRejoinsWarm) {
@@ -354,15 +361,16 @@ TEST_F(ClusterTest, KilledNodeFailsNoReadAndRejoinsWarm) {
   ASSERT_TRUE(killed.load());
   ExpectClean(epoch);
   auto after_kill = origin_->GetsPerKey();
-  GTEST_LOG_(INFO) << "epoch with node 0 killed: origin GETs " << testing::Sum(testing::Delta(after_kill, before))
+  GTEST_LOG_(INFO) << "epoch with node 0 killed: origin GETs "
+                   << testing::Sum(testing::Delta(after_kill, before))
                    << " since the warm-up started";
 
   ASSERT_TRUE(nodes_[0].Start(nodes_[0].args).ok()) << nodes_[0].LogTail();
   WaitForMembers({0, 1, 2}, kNodes);
   ExpectClean(ReadOn({0, 1, 2}));
   auto delta = testing::Delta(origin_->GetsPerKey(), after_kill);
-  EXPECT_EQ(testing::Sum(delta), 0u) << "a re-read after node 0 rejoined reached the origin: "
-                                     << FirstKeys(delta);
+  EXPECT_EQ(testing::Sum(delta), 0u)
+      << "a re-read after node 0 rejoined reached the origin: " << FirstKeys(delta);
 }
 
 TEST_F(ClusterTest, PeerWithTheWrongSecretIsRefusedAndReadsFromTheOrigin) {
@@ -370,7 +378,9 @@ TEST_F(ClusterTest, PeerWithTheWrongSecretIsRefusedAndReadsFromTheOrigin) {
   std::string good = SecretFile("good", "the cluster's secret");
   std::string bad = SecretFile("bad", "not the cluster's secret");
   for (int i = 0; i < kNodes; ++i) {
-    ASSERT_TRUE(nodes_[i].Start(ClusterArgs(i, {"--cluster-peers", StaticPeers()}, i == 2 ? bad : good)).ok())
+    ASSERT_TRUE(nodes_[i]
+                    .Start(ClusterArgs(i, {"--cluster-peers", StaticPeers()}, i == 2 ? bad : good))
+                    .ok())
         << nodes_[i].LogTail();
   }
   WaitForMembers({0, 1}, 2);
@@ -393,18 +403,22 @@ TEST_F(ClusterTest, PeerWithTheWrongSecretIsRefusedAndReadsFromTheOrigin) {
     }
     std::istringstream m(metrics);
     for (std::string line; std::getline(m, line);) {
-      if (line.starts_with("granary_cluster_peer_errors_total")) GTEST_LOG_(INFO) << "node " << i << ": " << line;
+      if (line.starts_with("granary_cluster_peer_errors_total"))
+        GTEST_LOG_(INFO) << "node " << i << ": " << line;
     }
   }
   GTEST_LOG_(INFO) << "good nodes: granary_cluster_peer_errors_total{kind=~auth} " << auth
-                   << "; their log lines about auth:\n" << logged;
-  EXPECT_TRUE(auth > 0 || !logged.empty()) << "neither node 0 nor node 1 counted or logged an auth failure";
+                   << "; their log lines about auth:\n"
+                   << logged;
+  EXPECT_TRUE(auth > 0 || !logged.empty())
+      << "neither node 0 nor node 1 counted or logged an auth failure";
 }
 
 TEST_F(ClusterTest, SilentPeerDelaysReadsByAtMostThePeerTimeout) {
   REQUIRE_CLUSTER_FLAGS();
   int port = net_->PortFor(NetnsCluster::kOrigin, 7999);
-  auto silent = testing::StartSilentPeer(net_, NetnsCluster::kOrigin, port, dir_.path() + "/silent.log");
+  auto silent =
+      testing::StartSilentPeer(net_, NetnsCluster::kOrigin, port, dir_.path() + "/silent.log");
   ASSERT_TRUE(silent.ok()) << silent.status().ToString();
   extra_pids_.push_back(*silent);
   std::string fake = net_->ip(NetnsCluster::kOrigin) + ":" + std::to_string(port);

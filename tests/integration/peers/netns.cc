@@ -136,8 +136,8 @@ Status NetnsCluster::Build() {
     RETURN_IF_ERROR(Must({ip, "-n", ns, "link", "set", inner, "up"}));
     if (host != kOrigin && !options_.link_rate.empty()) {
       // Both directions of the node's link: towards it (bridge side) and from it.
-      std::vector<std::string> tbf = {"root", "tbf", "rate", options_.link_rate, "burst", "256kb",
-                                      "latency", "50ms"};
+      std::vector<std::string> tbf = {"root",  "tbf",   "rate",    options_.link_rate,
+                                      "burst", "256kb", "latency", "50ms"};
       std::vector<std::string> out = {tc, "qdisc", "add", "dev", outer};
       std::vector<std::string> in = {tc, "-n", ns, "qdisc", "add", "dev", inner};
       out.insert(out.end(), tbf.begin(), tbf.end());

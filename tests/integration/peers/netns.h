@@ -43,8 +43,8 @@
 namespace granary::testing {
 
 struct NetnsOptions {
-  int nodes = 3;           // node hosts, besides the origin (1..200)
-  std::string link_rate;   // tbf rate of each node link, e.g. "1gbit"; empty = unshaped
+  int nodes = 3;               // node hosts, besides the origin (1..200)
+  std::string link_rate;       // tbf rate of each node link, e.g. "1gbit"; empty = unshaped
   bool allow_fallback = true;  // loopback when namespaces cannot be made (else Unavailable)
 };
 
@@ -98,8 +98,8 @@ class NetnsCluster {
   NetnsOptions options_;
   bool isolated_ = false;
   std::string fallback_reason_;
-  std::string tag_;     // "g<pid><seq>": prefix of every name
-  std::string subnet_;  // "10.X.Y."
+  std::string tag_;                      // "g<pid><seq>": prefix of every name
+  std::string subnet_;                   // "10.X.Y."
   std::vector<std::string> namespaces_;  // created, to delete
   std::vector<std::string> links_;       // host-side veths and the bridge, to delete
   std::mutex mu_;                        // guards children_
@@ -111,6 +111,7 @@ class NetnsCluster {
 Status WaitForTcp(const std::string& ip, int port, std::chrono::seconds deadline);
 
 // An HTTP GET from this process (curl), the body or the failure.
-Result<std::string> HttpGet(const std::string& url, std::chrono::seconds deadline = std::chrono::seconds(10));
+Result<std::string> HttpGet(const std::string& url,
+                            std::chrono::seconds deadline = std::chrono::seconds(10));
 
 }  // namespace granary::testing

@@ -179,9 +179,9 @@ TEST_F(S3IntegrationTest, OpenUnderStorageReachesTheSameObjects) {
   ASSERT_TRUE(s3->PutObject("open/hello.txt", "hello").ok());
   auto uri = ParseUri("s3://data/open");
   ASSERT_TRUE(uri.ok());
-  auto ufs = NewS3Ufs(*uri, UfsOptions{.options = {{"endpoint", server_->endpoint()}},
-                                       .secrets = {{"accessKeyId", "testing"},
-                                                   {"secretAccessKey", "testing"}}});
+  auto ufs = NewS3Ufs(
+      *uri, UfsOptions{.options = {{"endpoint", server_->endpoint()}},
+                       .secrets = {{"accessKeyId", "testing"}, {"secretAccessKey", "testing"}}});
   ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
   EXPECT_EQ((*ufs)->Root(), "s3://data");
   auto text = (*ufs)->ReadRange("open/hello.txt", 0, 100);
@@ -217,11 +217,12 @@ std::pair<std::string, std::string> CreateIamKey(const std::string& endpoint) {
       {"Content-Type", "application/x-www-form-urlencoded"}};
   const std::string create_user = "Action=CreateUser&UserName=reader&Version=2010-05-08";
   const std::string create_key = "Action=CreateAccessKey&UserName=reader&Version=2010-05-08";
-  auto user = http.Send(HttpRequest{.method = "POST", .url = endpoint + "/", .headers = headers,
-                                    .body = create_user});
-  EXPECT_TRUE(user.ok() && user->status == 200) << (user.ok() ? user->body : user.status().ToString());
-  auto key = http.Send(HttpRequest{.method = "POST", .url = endpoint + "/", .headers = headers,
-                                   .body = create_key});
+  auto user = http.Send(HttpRequest{
+      .method = "POST", .url = endpoint + "/", .headers = headers, .body = create_user});
+  EXPECT_TRUE(user.ok() && user->status == 200)
+      << (user.ok() ? user->body : user.status().ToString());
+  auto key = http.Send(
+      HttpRequest{.method = "POST", .url = endpoint + "/", .headers = headers, .body = create_key});
   EXPECT_TRUE(key.ok() && key->status == 200) << (key.ok() ? key->body : key.status().ToString());
   auto between = [&](const std::string& tag) {
     const std::string& b = key->body;
@@ -279,7 +280,8 @@ TEST(S3Unreachable, RefusedConnectionIsRetriedThenReportedClearly) {
 TEST(S3ServerKilled, RetriesThenUnavailableNeverAHang) {
   auto server = MotoServer::Start();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  auto s3 = MakeS3((*server)->endpoint(), "doomed", {{"connectTimeout", "1s"}, {"requestTimeout", "5s"}});
+  auto s3 =
+      MakeS3((*server)->endpoint(), "doomed", {{"connectTimeout", "1s"}, {"requestTimeout", "5s"}});
   ASSERT_TRUE(s3->CreateBucket().ok());
   ASSERT_TRUE(s3->PutObject("a", "alive").ok());
   ASSERT_EQ(*s3->ReadRange("a", 0, 5), "alive");  // a pooled keep-alive connection now exists
@@ -323,7 +325,8 @@ TEST_F(S3IntegrationTest, WriteUploadsSmallFilesWithOnePutAndLargeOnesInParallel
   // 23 MiB in 5 MiB parts, three at once: five parts, the last one short.
   std::string big = RandomBytes((23u << 20) + 4321, 2);
   fd = StagedFile(big);
-  info = s3->Write("ckpt/big.bin", fd, big.size(), WriteOptions{.part_size = 5u << 20, .parallel_parts = 3});
+  info = s3->Write("ckpt/big.bin", fd, big.size(),
+                   WriteOptions{.part_size = 5u << 20, .parallel_parts = 3});
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->size, big.size());
   EXPECT_NE(info->etag.find('-'), std::string::npos) << info->etag;  // a multipart etag: "<md5>-5"
@@ -333,7 +336,8 @@ TEST_F(S3IntegrationTest, WriteUploadsSmallFilesWithOnePutAndLargeOnesInParallel
 
   // A staged file shorter than claimed: a part fails, the upload is aborted
   // and no object appears, not even a partial one.
-  info = s3->Write("ckpt/broken.bin", fd, big.size() + (6u << 20), WriteOptions{.part_size = 5u << 20});
+  info = s3->Write("ckpt/broken.bin", fd, big.size() + (6u << 20),
+                   WriteOptions{.part_size = 5u << 20});
   ::close(fd);
   ASSERT_FALSE(info.ok());
   EXPECT_NE(info.status().message().find("shorter"), std::string::npos) << info.status().ToString();
@@ -353,15 +357,19 @@ TEST_F(S3IntegrationTest, AStreamingUploadSendsPartsWhileTheFileGrowsAndAppearsO
   const uint64_t part = 5u << 20;
   const std::string data = RandomBytes(2 * part + 4321, 3);
   int fd = StagedFile(data.substr(0, part));
-  auto up = s3->StartUpload("ckpt/stream.bin", fd, WriteOptions{.part_size = part, .parallel_parts = 2});
+  auto up =
+      s3->StartUpload("ckpt/stream.bin", fd, WriteOptions{.part_size = part, .parallel_parts = 2});
   ASSERT_TRUE(up.ok()) << up.status().ToString();
   EXPECT_FALSE((*up)->id().empty());
   (*up)->AddPart(0);  // goes out while the file keeps growing
-  ASSERT_EQ(::pwrite(fd, data.data() + part, part, static_cast<off_t>(part)), static_cast<ssize_t>(part));
+  ASSERT_EQ(::pwrite(fd, data.data() + part, part, static_cast<off_t>(part)),
+            static_cast<ssize_t>(part));
   (*up)->AddPart(1);
-  ASSERT_EQ(::pwrite(fd, data.data() + 2 * part, data.size() - 2 * part, static_cast<off_t>(2 * part)),
-            static_cast<ssize_t>(data.size() - 2 * part));
-  EXPECT_EQ(s3->Stat("ckpt/stream.bin").status().code(), Code::kNotFound) << "visible before completion";
+  ASSERT_EQ(
+      ::pwrite(fd, data.data() + 2 * part, data.size() - 2 * part, static_cast<off_t>(2 * part)),
+      static_cast<ssize_t>(data.size() - 2 * part));
+  EXPECT_EQ(s3->Stat("ckpt/stream.bin").status().code(), Code::kNotFound)
+      << "visible before completion";
   ::close(fd);  // the upload reads its own duplicate
   auto info = s3->CompleteUpload(**up, data.size());
   ASSERT_TRUE(info.ok()) << info.status().ToString();
@@ -380,7 +388,8 @@ TEST_F(S3IntegrationTest, AStreamingUploadSendsPartsWhileTheFileGrowsAndAppearsO
   const std::string id = (*up)->id();
   up->reset();  // aborts, after the parts in flight
   EXPECT_EQ(s3->Stat("ckpt/abandoned.bin").status().code(), Code::kNotFound);
-  EXPECT_TRUE(s3->AbortUpload("ckpt/abandoned.bin", id).ok()) << "aborting an aborted upload is fine";
+  EXPECT_TRUE(s3->AbortUpload("ckpt/abandoned.bin", id).ok())
+      << "aborting an aborted upload is fine";
   // Completing with fewer bytes than the parts sent is refused, and aborts.
   up = s3->StartUpload("ckpt/short.bin", fd, WriteOptions{.part_size = part});
   ASSERT_TRUE(up.ok());

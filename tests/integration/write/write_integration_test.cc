@@ -50,7 +50,8 @@ std::string Slurp(const std::string& path) {
 bool WriteAll(int fd, const std::string& data, off_t offset) {
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, offset + static_cast<off_t>(done));
+    ssize_t n =
+        ::pwrite(fd, data.data() + done, data.size() - done, offset + static_cast<off_t>(done));
     if (n <= 0) return false;
     done += static_cast<size_t>(n);
   }
@@ -60,7 +61,8 @@ bool WriteAll(int fd, const std::string& data, off_t offset) {
 class WriteTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "needs root and /dev/fuse";
+    if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+      GTEST_SKIP() << "needs root and /dev/fuse";
     mp_ = work_.path() + "/mnt";
     fs::create_directories(mp_);
   }
@@ -71,9 +73,11 @@ class WriteTest : public ::testing::Test {
     if (IsMountpoint(mp_)) UnmountFuse(mp_).IgnoreError();
   }
   std::string RunDir() const { return work_.path() + "/run"; }
-  ProcessResult Mount(const std::string& source, const std::string& cache, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"mount", source, mp_, "--cache-dir", cache + ":2G", "--run-dir",
-                                     RunDir(), "--block-size", "1MiB"};
+  ProcessResult Mount(const std::string& source, const std::string& cache,
+                      std::vector<std::string> extra) {
+    std::vector<std::string> args = {"mount",       source,         mp_,
+                                     "--cache-dir", cache + ":2G",  "--run-dir",
+                                     RunDir(),      "--block-size", "1MiB"};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunGranary(args);
   }
@@ -104,7 +108,8 @@ class S3WriteTest : public WriteTest {
     auto moto = testing::MotoServer::Start();
     ASSERT_TRUE(moto.ok()) << moto.status().ToString();
     moto_ = std::move(*moto);
-    auto ufs = NewS3Ufs(*ParseUri("s3://bucket"), UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
+    auto ufs = NewS3Ufs(*ParseUri("s3://bucket"),
+                        UfsOptions{.options = {{"endpoint", moto_->endpoint()}}});
     ASSERT_TRUE(ufs.ok()) << ufs.status().ToString();
     s3_.reset(dynamic_cast<S3Ufs*>(ufs->release()));
     ASSERT_TRUE(s3_->CreateBucket().ok());
@@ -127,16 +132,19 @@ class S3WriteTest : public WriteTest {
   bool AwsGet(const std::string& key, std::string* out) {
     std::string file = work_.path() + "/aws-get";
     fs::remove(file);
-    ProcessResult r = RunProcess({"/bin/sh", "-c", "aws --endpoint-url " + moto_->endpoint() +
-                                                       " s3 cp s3://bucket/" + key + " " + file});
+    ProcessResult r = RunProcess(
+        {"/bin/sh", "-c",
+         "aws --endpoint-url " + moto_->endpoint() + " s3 cp s3://bucket/" + key + " " + file});
     if (r.exit_code != 0) return false;
     *out = Slurp(file);
     return true;
   }
   // Multipart uploads started at the origin and neither completed nor aborted.
   int UnfinishedUploads() {
-    ProcessResult r = RunProcess({"/bin/sh", "-c", "aws --endpoint-url " + moto_->endpoint() +
-                                                       " s3api list-multipart-uploads --bucket bucket --output json"});
+    ProcessResult r =
+        RunProcess({"/bin/sh", "-c",
+                    "aws --endpoint-url " + moto_->endpoint() +
+                        " s3api list-multipart-uploads --bucket bucket --output json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     nlohmann::json j = nlohmann::json::parse(r.out.empty() ? "{}" : r.out, nullptr, false);
     return j.is_object() && j.contains("Uploads") ? static_cast<int>(j["Uploads"].size()) : 0;
@@ -166,11 +174,12 @@ TEST_F(S3WriteTest, PaddleJobLogAppendedAndFsyncedWhileSixteenReadersReadTheTrai
     });
   }
   std::string written;
-  int fd = ::open((mp_ + "/log/workerlog.0").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd =
+      ::open((mp_ + "/log/workerlog.0").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0) << strerror(errno);
   for (int i = 0; i < 15; ++i) {
-    std::string line = "[2026-11-25 02:00:" + std::to_string(i) + "] epoch 0 step " + std::to_string(i * 10) +
-                       " loss " + std::to_string(6.9 - i * 0.1) + "\n";
+    std::string line = "[2026-11-25 02:00:" + std::to_string(i) + "] epoch 0 step " +
+                       std::to_string(i * 10) + " loss " + std::to_string(6.9 - i * 0.1) + "\n";
     ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
     written += line;
     ASSERT_EQ(::fsync(fd), 0) << strerror(errno);
@@ -205,7 +214,8 @@ TEST_F(S3WriteTest, RandomOffsetWritesAndTruncatesOfA64MiBFileAreByteExactAtTheO
   ASSERT_GE(fd, 0) << strerror(errno);
   // Written back to front in 1 MiB pieces, then patched at random offsets.
   for (int i = 63; i >= 0; --i) {
-    ASSERT_TRUE(WriteAll(fd, model.substr(static_cast<size_t>(i) << 20, 1u << 20), static_cast<off_t>(i) << 20));
+    ASSERT_TRUE(WriteAll(fd, model.substr(static_cast<size_t>(i) << 20, 1u << 20),
+                         static_cast<off_t>(i) << 20));
   }
   std::mt19937 rng(3);
   for (int i = 0; i < 200; ++i) {
@@ -257,11 +267,13 @@ else:
         assert torch.equal(got[k], sd[k]), k
     print("equal", len(sd))
 )";
-  ProcessResult saved = RunProcess({"/usr/bin/python3", script, "save", mp_}, std::chrono::seconds(180));
+  ProcessResult saved =
+      RunProcess({"/usr/bin/python3", script, "save", mp_}, std::chrono::seconds(180));
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
   Unmount();
   MustMount(work_.path() + "/cache2");  // fresh, empty cache: the bytes come from the origin
-  ProcessResult loaded = RunProcess({"/usr/bin/python3", script, "load", mp_}, std::chrono::seconds(180));
+  ProcessResult loaded =
+      RunProcess({"/usr/bin/python3", script, "load", mp_}, std::chrono::seconds(180));
   ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
   EXPECT_NE(loaded.out.find("equal"), std::string::npos) << loaded.out;
 }
@@ -393,7 +405,8 @@ TEST_F(S3WriteTest, AForkedChildsCloseDoesNotUploadAHalfWrittenFile) {
   ASSERT_GT(child, 0);
   int wstatus = 0;
   ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
-  EXPECT_EQ(s3_->Stat("ds/forked.bin").status().code(), Code::kNotFound) << "the child's close uploaded";
+  EXPECT_EQ(s3_->Stat("ds/forked.bin").status().code(), Code::kNotFound)
+      << "the child's close uploaded";
   ASSERT_TRUE(WriteAll(fd, data.substr(12u << 20), 12 << 20));
   ASSERT_EQ(::close(fd), 0);  // the writer's own close uploads, and waits for it
   auto back = s3_->ReadRange("ds/forked.bin", 0, data.size() + 1);
@@ -489,8 +502,9 @@ TEST_F(S3WriteTest, AnUploadedFileIsReadBackWithoutTheOriginAndAnotherNodeSeesIt
   MustMount(work_.path() + "/cache-a", {"--metrics-addr", "127.0.0.1:" + std::to_string(*port)});
   const std::string mp_b = work_.path() + "/mnt-b", run_b = work_.path() + "/run-b";
   fs::create_directories(mp_b);
-  ProcessResult mb = RunGranary({"mount", "s3://bucket/ds", mp_b, "--cache-dir", work_.path() + "/cache-b:1G",
-                                 "--run-dir", run_b, "--endpoint", moto_->endpoint()});
+  ProcessResult mb =
+      RunGranary({"mount", "s3://bucket/ds", mp_b, "--cache-dir", work_.path() + "/cache-b:1G",
+                  "--run-dir", run_b, "--endpoint", moto_->endpoint()});
   ASSERT_EQ(mb.exit_code, 0) << mb.err;
   struct UnmountB {
     std::string mp, run;
@@ -567,7 +581,8 @@ TEST_F(PosixWriteTest, RefusedOperationsReturnTheDocumentedErrno) {
   Unmount();
 
   // The io_uring transport does not carry writes yet: refused with a clear error.
-  ProcessResult uring = Mount(src_, work_.path() + "/cache", {"--writable", "--fuse-transport", "uring"});
+  ProcessResult uring =
+      Mount(src_, work_.path() + "/cache", {"--writable", "--fuse-transport", "uring"});
   EXPECT_NE(uring.exit_code, 0);
   EXPECT_NE(uring.err.find("uring"), std::string::npos) << uring.err;
   EXPECT_FALSE(IsMountpoint(mp_));
