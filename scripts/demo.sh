@@ -16,7 +16,8 @@
 # valid JPEGs (train/<wnid>/<name>.JPEG + train_list.txt) and writes the same
 # tree locally -> granary ls -r -l / stat / cat | sha256sum, checked against the
 # local copy -> mount behind the delay proxy, cold epoch, granary load, warm
-# epoch, granary status, umount -> bench/compare/compare.py: the same data set
+# epoch, granary status, umount -> bench/compare/compare.py (over its own
+# s3rver origin, the benchmarks' default): the same data set
 # side by side with local disk, s3fs and rclone (their epochs capped at a few
 # hundred files so the demo stays short) -> bench/cluster/cluster_bench.py:
 # three nodes in network namespaces (1 Gbit/s links), independent caches
