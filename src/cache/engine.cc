@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace granary {
@@ -363,7 +364,7 @@ Result<std::string> CacheEngine::CachedFilePath(const Snapshot& snap, uint64_t i
 
 Result<CacheEngine::Got> CacheEngine::GetBlock(const ObjectKey& key, uint64_t block,
                                                const Want& want) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.origin_timeout;
+  const auto deadline = Clock::Real()->Now() + options_.origin_timeout;
   const FlightKey fk = FlightKeyOf(key, block);
   std::shared_ptr<Flight> flight;
   bool leader = false;
@@ -707,7 +708,7 @@ bool CacheEngine::StartReadahead(const SnapshotPtr& snap, uint64_t ino, const Ob
     flights_.emplace(fk, flight);
   }
   c_.readahead_started.fetch_add(1, std::memory_order_relaxed);
-  const auto deadline = std::chrono::steady_clock::now() + options_.origin_timeout;
+  const auto deadline = Clock::Real()->Now() + options_.origin_timeout;
   // The task holds `snap`: the fetched hook's inode refers to it.
   const Want want{.priority = Priority::kLow, .snap = snap, .ino = ino};
   const bool started = fetchers_->TrySubmit([this, flight, key, block, want, fk, deadline, len] {

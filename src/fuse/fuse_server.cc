@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "fuse/fuse_connection_state.h"
@@ -326,7 +327,7 @@ std::vector<int> FuseServer::Impl::DeviceFds() const {
 
 bool FuseServer::Impl::Detach(std::chrono::milliseconds drain) {
   if (!mounted_ || detached_) return true;
-  const auto deadline = std::chrono::steady_clock::now() + drain;
+  const auto deadline = Clock::Real()->Now() + drain;
   // The lister lists through the mount: let this server answer what it asked.
   StopLister();
   stop_.store(true);
@@ -336,7 +337,7 @@ bool FuseServer::Impl::Detach(std::chrono::milliseconds drain) {
     // Threads blocked in read(2) leave at the signal; one serving a request
     // leaves once it has written the reply.
     MutexLock lock(mu_);
-    while (running_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    while (running_ > 0 && Clock::Real()->Now() < deadline) {
       for (auto& t : threads_) WakeTransportThread(t.native_handle());
       cv_.WaitFor(lock, std::chrono::milliseconds(20));
     }

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/replace_file.h"
@@ -24,11 +25,7 @@ using nlohmann::json;
 
 namespace {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowNs() { return Clock::Real()->WallNanos(); }
 
 std::string ParentOf(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -480,7 +477,7 @@ Status Overlay::CommitFile(File& f) REQUIRES(f.mu) {
     f.sealed = true;
     RETURN_IF_ERROR(WriteMeta(f));
   }
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::Real()->Now();
   const uint64_t part = options_.upload.part_size;
   if (f.upload && f.size > kMaxParts * part)
     DropUpload(f);  // too many parts: Write picks bigger ones
@@ -496,8 +493,7 @@ Status Overlay::CommitFile(File& f) REQUIRES(f.mu) {
   f.streamed = 0;
   f.stream_off = false;
   upload_ns_ += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::Real()->Now() - start).count());
   if (!r.ok()) {
     ++upload_failures_;
     GLOG_WARN("upload of {} ({} bytes) failed: {}; the staged data is kept and retried", f.path,

@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 
 namespace granary {
@@ -99,7 +100,7 @@ void DeadlineRunner::HelperLoop(std::shared_ptr<State> st) {
 }
 
 Status DeadlineRunner::RunErased(const std::string& what, std::function<void()> fn) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  const auto deadline = Clock::Real()->Now() + options_.timeout;
   auto job = std::make_shared<Job>();
   job->fn = std::move(fn);
   State& st = *state_;
