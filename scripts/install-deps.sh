@@ -62,7 +62,7 @@ if ! command -v moto_server >/dev/null 2>&1; then
 fi
 
 # s3rver (npm), the faster S3-compatible origin of the comparison
-# (scripts/bench.sh, bench_compare_smoke_s3rver).
+# (scripts/bench.sh, bench_compare_smoke).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "install-deps: node and npm not found (the comparison's s3rver origin needs Node.js)" >&2
   exit 1

@@ -75,6 +75,8 @@ def open_dataset(args, samples_file):
             tuning["connections"] = args.connections
         if args.max_open_files:
             tuning["max_open_files"] = args.max_open_files
+        if args.no_direct:
+            tuning["direct"] = False
         ds = granary.Dataset(args.root, list_file=samples_file, **tuning)
     return ds, time.perf_counter() - t0
 
@@ -255,6 +257,8 @@ def main():
                     help="attach: socket connections to the daemon (0: the default)")
     ap.add_argument("--max-open-files", type=int, default=0,
                     help="attach: cache-file descriptors the client keeps (0: the default)")
+    ap.add_argument("--no-direct", action="store_true",
+                    help="attach: ask the daemon for every file (direct=False)")
     ap.add_argument("--seed", type=int, default=1, help="epoch e shuffles with seed + e")
     ap.add_argument("--warmup", type=int, default=0, help="unmeasured epochs first")
     ap.add_argument("--epochs", type=int, default=1,

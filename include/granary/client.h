@@ -8,7 +8,9 @@
 //  - Client::Attach(path): talks to the daemon serving a mount point (or to a
 //    process that called Serve()) over its Unix socket. For a cached, verified
 //    object the daemon passes the cache file's descriptor (SCM_RIGHTS) and the
-//    client preads it: no FUSE, no copy through the daemon. An uncached object
+//    client preads it: no FUSE, no copy through the daemon. A cached file of
+//    at most one block is opened by the client itself, without a message
+//    (AttachOptions::direct; docs/api.md "Reads without the daemon"). An uncached object
 //    is fetched by the daemon first (joining any fetch in flight); an object
 //    the cache refuses (no room) is read through the daemon.
 //

@@ -48,6 +48,12 @@ struct AttachOptions {
   // At most half of the process's file limit, which the client raises to its
   // hard limit (RLIMIT_NOFILE): the rest stays for the program.
   size_t max_open_files = 65536;
+  // Opens complete cached files itself (a small file whose cache file the
+  // daemon's store marks as verified), resolving paths in the daemon's
+  // snapshot mapped read-only, instead of asking the daemon for each file;
+  // the daemon is told about those reads in batches. false: the first read
+  // of every file asks the daemon (docs/api.md).
+  bool direct = true;
 };
 
 }  // namespace granary

@@ -20,8 +20,10 @@ Thread safety: a Dataset may be read from many threads at once; the GIL is
 released for every read.
 """
 
+import atexit
 import collections
 import json
+import multiprocessing.util
 import os
 import stat as _stat
 import threading
@@ -89,9 +91,21 @@ def _is_attach_target(target):
     return _mount_fstype(target) == _GRANARY_FSTYPE
 
 
+def _close_at_exit(client):
+    """Closes `client` when this process ends, so the daemon hears of the last
+    reads it made without asking (they are sent in batches; docs/api.md).
+    DataLoader workers end through multiprocessing, which runs its finalizers
+    but not atexit; other processes run atexit."""
+    def close():
+        if not client.closed:
+            client.close()
+    atexit.register(close)
+    multiprocessing.util.Finalize(None, close, exitpriority=10)
+
+
 def _open_native(target, cache_dir=None, cache_size="", mem_cache="", origin_concurrency=0,
                  origin_timeout=60.0, policy="lru", connections=16, max_open_files=65536,
-                 run_dir=None, **origin_options):
+                 run_dir=None, direct=True, **origin_options):
     """(native client, attached?) for `target`, as Dataset() decides it."""
     if not isinstance(target, (str, os.PathLike)):
         raise TypeError(f"granary: target must be a path or URI string, not {type(target).__name__}")
@@ -106,7 +120,8 @@ def _open_native(target, cache_dir=None, cache_size="", mem_cache="", origin_con
                              "options belong to its `granary mount`")
         return _granary.Client.attach(target, connections=connections,
                                       max_open_files=max_open_files,
-                                      run_dir=os.fspath(run_dir or "")), True
+                                      run_dir=os.fspath(run_dir or ""),
+                                      direct=bool(direct)), True
     if cache_dir is None:
         cache_dirs = []
     elif isinstance(cache_dir, (str, os.PathLike)):
@@ -162,17 +177,19 @@ class Dataset:
     ``policy``; any other keyword is a connector option of the source
     (``endpoint``, ``region``, ..., ``accessKeyId``/``secretAccessKey``/
     ``sessionToken`` as secrets). ``serve=False`` skips the socket (no
-    DataLoader workers then). ``connections`` and ``max_open_files`` tune
-    attached clients.
+    DataLoader workers then). ``connections``, ``max_open_files`` and
+    ``direct`` (open cached files without asking the daemon, default True)
+    tune attached clients.
     """
 
     def __init__(self, source_or_mountpoint, *, cache_dir=None, list_file=None, serve=True,
-                 connections=16, max_open_files=65536, run_dir=None, **options):
+                 connections=16, max_open_files=65536, run_dir=None, direct=True, **options):
         self.source = os.fspath(source_or_mountpoint)
         if "://" not in self.source:
             self.source = os.path.expanduser(self.source)
         self._attach_options = {"connections": int(connections),
                                 "max_open_files": int(max_open_files),
+                                "direct": bool(direct),
                                 "run_dir": os.fspath(run_dir or "")}
         self._client, self.attached = _open_native(self.source, cache_dir=cache_dir,
                                                    **self._attach_options, **options)
@@ -230,6 +247,7 @@ class Dataset:
             # parent's native object alone.
             self._client = _granary.Client.attach(self._attach_target, **self._attach_options)
             self._client_pid = pid
+            _close_at_exit(self._client)
             return self._client
 
     def __getstate__(self):

@@ -169,13 +169,15 @@ std::unique_ptr<ClientHandle> OpenClient(const std::string& source,
 }
 
 std::unique_ptr<ClientHandle> AttachClient(const std::string& target, int connections,
-                                           size_t max_open_files, std::string run_dir) {
+                                           size_t max_open_files, std::string run_dir,
+                                           bool direct) {
   if (connections <= 0) throw py::value_error("connections must be > 0");
   if (max_open_files == 0) throw py::value_error("max_open_files must be > 0");
   AttachOptions options{
       .run_dir = std::move(run_dir),
       .connections = connections,
       .max_open_files = max_open_files,
+      .direct = direct,
   };
   Result<std::unique_ptr<Client>> client = [&] {
     py::gil_scoped_release unlocked;
@@ -376,6 +378,7 @@ PYBIND11_MODULE(_granary, m) {
                   "Opens the dataset at `source` in this process (Client::Open).")
       .def_static("attach", &granary::AttachClient, py::arg("target"), py::arg("connections") = 16,
                   py::arg("max_open_files") = 65536, py::arg("run_dir") = "",
+                  py::arg("direct") = true,
                   "Attaches to the daemon serving a mount point or a Serve() socket.")
       .def("info", &granary::Info)
       .def("stat", &granary::Stat, py::arg("path"))

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +66,12 @@ class ApiTest : public ::testing::Test {
       ASSERT_TRUE(got.ok()) << rel << ": " << got.status().ToString();
       EXPECT_EQ(*got == data, true) << rel;
     }
+  }
+
+  // `c` reads `rel` whole and gets the origin's bytes.
+  bool ReadsRight(Client& c, const std::string& rel) {
+    auto got = c.ReadWhole(rel);
+    return got.ok() && *got == files_[rel];
   }
 
   std::string dir_;
@@ -238,6 +246,132 @@ TEST_F(ApiTest, ADescriptorHeldAcrossEvictionStillReadsTheRightBytes) {
   auto fourth = (*c)->ReadWhole(rel);
   ASSERT_TRUE(fourth.ok());
   EXPECT_EQ(*fourth, files_[rel]);
+
+  c->reset();
+  server->reset();
+  fs::remove_all(tmpl);
+  ASSERT_TRUE((*ds)->Close().ok());
+}
+
+// An attached client opens the complete cache files of small files itself
+// (resolving paths in the daemon's snapshot) instead of asking the daemon for
+// each, over more files than it keeps descriptors for, and tells the daemon
+// about those reads in batches (the prefetcher's position moves).
+TEST_F(ApiTest, AttachedClientOpensCachedFilesItselfAndTellsTheDaemon) {
+  DatasetOptions d;
+  d.source = Src();
+  d.cache_dirs = {TierLevel{.path = Cache(), .quota = 1ull << 30}};
+  auto ds = Dataset::Open(std::move(d));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ApiService service(&(*ds)->engine(), nullptr, nullptr);
+  char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  auto server = ApiServer::Start(&service, std::string(tmpl) + "/api.sock");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::vector<std::string> order;
+  for (const auto& [rel, data] : files_)
+    if (rel.starts_with("train/")) order.push_back(rel);
+
+  // Asking the daemon: every file's first read is an open.
+  AttachOptions asking;
+  asking.direct = false;
+  auto a = Client::Attach((*server)->socket_path(), asking);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  for (const std::string& rel : order) ASSERT_TRUE(ReadsRight(**a, rel)) << rel;
+  EXPECT_EQ(service.counters().opens, order.size());
+  a->reset();
+
+  // Direct: the cached files are read without an open, by 8 threads, with
+  // descriptors for 3 files only (each file opened again and again).
+  AttachOptions direct;
+  direct.connections = 2;
+  direct.max_open_files = 3;
+  auto c = Client::Attach((*server)->socket_path(), direct);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::shuffle(order.begin(), order.end(), std::mt19937(3));
+  ASSERT_TRUE((*c)->Prefetch(order, 4).ok());
+  std::vector<std::thread> ts;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 8; ++t) {
+    ts.emplace_back([&] {
+      for (const std::string& rel : order) {
+        auto got = (*c)->ReadWhole(rel);
+        if (!got.ok() || *got != files_[rel]) ++bad;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(service.counters().opens, order.size());  // none since the first client's
+  EXPECT_EQ((*c)->PrefetchStatus().position, order.size());
+  EXPECT_GE(service.counters().direct_reads, order.size());
+  // A file over one block is a sparse cache file: the daemon hands it out.
+  EXPECT_TRUE(ReadsRight(**c, "big.bin"));
+  EXPECT_EQ(service.counters().opens, order.size() + 1);
+  // Stat is answered from the mapped snapshot, the same as the daemon's.
+  auto st = (*c)->Stat("train/c1/img5.jpg");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->size, files_["train/c1/img5.jpg"].size());
+  EXPECT_EQ((*c)->ReadWhole("train/none.jpg").status().code(), Code::kNotFound);
+
+  c->reset();
+  server->reset();
+  fs::remove_all(tmpl);
+  ASSERT_TRUE((*ds)->Close().ok());
+}
+
+// A cache file left by an earlier run is read without the daemon only once
+// the daemon verified it in this run: a file damaged while no daemon ran is
+// caught by the daemon's checksum and fetched again, never handed out.
+TEST_F(ApiTest, ACacheFileFromAnEarlierRunIsReadDirectlyOnlyOnceVerified) {
+  const std::string damaged = "train/c2/img6.jpg", intact = "train/c3/img7.jpg";
+  auto open = [&] {
+    DatasetOptions d;
+    d.source = Src();
+    d.cache_dirs = {TierLevel{.path = Cache(), .quota = 1ull << 30}};
+    return Dataset::Open(std::move(d));
+  };
+  std::string damaged_path;
+  {
+    auto ds = open();
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    CacheEngine& engine = (*ds)->engine();
+    auto snap = engine.snapshot();
+    for (const std::string& rel : {damaged, intact}) {
+      auto fetched = engine.Fetch(snap, *snap->FindPath(rel));
+      ASSERT_TRUE(fetched.ok() && *fetched) << rel;
+    }
+    auto path = engine.CachedFilePath(*snap, *snap->FindPath(damaged));
+    ASSERT_TRUE(path.ok());
+    damaged_path = *path;
+    ASSERT_TRUE((*ds)->Close().ok());
+  }
+  {  // One byte flipped, the size kept.
+    std::fstream f(damaged_path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f.put(static_cast<char>(files_[damaged][10] ^ 0x5a));
+  }
+  auto ds = open();
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ApiService service(&(*ds)->engine(), nullptr, nullptr);
+  char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  auto server = ApiServer::Start(&service, std::string(tmpl) + "/api.sock");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto c = Client::Attach((*server)->socket_path());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(ReadsRight(**c, damaged));
+  EXPECT_TRUE(ReadsRight(**c, intact));
+  EXPECT_EQ(service.counters().opens, 2u);  // both asked the daemon
+  EXPECT_EQ((*ds)->engine().store().stats().checksum_failures, 1u);
+  // Verified (and the damaged one fetched again) in this run: a new client
+  // reads both without the daemon.
+  c->reset();
+  c = Client::Attach((*server)->socket_path());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(ReadsRight(**c, damaged));
+  EXPECT_TRUE(ReadsRight(**c, intact));
+  EXPECT_EQ(service.counters().opens, 2u);
 
   c->reset();
   server->reset();

@@ -13,11 +13,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <list>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "api/server.h"
 #include "api/service.h"
 #include "api/wire.h"
+#include "common/clock.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/units.h"
@@ -25,6 +29,8 @@
 #include "control/loader.h"
 #include "control/status.h"
 #include "dataset/dataset.h"
+#include "meta/snapshot.h"
+#include "store/store.h"
 
 namespace granary {
 
@@ -182,6 +188,8 @@ class CachingClient : public Client {
   }
 
  protected:
+  // A file this client opens without the daemon, or null (then OpenFull).
+  virtual FilePtr OpenDirect(const std::string& rel) { return nullptr; }
   virtual Result<FilePtr> OpenFull(const std::string& rel) = 0;
   virtual Result<size_t> ReadThrough(const std::string& rel, uint64_t offset,
                                      std::span<char> out) = 0;
@@ -207,6 +215,10 @@ class CachingClient : public Client {
  private:
   Result<FilePtr> GetFile(const std::string& rel) {
     if (FilePtr f = fds_.Get(rel)) return f;
+    if (FilePtr f = OpenDirect(rel)) {
+      fds_.Put(rel, f);
+      return f;
+    }
     ASSIGN_OR_RETURN(FilePtr f, OpenFull(rel));
     if (f->fd >= 0) fds_.Put(rel, f);
     return f;
@@ -296,19 +308,123 @@ class InProcessClient final : public CachingClient {
 
 // ---------------- attached ----------------
 
+// Opens complete small cache files the way the daemon would hand them out,
+// without asking it (docs/api.md, "Reads without the daemon"): resolves the
+// path in the daemon's snapshot file, mapped read-only here, and opens the
+// object's cache file by the store's layout, trusting it only under the
+// store's rule (Store::FileLayout): a small object, the right size, changed
+// since the store opened. Anything else is left to the daemon.
+class DirectFiles {
+ public:
+  // From hello's "direct" object; null when it is absent or the snapshot
+  // cannot be mapped here (another user's files, a removed file).
+  static std::unique_ptr<DirectFiles> FromHello(const json& j) {
+    if (!j.is_object()) return nullptr;
+    JsonFields in(j, "hello: direct");
+    std::string snapshot_path;
+    auto d = std::unique_ptr<DirectFiles>(new DirectFiles());
+    in.Require("snapshot", snapshot_path);
+    in.Require("dataset", d->dataset_);
+    in.Require("block_size", d->block_size_);
+    in.Require("tiers", d->tiers_);
+    in.Require("trusted_since_ns", d->trusted_since_ns_);
+    if (!in.status().ok() || d->tiers_.empty() || d->block_size_ == 0) return nullptr;
+    Result<std::unique_ptr<Snapshot>> snap = Snapshot::Load(snapshot_path);
+    if (!snap.ok()) {
+      GLOG_DEBUG("attach: reading without the daemon is off: {}", snap.status().ToString());
+      return nullptr;
+    }
+    d->snap_ = std::move(*snap);
+    return d;
+  }
+
+  uint64_t version() const { return snap_->version(); }
+
+  // The entry of `rel` in this snapshot (null when it has none).
+  std::optional<EntryView> Find(const std::string& rel) const {
+    auto ino = snap_->FindPath(rel);
+    return ino ? snap_->Get(*ino) : std::nullopt;
+  }
+
+  // The open cache file of `rel` and its inode, or a null file.
+  FilePtr Open(const std::string& rel, uint64_t* ino) const {
+    std::optional<EntryView> e = Find(rel);
+    if (!e || e->is_dir || e->size == 0 || e->size > block_size_) return nullptr;
+    const std::string name = CacheFileName(ObjectKey{.dataset = dataset_,
+                                                     .key = snap_->Key(e->ino),
+                                                     .etag = std::string(e->etag),
+                                                     .size = e->size});
+    for (const std::string& tier : tiers_) {
+      std::string path = tier;
+      path.push_back('/');
+      path.append(name, 0, 2);
+      path.push_back('/');
+      path.append(name);
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd < 0) continue;
+      struct stat st {};
+      const bool trusted =
+          ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+          static_cast<uint64_t>(st.st_size) == e->size &&
+          int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec >= trusted_since_ns_;
+      if (!trusted) {
+        ::close(fd);
+        continue;
+      }
+      auto f = std::make_shared<CachedFile>();
+      f->fd = fd;
+      f->size = e->size;
+      *ino = e->ino;
+      return f;
+    }
+    return nullptr;
+  }
+
+ private:
+  DirectFiles() = default;
+  std::unique_ptr<Snapshot> snap_;
+  std::string dataset_;
+  uint64_t block_size_ = 0;
+  std::vector<std::string> tiers_;
+  int64_t trusted_since_ns_ = 0;
+};
+
 class AttachedClient final : public CachingClient {
  public:
   AttachedClient(std::string socket, std::string prefix, const AttachOptions& o)
       : CachingClient(std::move(prefix), FdBound(o.max_open_files)),
         socket_(std::move(socket)),
-        max_conns_(std::max(1, o.connections)) {}
+        max_conns_(std::max(1, o.connections)),
+        direct_wanted_(o.direct) {}
+
+  ~AttachedClient() override {
+    {
+      MutexLock lock(touch_mu_);
+      stop_flusher_ = true;
+    }
+    touch_cv_.NotifyAll();
+    if (flusher_.joinable()) flusher_.join();
+    FlushTouches().IgnoreError();
+  }
 
   Status Hello() {
     ASSIGN_OR_RETURN(json r, Call({{"op", "hello"}}));
     if (!r.contains("v") || r["v"] != kApiProtocolVersion)
       return InvalidArgument(socket_ + ": the daemon speaks another api protocol version");
     info_ = InfoFrom(r["info"]);
+    if (direct_wanted_) {
+      NoteTouchBatch(r.value("direct", json()));
+      std::shared_ptr<const DirectFiles> d = DirectFiles::FromHello(r.value("direct", json()));
+      MutexLock lock(direct_mu_);
+      direct_ = std::move(d);
+    }
     return Status::Ok();
+  }
+
+  Status Refresh() override {
+    RETURN_IF_ERROR(FlushTouches());
+    RETURN_IF_ERROR(CachingClient::Refresh());
+    return Hello();
   }
 
   DatasetInfo Info() override {
@@ -317,6 +433,7 @@ class AttachedClient final : public CachingClient {
   }
 
   PrefetchProgress PrefetchStatus() override {
+    FlushTouches().IgnoreError();
     PrefetchProgress p;
     auto r = Call({{"op", "prefetch_status"}});
     if (!r.ok()) return p;
@@ -363,7 +480,21 @@ class AttachedClient final : public CachingClient {
     return done;
   }
 
+  FilePtr OpenDirect(const std::string& rel) override {
+    std::shared_ptr<const DirectFiles> d = Direct();
+    if (!d) return nullptr;
+    uint64_t ino = 0;
+    FilePtr f = d->Open(rel, &ino);
+    if (f) NoteTouch(d->version(), ino);
+    return f;
+  }
+
   Result<FileInfo> StatFull(const std::string& rel) override {
+    if (std::shared_ptr<const DirectFiles> d = Direct()) {
+      if (std::optional<EntryView> e = d->Find(rel)) {
+        return FileInfo{.path = rel, .is_dir = e->is_dir, .size = e->size, .mtime_ns = e->mtime_ns};
+      }
+    }
     ASSIGN_OR_RETURN(json r, Call({{"op", "stat"}, {"path", rel}}));
     return EntryFrom(r["entry"]);
   }
@@ -377,7 +508,10 @@ class AttachedClient final : public CachingClient {
   }
 
   Status PrefetchFull(const std::vector<std::string>& rel, size_t window) override {
-    return Call({{"op", "prefetch"}, {"paths", rel}, {"window", window}}).status();
+    FlushTouches().IgnoreError();  // reads of the previous order
+    ASSIGN_OR_RETURN(json r, Call({{"op", "prefetch"}, {"paths", rel}, {"window", window}}));
+    NoteTouchBatch(r);
+    return Status::Ok();
   }
 
   Result<LoadSummary> LoadFull(const std::string& rel) override {
@@ -503,8 +637,102 @@ class AttachedClient final : public CachingClient {
     return n;
   }
 
+  std::shared_ptr<const DirectFiles> Direct() EXCLUDES(direct_mu_) {
+    MutexLock lock(direct_mu_);
+    return direct_;
+  }
+
+  // Reads of files opened without the daemon, told to it in batches (the
+  // `touch` op) of the size it asks for: it keeps them recently used and
+  // moves the prefetcher.
+  static constexpr std::chrono::milliseconds kTouchDelay{50};
+
+  void NoteTouchBatch(const json& reply) {
+    if (!reply.is_object()) return;
+    const uint64_t n = reply.value("touch_batch", uint64_t{Prefetcher::kTouchBatch});
+    touch_batch_.store(std::clamp<uint64_t>(n, 1, 4096), std::memory_order_relaxed);
+  }
+
+  void NoteTouch(uint64_t version, uint64_t ino) EXCLUDES(touch_mu_) {
+    const Clock::TimePoint now = Clock::Real()->Now();
+    bool full = false;
+    {
+      MutexLock lock(touch_mu_);
+      // Reads of an older version would be ignored by the daemon anyway.
+      if (touches_.empty() || touch_version_ != version) {
+        touches_.clear();
+        touch_version_ = version;
+        first_touch_ = now;
+      }
+      touches_.push_back(ino);
+      full = touches_.size() >= touch_batch_.load(std::memory_order_relaxed);
+      if (!flusher_.joinable()) {
+        flusher_ = std::thread([this] { FlushLoop(); });
+      } else if (touches_.size() == 1) {
+        touch_cv_.NotifyOne();
+      }
+    }
+    if (full) {
+      Status s = FlushTouches();
+      if (!s.ok()) GLOG_DEBUG("attach: telling the daemon about reads: {}", s.ToString());
+    }
+  }
+
+  // The flusher thread (started by the first read without the daemon): sends
+  // touches kTouchDelay after the first of a batch, so the last reads of an
+  // epoch reach the daemon too.
+  void FlushLoop() EXCLUDES(touch_mu_) {
+    MutexLock lock(touch_mu_);
+    while (!stop_flusher_) {
+      if (touches_.empty()) {
+        touch_cv_.Wait(lock,
+                       [&]() REQUIRES(touch_mu_) { return stop_flusher_ || !touches_.empty(); });
+        continue;
+      }
+      const auto due = first_touch_ + kTouchDelay;
+      const auto now = Clock::Real()->Now();
+      if (now < due) {
+        touch_cv_.WaitFor(lock, due - now);
+        continue;
+      }
+      lock.Unlock();
+      Status s = FlushTouches();
+      if (!s.ok()) GLOG_DEBUG("attach: telling the daemon about reads: {}", s.ToString());
+      lock.Lock();
+    }
+  }
+
+  // Sends the pending touches; when the daemon serves another snapshot
+  // version now, maps it (new opens resolve against it).
+  Status FlushTouches() EXCLUDES(touch_mu_) {
+    std::vector<uint64_t> inos;
+    uint64_t version = 0;
+    {
+      MutexLock lock(touch_mu_);
+      inos.swap(touches_);
+      version = touch_version_;
+    }
+    if (inos.empty()) return Status::Ok();
+    ASSIGN_OR_RETURN(json r, Call({{"op", "touch"}, {"version", version}, {"inos", inos}}));
+    NoteTouchBatch(r);
+    if (r.value("version", version) != version) return Hello();
+    return Status::Ok();
+  }
+
   std::string socket_;
   int max_conns_;
+  const bool direct_wanted_;
+  std::atomic<uint64_t> touch_batch_{Prefetcher::kTouchBatch};
+  Mutex direct_mu_;  // guards direct_; a leaf lock
+  std::shared_ptr<const DirectFiles> direct_ GUARDED_BY(direct_mu_);
+  Mutex touch_mu_;    // guards the pending touches and the flusher; a leaf lock
+  CondVar touch_cv_;  // a first touch pending, or stop
+  std::vector<uint64_t> touches_ GUARDED_BY(touch_mu_);
+  uint64_t touch_version_ GUARDED_BY(touch_mu_) = 0;
+  Clock::TimePoint first_touch_ GUARDED_BY(touch_mu_){};
+  bool stop_flusher_ GUARDED_BY(touch_mu_) = false;
+  // Started under touch_mu_ by the first touch; joined by the destructor.
+  std::thread flusher_;
   DatasetInfo info_;
   Mutex mu_;    // guards idle_, open_; a leaf lock
   CondVar cv_;  // signalled when a connection is returned or breaks

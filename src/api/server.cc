@@ -175,18 +175,38 @@ Status ApiServer::Answer(WireConn& w, const json& req) {
   if (op == "prefetch_status") return PrefetchStatusOp(w);
   if (op == "load") return LoadOp(w, in, path);
   if (op == "status") return StatusOp(w);
+  if (op == "touch") return TouchOp(w, in);
   return w.Send(ErrorJson(InvalidArgument("unknown op '" + op + "'")));
 }
 
 Status ApiServer::Hello(WireConn& w) {
   DatasetInfo i = service_->Info();
+  DirectLayout d = service_->Direct();
   return w.Send({{"ok", true},
                  {"v", kApiProtocolVersion},
                  {"info",
                   {{"source", i.source},
                    {"files", i.files},
                    {"bytes", i.bytes},
-                   {"version", i.snapshot_version}}}});
+                   {"version", i.snapshot_version}}},
+                 {"direct",
+                  {{"snapshot", d.snapshot_path},
+                   {"version", d.version},
+                   {"dataset", d.dataset},
+                   {"block_size", d.files.block_size},
+                   {"tiers", d.files.tier_paths},
+                   {"trusted_since_ns", d.files.trusted_since_ns},
+                   {"touch_batch", service_->TouchBatch()}}}});
+}
+
+Status ApiServer::TouchOp(WireConn& w, JsonFields& in) {
+  uint64_t version = 0;
+  std::vector<uint64_t> inos;
+  in.Require("version", version);
+  in.Require("inos", inos);
+  if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
+  const uint64_t now = service_->NoteDirectReads(version, inos);
+  return w.Send({{"ok", true}, {"version", now}, {"touch_batch", service_->TouchBatch()}});
 }
 
 Status ApiServer::StatOp(WireConn& w, const JsonFields& in, const std::string& path) {
@@ -242,7 +262,8 @@ Status ApiServer::PrefetchOp(WireConn& w, JsonFields& in) {
   in.Get("window", window);
   if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
   Status s = service_->Prefetch(paths, window);
-  return w.Send(s.ok() ? json{{"ok", true}} : ErrorJson(s));
+  return w.Send(s.ok() ? json{{"ok", true}, {"touch_batch", service_->TouchBatch()}}
+                       : ErrorJson(s));
 }
 
 Status ApiServer::PrefetchStatusOp(WireConn& w) {

@@ -2,16 +2,21 @@
 // Unix socket; the protocol is in docs/api.md and wire.h.
 //
 // Requests ({"op":...} JSON lines, one reply each):
-//   hello                      -> {"ok":true,"v":1,"info":{source,files,bytes,version}}
+//   hello                      -> {"ok":true,"v":1,"info":{source,files,bytes,version},
+//                                  "direct":{snapshot,version,dataset,block_size,tiers,
+//                                            trusted_since_ns,touch_batch}} (DirectLayout;
+//                                  touch_batch: Prefetcher::touch_batch)
 //   stat {path}                -> {"ok":true,"entry":[path,is_dir,size,mtime_ns]}
 //   list {path,recursive}      -> {"ok":true,"entries":[[path,is_dir,size,mtime_ns],...]}
 //   open {path}                -> {"ok":true,"fd":true|false,"size","ino","version"}
 //                                 (+ the descriptor as SCM_RIGHTS when "fd" is true)
 //   read {path,offset,length}  -> {"ok":true,"n":N} + N raw bytes (length <= 64 MiB)
-//   prefetch {paths,window}    -> {"ok":true}
+//   prefetch {paths,window}    -> {"ok":true,"touch_batch":N}
 //   prefetch_status            -> {"ok":true,"progress":{...}}
 //   load {path}                -> {"ok":true,"load":{...}}
 //   status                     -> {"ok":true,"status":{...}} (`granary status --json`)
+//   touch {version,inos}       -> {"ok":true,"version":V,"touch_batch":N} (reads of files
+//                                 the client opened itself; V: the version served now)
 // Errors: {"ok":false,"code":<granary::Code>,"error":"..."}; the connection
 // stays usable except after a malformed or oversized line.
 //
@@ -68,6 +73,7 @@ class ApiServer {
   Status PrefetchStatusOp(WireConn& w);
   Status LoadOp(WireConn& w, const JsonFields& in, const std::string& path);
   Status StatusOp(WireConn& w);
+  Status TouchOp(WireConn& w, JsonFields& in);
 
   ApiService* service_;
   std::string path_;

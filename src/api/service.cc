@@ -101,6 +101,12 @@ void Prefetcher::NoteRead(uint64_t ino) {
   cv_.NotifyAll();
 }
 
+size_t Prefetcher::touch_batch() const {
+  MutexLock lock(mu_);
+  if (position_ >= order_.size()) return kTouchBatch;
+  return std::clamp<size_t>(window_ / 8, 1, kTouchBatch);
+}
+
 PrefetchProgress Prefetcher::progress() const {
   MutexLock lock(mu_);
   return totals_;
@@ -220,6 +226,7 @@ Result<std::vector<FileInfo>> ApiService::List(std::string_view dir, bool recurs
 Result<OpenedFile> ApiService::Open(std::string_view path) {
   ASSIGN_OR_RETURN(Resolved r, Resolve(path));
   if (r.entry.is_dir) return InvalidArgument("'" + r.snap->Path(r.ino) + "': is a directory");
+  opens_.fetch_add(1, std::memory_order_relaxed);
   prefetcher_.NoteRead(r.ino);
   OpenedFile out{.fd = -1, .size = r.entry.size, .ino = r.ino, .version = r.snap->version()};
   if (r.entry.size == 0) return out;
@@ -249,6 +256,26 @@ Result<size_t> ApiService::Read(std::string_view path, uint64_t offset, std::spa
     done += *n;
   }
   return done;
+}
+
+DirectLayout ApiService::Direct() const {
+  auto snap = engine_->snapshot();
+  return DirectLayout{.snapshot_path = snap->file_path(),
+                      .version = snap->version(),
+                      .dataset = engine_->dataset(),
+                      .files = engine_->store().file_layout()};
+}
+
+uint64_t ApiService::NoteDirectReads(uint64_t version, const std::vector<uint64_t>& inos) {
+  auto snap = engine_->snapshot();
+  if (snap->version() != version) return snap->version();
+  direct_reads_.fetch_add(inos.size(), std::memory_order_relaxed);
+  for (uint64_t ino : inos) {
+    // Marks the object used (NotFound: evicted since; nothing to mark).
+    engine_->CachedFilePath(*snap, ino).status().IgnoreError();
+    prefetcher_.NoteRead(ino);
+  }
+  return snap->version();
 }
 
 Status ApiService::Prefetch(const std::vector<std::string>& paths, size_t window) {

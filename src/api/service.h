@@ -11,6 +11,7 @@
 // Thread safety: every method may be called from many threads at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +39,16 @@ struct OpenedFile {
   uint64_t version = 0;  // the snapshot version `ino` belongs to
 };
 
+// What an attached client needs to open complete small cache files itself
+// instead of asking for each (docs/api.md, "Reads without the daemon"): the
+// snapshot file to map, and the store's file layout (Store::FileLayout).
+struct DirectLayout {
+  std::string snapshot_path;  // the current version's file (sync renames a new one over it)
+  uint64_t version = 0;       // the version served now
+  std::string dataset;        // the dataset name in the store's object keys
+  Store::FileLayout files;
+};
+
 // Fetches a given order of files ahead of the readers (Client::Prefetch).
 // At most `window` files fetched by it and not yet read are kept ahead of the
 // readers' position (the highest index of the order read so far + 1); files
@@ -56,6 +67,12 @@ class Prefetcher {
   // A reader read `ino` (of the current order's snapshot): moves the position.
   void NoteRead(uint64_t ino);
   PrefetchProgress progress() const;
+  // How many reads a client that opens files itself may gather before it
+  // tells the daemon (ApiService::NoteDirectReads): an eighth of the window
+  // (at least 1) while an order is being read, so the position the window
+  // counts from does not lag the readers by the window; else kTouchBatch.
+  static constexpr size_t kTouchBatch = 64;
+  size_t touch_batch() const;
 
  private:
   void Worker() EXCLUDES(mu_);
@@ -100,11 +117,29 @@ class ApiService {
   // Reads through the engine (for files Open returned fd -1 for).
   Result<size_t> Read(std::string_view path, uint64_t offset, std::span<char> out);
   Status Prefetch(const std::vector<std::string>& paths, size_t window);
+  DirectLayout Direct() const;
+  // An attached client read these files (inodes of snapshot `version`) from
+  // cache files it opened itself: they count as recently used, and the
+  // prefetcher's position moves past them. Inodes of another version than the
+  // one served now are ignored. Returns the version served now.
+  uint64_t NoteDirectReads(uint64_t version, const std::vector<uint64_t>& inos);
+  size_t TouchBatch() const { return prefetcher_.touch_batch(); }
   PrefetchProgress PrefetchStatus() const { return prefetcher_.progress(); }
   Result<LoadSummary> Load(std::string_view path) { return load_(path); }
   Result<std::string> StatusJson() { return status_(); }
 
   CacheEngine* engine() { return engine_; }
+
+  // Since start: files opened for clients (Open), and reads clients made of
+  // files they opened themselves (NoteDirectReads of the version served).
+  struct Counters {
+    uint64_t opens = 0;
+    uint64_t direct_reads = 0;
+  };
+  Counters counters() const {
+    return Counters{.opens = opens_.load(std::memory_order_relaxed),
+                    .direct_reads = direct_reads_.load(std::memory_order_relaxed)};
+  }
 
  private:
   struct Resolved {
@@ -118,6 +153,8 @@ class ApiService {
   LoadFn load_;
   StatusFn status_;
   Prefetcher prefetcher_;
+  std::atomic<uint64_t> opens_{0};
+  std::atomic<uint64_t> direct_reads_{0};
 };
 
 // "a/b/c" from "/a//b/c/" style input; InvalidArgument for "..", ".", NUL.

@@ -2,6 +2,7 @@
 #include "store/store.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -346,6 +347,11 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
     }
   }
   const bool hand_over = ok && one;
+  // A small object verified: its file may now be opened by readers outside
+  // the store (Store::FileLayout), which trust files changed since Open.
+  if (ok && e->blocks == 1 && ::futimens(fd, nullptr) != 0) {
+    GLOG_DEBUG("store: futimens {}: {}", FilePath(tier, e->id), std::strerror(errno));
+  }
   if (fd >= 0) ::close(fd);
   MutexLock lock(shard.mu);
   if (!CurrentLocked(shard, e, generation)) return false;
@@ -367,6 +373,13 @@ bool Store::Impl::VerifyBlocks(const std::shared_ptr<Entry>& e, uint64_t first, 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 uint64_t Store::block_size() const { return impl_->options.block_size; }
+
+Store::FileLayout Store::file_layout() const {
+  FileLayout out{.block_size = impl_->options.block_size,
+                 .trusted_since_ns = impl_->opened_realtime_ns};
+  for (const auto& tier : impl_->tiers) out.tier_paths.push_back(tier->level.path);
+  return out;
+}
 
 Result<size_t> Store::Read(const ObjectKey& key, uint64_t offset, std::span<char> out,
                            bool count_miss) {

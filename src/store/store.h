@@ -312,6 +312,24 @@ class Store {
   StoreStats stats() const;
   uint64_t block_size() const;
 
+  // Where a reader in another process (an attached client, docs/api.md) may
+  // open a small object's cache file itself, without asking the store. The
+  // rule: a regular file at <tier path>/<first two hex digits>/<CacheFileName>
+  // of an object of at most block_size bytes, whose size is the object's and
+  // whose ctime is at or after trusted_since_ns, holds the object's complete,
+  // verified bytes. It holds because a small object's file is only published
+  // by renaming a completely written file into place (admission, demotion),
+  // a demotion verifies an unverified object before copying it, and a file
+  // recovered from an earlier run has its ctime set to the present
+  // (futimens) once its checksum is verified; files of an earlier run that
+  // were never verified keep an older ctime.
+  struct FileLayout {
+    std::vector<std::string> tier_paths;  // fastest first
+    uint64_t block_size = 0;
+    int64_t trusted_since_ns = 0;  // CLOCK_REALTIME when Open began
+  };
+  FileLayout file_layout() const;
+
   // One eviction pass over every tier (what the background thread runs).
   void RunEvictionOnce();
 

@@ -163,6 +163,9 @@ struct Store::Impl {
   std::vector<int> lock_fds;  // flock(LOCK_EX) on <dir>/LOCK of index_dir and every tier
   Status LockDir(const std::string& dir);
   Clock* clock = nullptr;
+  // CLOCK_REALTIME when Open began (Store::FileLayout::trusted_since_ns):
+  // the kernel's clock of file ctimes, so not read through `clock`.
+  int64_t opened_realtime_ns = 0;
   std::unique_ptr<CachePolicy> policy;
   std::vector<std::unique_ptr<TierState>> tiers;
   std::vector<Shard> shards;

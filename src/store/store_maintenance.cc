@@ -114,6 +114,10 @@ int Store::Impl::CopyPresentBlocks(const Entry& e, const std::vector<uint64_t>& 
 }
 
 bool Store::Impl::Demote(const std::shared_ptr<Entry>& e, uint32_t to) {
+  // The copy gets a new ctime, which readers outside the store take for
+  // "verified" (Store::FileLayout): a small object recovered and not read
+  // since is verified first (a failure drops it).
+  if (e->blocks == 1 && !VerifyBlocks(e, 0, 0)) return false;
   Shard& shard = ShardOf(e->id);
   uint32_t from;
   uint64_t generation, present_count, alloc;

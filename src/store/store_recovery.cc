@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -377,6 +378,10 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
     if (level.path != impl->options.index_dir) lock_dirs.push_back(level.path);
   }
   for (const std::string& dir : lock_dirs) RETURN_IF_ERROR(impl->LockDir(dir));
+  // After the locks: no earlier store writes into these directories from now on.
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  impl->opened_realtime_ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
   RETURN_IF_ERROR(impl->Recover());
   Impl* raw = impl.get();
   std::unique_ptr<Store> store(new Store(std::move(impl)));
