@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,6 +71,13 @@ class Client {
   virtual Result<size_t> ReadAt(std::string_view path, uint64_t offset, std::span<char> out) = 0;
   // The whole file.
   virtual Result<std::string> ReadWhole(std::string_view path) = 0;
+  // The whole file into memory the caller provides: `buffer` is called once
+  // with the file's size and returns where the bytes go (at least that many;
+  // fewer is InvalidArgument). Returns the bytes read. For callers that own
+  // the destination (the Python module's bytes objects): no zero-fill and no
+  // copy after the read.
+  virtual Result<size_t> ReadWholeInto(
+      std::string_view path, const std::function<std::span<char>(uint64_t size)>& buffer) = 0;
   // Hands the engine an order of files to fetch ahead: it fetches them in
   // exactly this order, at most `window` files ahead of the readers (a read
   // of a path in the order moves the position forward). A new call replaces

@@ -189,7 +189,8 @@ std::unique_ptr<ClientHandle> AttachClient(const std::string& target, int connec
 // The whole file as bytes. With `size` (the snapshot's, >= 0) the bytes object
 // is allocated first and read into: no copy. One byte more is asked for, so a
 // file longer than `size` (the snapshot moved on: `granary sync`) is seen and
-// read whole instead of cut short. Without `size`: ReadWhole and one copy.
+// read whole instead of cut short. Without `size`: ReadWholeInto a bytes
+// object of the file's size (no copy).
 py::bytes Read(ClientHandle& h, const std::string& path, int64_t size) {
   Client& client = h.Get();
   if (size >= 0) {
@@ -210,11 +211,27 @@ py::bytes Read(ClientHandle& h, const std::string& path, int64_t size) {
       return py::reinterpret_steal<py::bytes>(bytes.release());
     }
   }
-  Result<std::string> data = [&] {
+  // Straight into a bytes object of the file's size, made (with the GIL)
+  // once the size is known.
+  PyObject* raw = nullptr;
+  Result<size_t> got = [&] {
     py::gil_scoped_release unlocked;
-    return client.ReadWhole(path);
+    return client.ReadWholeInto(path, [&raw](uint64_t n) -> std::span<char> {
+      py::gil_scoped_acquire gil;
+      raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
+      if (raw == nullptr) return {};
+      return {PyBytes_AS_STRING(raw), static_cast<size_t>(n)};
+    });
   }();
-  return py::bytes(ValueOrRaise(std::move(data), path));
+  if (raw == nullptr && PyErr_Occurred()) throw py::error_already_set();
+  py::object bytes = py::reinterpret_steal<py::object>(raw);
+  size_t n = ValueOrRaise(std::move(got), path);
+  if (raw == nullptr) return py::bytes();  // the path names nothing readable
+  if (static_cast<Py_ssize_t>(n) < PyBytes_GET_SIZE(raw)) {
+    Py_SET_SIZE(raw, static_cast<Py_ssize_t>(n));  // shorter than listed: as above
+    PyBytes_AS_STRING(raw)[n] = '\0';
+  }
+  return py::reinterpret_steal<py::bytes>(bytes.release());
 }
 
 // Reads into a writable, C-contiguous buffer from `offset` in the file; returns

@@ -305,13 +305,24 @@ TEST_F(ApiTest, AttachedClientOpensCachedFilesItselfAndTellsTheDaemon) {
   EXPECT_EQ(service.counters().opens, order.size());  // none since the first client's
   EXPECT_EQ((*c)->PrefetchStatus().position, order.size());
   EXPECT_GE(service.counters().direct_reads, order.size());
+  // Into the caller's memory, sized by the file; a buffer too short is refused.
+  std::vector<char> mine;
+  const std::string& img = files_["train/c1/img5.jpg"];
+  auto into = (*c)->ReadWholeInto("train/c1/img5.jpg", [&](uint64_t n) {
+    mine.resize(n);
+    return std::span<char>(mine);
+  });
+  ASSERT_TRUE(into.ok()) << into.status().ToString();
+  EXPECT_EQ(*into, img.size());
+  EXPECT_TRUE(std::string(mine.begin(), mine.end()) == img);
+  EXPECT_EQ((*c)->ReadWholeInto("train/c1/img5.jpg",
+                                [&](uint64_t n) { return std::span<char>(mine).first(n - 1); })
+                .status()
+                .code(),
+            Code::kInvalidArgument);
   // A file over one block is a sparse cache file: the daemon hands it out.
   EXPECT_TRUE(ReadsRight(**c, "big.bin"));
   EXPECT_EQ(service.counters().opens, order.size() + 1);
-  // Stat is answered from the mapped snapshot, the same as the daemon's.
-  auto st = (*c)->Stat("train/c1/img5.jpg");
-  ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->size, files_["train/c1/img5.jpg"].size());
   EXPECT_EQ((*c)->ReadWhole("train/none.jpg").status().code(), Code::kNotFound);
 
   c->reset();
@@ -374,6 +385,53 @@ TEST_F(ApiTest, ACacheFileFromAnEarlierRunIsReadDirectlyOnlyOnceVerified) {
   EXPECT_EQ(service.counters().opens, 2u);
 
   c->reset();
+  server->reset();
+  fs::remove_all(tmpl);
+  ASSERT_TRUE((*ds)->Close().ok());
+}
+
+// After `granary sync` a client reading without the daemon reads a file
+// changed at the origin in its new version, and learns the new version from
+// its next batch of reads: it maps the new snapshot and reads the new
+// version's cache file without the daemon too.
+TEST_F(ApiTest, AClientReadingWithoutTheDaemonFollowsASync) {
+  DatasetOptions d;
+  d.source = Src();
+  d.cache_dirs = {TierLevel{.path = Cache(), .quota = 1ull << 30}};
+  auto ds = Dataset::Open(std::move(d));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ApiService service(&(*ds)->engine(), nullptr, nullptr);
+  char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  auto server = ApiServer::Start(&service, std::string(tmpl) + "/api.sock");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string changed = "train/c0/img4.jpg", other = "train/c1/img5.jpg";
+  auto warm = Client::Attach((*server)->socket_path());
+  ASSERT_TRUE(warm.ok());
+  ASSERT_TRUE(ReadsRight(**warm, changed));  // its version 1 is cached
+  ASSERT_TRUE(ReadsRight(**warm, other));
+  auto c = Client::Attach((*server)->socket_path());  // maps version 1
+  ASSERT_TRUE(c.ok());
+
+  // The origin changes (new size: a new etag) and the dataset syncs.
+  files_[changed] = Bytes(4321, 77);
+  std::ofstream(Src() + "/" + changed, std::ios::binary | std::ios::trunc) << files_[changed];
+  auto sync = (*ds)->Sync();
+  ASSERT_TRUE(sync.ok()) << sync.status().ToString();
+  ASSERT_EQ((*ds)->engine().snapshot()->version(), 2u);
+
+  auto fresh = Client::Attach((*server)->socket_path());  // maps version 2
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(ReadsRight(**fresh, changed));  // its version 2 is cached
+  const uint64_t opens = service.counters().opens;
+  ASSERT_TRUE(ReadsRight(**c, other));  // without the daemon, from version 1
+  (*c)->PrefetchStatus();               // sends the batch: the reply names version 2
+  EXPECT_TRUE(ReadsRight(**c, changed));
+  EXPECT_EQ(service.counters().opens, opens);
+
+  c->reset();
+  fresh->reset();
+  warm->reset();
   server->reset();
   fs::remove_all(tmpl);
   ASSERT_TRUE((*ds)->Close().ok());

@@ -10,12 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <list>
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "api/server.h"
 #include "api/service.h"
@@ -62,19 +64,24 @@ class FdCache {
     return it->second.first;
   }
   void Put(const std::string& path, FilePtr f) {
+    FilePtr evicted;  // closed after the lock is released
     MutexLock lock(mu_);
     auto it = map_.find(path);
     if (it != map_.end()) {
-      it->second.first = std::move(f);
+      evicted = std::exchange(it->second.first, std::move(f));
       lru_.splice(lru_.begin(), lru_, it->second.second);
+      lock.Unlock();
       return;
     }
     lru_.push_front(path);
     map_.emplace(path, std::make_pair(std::move(f), lru_.begin()));
-    while (map_.size() > capacity_) {
-      map_.erase(lru_.back());
+    if (map_.size() > capacity_) {
+      auto last = map_.find(lru_.back());
+      evicted = std::move(last->second.first);
+      map_.erase(last);
       lru_.pop_back();
     }
+    lock.Unlock();
   }
   void Clear() {
     MutexLock lock(mu_);
@@ -135,22 +142,33 @@ class CachingClient : public Client {
   }
 
   Result<std::string> ReadWhole(std::string_view path) override {
-    ASSIGN_OR_RETURN(std::string rel, Full(path));
-    ASSIGN_OR_RETURN(FilePtr f, GetFile(rel));
-    std::string buf(f->size, '\0');
-    std::span<char> out(buf.data(), buf.size());
-    size_t n = 0;
-    if (f->fd >= 0) {
-      ASSIGN_OR_RETURN(n, PreadAll(f->fd, f->size, 0, out, rel));
-    } else {
-      while (n < buf.size()) {
-        ASSIGN_OR_RETURN(size_t k, ReadThrough(rel, n, out.subspan(n)));
-        if (k == 0) break;
-        n += k;
-      }
-    }
+    std::string buf;
+    ASSIGN_OR_RETURN(size_t n, ReadWholeInto(path, [&buf](uint64_t size) {
+                       buf.resize(size);
+                       return std::span<char>(buf);
+                     }));
     buf.resize(n);
     return buf;
+  }
+
+  Result<size_t> ReadWholeInto(
+      std::string_view path, const std::function<std::span<char>(uint64_t size)>& buffer) override {
+    ASSIGN_OR_RETURN(std::string rel, Full(path));
+    ASSIGN_OR_RETURN(FilePtr f, GetFile(rel));
+    std::span<char> out = buffer(f->size);
+    if (out.size() < f->size) {
+      return InvalidArgument(rel + ": a buffer of " + std::to_string(out.size()) +
+                             " bytes for a file of " + std::to_string(f->size));
+    }
+    out = out.first(f->size);
+    if (f->fd >= 0) return PreadAll(f->fd, f->size, 0, out, rel);
+    size_t n = 0;
+    while (n < out.size()) {
+      ASSIGN_OR_RETURN(size_t k, ReadThrough(rel, n, out.subspan(n)));
+      if (k == 0) break;
+      n += k;
+    }
+    return n;
   }
 
   Result<FileInfo> Stat(std::string_view path) override {
@@ -335,6 +353,17 @@ class DirectFiles {
       return nullptr;
     }
     d->snap_ = std::move(*snap);
+    // The fan-out directories, opened once: a file is then one openat of its
+    // name (a directory this user may not open just is not used).
+    d->subdirs_.assign(d->tiers_.size() * 256, -1);
+    for (size_t t = 0; t < d->tiers_.size(); ++t) {
+      for (int sub = 0; sub < 256; ++sub) {
+        char name[4];
+        std::snprintf(name, sizeof(name), "%02x", sub);
+        d->subdirs_[t * 256 + static_cast<size_t>(sub)] =
+            ::open((d->tiers_[t] + "/" + name).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      }
+    }
     return d;
   }
 
@@ -346,6 +375,13 @@ class DirectFiles {
     return ino ? snap_->Get(*ino) : std::nullopt;
   }
 
+  DirectFiles(const DirectFiles&) = delete;
+  DirectFiles& operator=(const DirectFiles&) = delete;
+  ~DirectFiles() {
+    for (int fd : subdirs_)
+      if (fd >= 0) ::close(fd);
+  }
+
   // The open cache file of `rel` and its inode, or a null file.
   FilePtr Open(const std::string& rel, uint64_t* ino) const {
     std::optional<EntryView> e = Find(rel);
@@ -354,13 +390,11 @@ class DirectFiles {
                                                      .key = snap_->Key(e->ino),
                                                      .etag = std::string(e->etag),
                                                      .size = e->size});
-    for (const std::string& tier : tiers_) {
-      std::string path = tier;
-      path.push_back('/');
-      path.append(name, 0, 2);
-      path.push_back('/');
-      path.append(name);
-      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    const int sub = std::stoi(name.substr(0, 2), nullptr, 16);
+    for (size_t tier = 0; tier < tiers_.size(); ++tier) {
+      const int dir = subdirs_[tier * 256 + static_cast<size_t>(sub)];
+      if (dir < 0) continue;
+      int fd = ::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
       if (fd < 0) continue;
       struct stat st {};
       const bool trusted =
@@ -387,6 +421,7 @@ class DirectFiles {
   uint64_t block_size_ = 0;
   std::vector<std::string> tiers_;
   int64_t trusted_since_ns_ = 0;
+  std::vector<int> subdirs_;  // O_PATH descriptors: tier t, fan-out s at t * 256 + s
 };
 
 class AttachedClient final : public CachingClient {
@@ -411,13 +446,15 @@ class AttachedClient final : public CachingClient {
     ASSIGN_OR_RETURN(json r, Call({{"op", "hello"}}));
     if (!r.contains("v") || r["v"] != kApiProtocolVersion)
       return InvalidArgument(socket_ + ": the daemon speaks another api protocol version");
-    info_ = InfoFrom(r["info"]);
+    DatasetInfo info = InfoFrom(r["info"]);
+    std::shared_ptr<const DirectFiles> d;
     if (direct_wanted_) {
       NoteTouchBatch(r.value("direct", json()));
-      std::shared_ptr<const DirectFiles> d = DirectFiles::FromHello(r.value("direct", json()));
-      MutexLock lock(direct_mu_);
-      direct_ = std::move(d);
+      d = DirectFiles::FromHello(r.value("direct", json()));
     }
+    MutexLock lock(hello_mu_);
+    info_ = std::move(info);
+    direct_ = std::move(d);
     return Status::Ok();
   }
 
@@ -429,6 +466,7 @@ class AttachedClient final : public CachingClient {
 
   DatasetInfo Info() override {
     if (auto r = Call({{"op", "hello"}}); r.ok()) return InfoFrom((*r)["info"]);
+    MutexLock lock(hello_mu_);
     return info_;
   }
 
@@ -490,11 +528,6 @@ class AttachedClient final : public CachingClient {
   }
 
   Result<FileInfo> StatFull(const std::string& rel) override {
-    if (std::shared_ptr<const DirectFiles> d = Direct()) {
-      if (std::optional<EntryView> e = d->Find(rel)) {
-        return FileInfo{.path = rel, .is_dir = e->is_dir, .size = e->size, .mtime_ns = e->mtime_ns};
-      }
-    }
     ASSIGN_OR_RETURN(json r, Call({{"op", "stat"}, {"path", rel}}));
     return EntryFrom(r["entry"]);
   }
@@ -637,8 +670,8 @@ class AttachedClient final : public CachingClient {
     return n;
   }
 
-  std::shared_ptr<const DirectFiles> Direct() EXCLUDES(direct_mu_) {
-    MutexLock lock(direct_mu_);
+  std::shared_ptr<const DirectFiles> Direct() EXCLUDES(hello_mu_) {
+    MutexLock lock(hello_mu_);
     return direct_;
   }
 
@@ -723,8 +756,11 @@ class AttachedClient final : public CachingClient {
   int max_conns_;
   const bool direct_wanted_;
   std::atomic<uint64_t> touch_batch_{Prefetcher::kTouchBatch};
-  Mutex direct_mu_;  // guards direct_; a leaf lock
-  std::shared_ptr<const DirectFiles> direct_ GUARDED_BY(direct_mu_);
+  // Guards what the last hello said (a touch reply naming a new snapshot
+  // version asks again, from any thread); a leaf lock.
+  Mutex hello_mu_;
+  DatasetInfo info_ GUARDED_BY(hello_mu_);
+  std::shared_ptr<const DirectFiles> direct_ GUARDED_BY(hello_mu_);
   Mutex touch_mu_;    // guards the pending touches and the flusher; a leaf lock
   CondVar touch_cv_;  // a first touch pending, or stop
   std::vector<uint64_t> touches_ GUARDED_BY(touch_mu_);
@@ -733,7 +769,6 @@ class AttachedClient final : public CachingClient {
   bool stop_flusher_ GUARDED_BY(touch_mu_) = false;
   // Started under touch_mu_ by the first touch; joined by the destructor.
   std::thread flusher_;
-  DatasetInfo info_;
   Mutex mu_;    // guards idle_, open_; a leaf lock
   CondVar cv_;  // signalled when a connection is returned or breaks
   std::vector<std::unique_ptr<WireConn>> idle_ GUARDED_BY(mu_);
