@@ -29,6 +29,19 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
       new DaemonServices(engine, std::move(options), std::move(fuse_stats), std::move(sync)));
   const ServicesOptions& o = s->options_;
   if (o.write_stats) s->reporter_.SetWriteStats(o.write_stats);
+  // Before the metrics server, whose scrapes read its counters.
+  {
+    DaemonServices* self = s.get();
+    s->api_service_ = std::make_unique<ApiService>(
+        engine,
+        [self](std::string_view p) -> Result<LoadSummary> {
+          ASSIGN_OR_RETURN(auto job,
+                           self->loads_.Start(LoadRequest{.path = std::string(p),
+                                                          .threads = self->options_.load_threads}));
+          return SummarizeLoad(job->Wait());
+        },
+        [self]() -> Result<std::string> { return StatusToJson(self->reporter_.Compute()).dump(); });
+  }
   if (!o.metrics_addr.empty()) {
     DaemonServices* self = s.get();
     ASSIGN_OR_RETURN(s->metrics_, MetricsServer::Start(o.metrics_addr, [self] {
@@ -39,6 +52,7 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
                        if (auto job = self->loads_.current()) in.load = job->progress();
                        if (self->options_.cluster) in.cluster = self->options_.cluster->stats();
                        if (self->options_.write_stats) in.writes = self->options_.write_stats();
+                       in.api = self->api_service_->counters();
                        return RenderMetrics(in);
                      }));
   }
@@ -51,20 +65,7 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
   std::string path =
       o.socket_path.empty() ? ControlSocketPath(o.run_dir, o.mountpoint) : o.socket_path;
   ASSIGN_OR_RETURN(s->control_, ControlServer::Start(ControlOptions{.socket_path = path}, s.get()));
-  {
-    DaemonServices* self = s.get();
-    s->api_service_ = std::make_unique<ApiService>(
-        engine,
-        [self](std::string_view p) -> Result<LoadSummary> {
-          ASSIGN_OR_RETURN(auto job,
-                           self->loads_.Start(LoadRequest{.path = std::string(p),
-                                                          .threads = self->options_.load_threads}));
-          return SummarizeLoad(job->Wait());
-        },
-        [self]() -> Result<std::string> { return StatusToJson(self->reporter_.Compute()).dump(); });
-    ASSIGN_OR_RETURN(s->api_server_,
-                     ApiServer::Start(s->api_service_.get(), ApiSocketPathFor(path)));
-  }
+  ASSIGN_OR_RETURN(s->api_server_, ApiServer::Start(s->api_service_.get(), ApiSocketPathFor(path)));
   if (o.load_on_start) {
     auto job = s->loads_.Start(LoadRequest{.threads = o.load_threads});
     if (!job.ok()) return job.status().WithContext("background load");
@@ -74,12 +75,12 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
 }
 
 DaemonServices::~DaemonServices() {
+  metrics_.reset();  // its scrapes read what follows
   if (options_.cluster) options_.cluster->SetStatusProvider(nullptr);
   control_.reset();
   api_server_.reset();
   api_service_.reset();
   if (auto job = loads_.current()) job->Cancel();
-  metrics_.reset();
 }
 
 Result<nlohmann::json> DaemonServices::GetStatus() { return StatusToJson(reporter_.Compute()); }

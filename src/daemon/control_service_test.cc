@@ -14,6 +14,7 @@
 #include <future>
 
 #include "control/control.h"
+#include "granary/client.h"
 #include "testing/dataset_fixture.h"
 
 namespace granary {
@@ -239,6 +240,21 @@ TEST_F(ControlTest, MetricsParseAndCountersMove) {
   EXPECT_EQ(SampleValue(after, "granary_origin_request_duration_seconds_count{"), 100);
   EXPECT_EQ(SampleValue(after, "granary_load_files_done{"), 100);
   EXPECT_GT(SampleValue(after, "granary_cache_used_bytes{"), 0);
+
+  // An attached client reads cached files without asking the daemon; its
+  // reads are counted once it reports them (at the latest when it closes).
+  {
+    auto attached = granary::Client::Attach(services_->api_socket_path());
+    ASSERT_TRUE(attached.ok()) << attached.status().ToString();
+    for (int i = 0; i < 10; ++i) {
+      auto got = (*attached)->ReadWhole("train/n1/" + std::to_string(i) + ".JPEG");
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->size(), 2000u + i);
+    }
+  }
+  after = HttpGet(port, "/metrics");
+  EXPECT_EQ(SampleValue(after, "granary_api_direct_reads_total{"), 10);
+  EXPECT_EQ(SampleValue(after, "granary_api_opens_total{"), 0);
 
   std::string py = PythonWithPrometheus();
   if (py.empty()) GTEST_SKIP() << "python3-prometheus-client is not installed";

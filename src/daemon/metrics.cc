@@ -249,6 +249,17 @@ void RenderCluster(Writer& w, const EngineStats& e, const StoreStats& s, const C
         "Peer connections dropped for malformed frames.", c.server.protocol_errors);
 }
 
+void RenderApi(Writer& w, const ApiService::Counters& a) {
+  w.One("granary_api_opens_total", "counter",
+        "Files the daemon opened for attached clients (Client::Attach), fetching them first "
+        "when not cached.",
+        a.opens);
+  w.One("granary_api_direct_reads_total", "counter",
+        "Reads attached clients made of cache files they opened themselves, without asking "
+        "the daemon (reported in batches).",
+        a.direct_reads);
+}
+
 }  // namespace
 
 std::string RenderMetrics(const MetricsInput& in) {
@@ -259,6 +270,7 @@ std::string RenderMetrics(const MetricsInput& in) {
   RenderLoad(w, in.load.value_or(LoadProgress{}));
   if (in.cluster) RenderCluster(w, in.engine, in.store, *in.cluster);
   if (in.writes) RenderWrites(w, *in.writes);
+  if (in.api) RenderApi(w, *in.api);
   return w.Take();
 }
 

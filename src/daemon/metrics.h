@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "api/service.h"
 #include "cache/engine.h"
 #include "cluster/cluster_node.h"
 #include "control/loader.h"
@@ -30,10 +31,11 @@ struct MetricsInput {
   std::string dataset;  // source URI: the "dataset" label of every sample
   EngineStats engine;
   StoreStats store;
-  std::optional<FuseStats> fuse;        // absent without a mount
-  std::optional<LoadProgress> load;     // the running or last load
-  std::optional<ClusterStats> cluster;  // absent on a single node
-  std::optional<OverlayStats> writes;   // absent unless the mount is writable
+  std::optional<FuseStats> fuse;            // absent without a mount
+  std::optional<LoadProgress> load;         // the running or last load
+  std::optional<ClusterStats> cluster;      // absent on a single node
+  std::optional<OverlayStats> writes;       // absent unless the mount is writable
+  std::optional<ApiService::Counters> api;  // the attach socket's (Client::Attach)
 };
 
 // The text exposition of `in`.
