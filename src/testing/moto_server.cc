@@ -85,7 +85,18 @@ Result<std::unique_ptr<MotoServer>> MotoServer::Start(MotoServerOptions options)
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
     auto r = probe.Send(HttpRequest{.method = "GET", .url = server->endpoint() + "/"});
-    if (r.ok() && r->status > 0) return server;
+    if (r.ok() && r->status > 0) {
+      if (options.initial_no_auth_actions < 0) return server;
+      // The probes counted as unauthenticated requests, and a slow start
+      // takes several (one that timed out here may still have been served):
+      // the count starts again now (moto's reset-auth, itself not counted).
+      const std::string count = std::to_string(options.initial_no_auth_actions);
+      auto reset = probe.Send(HttpRequest{
+          .method = "POST", .url = server->endpoint() + "/moto-api/reset-auth", .body = count});
+      if (reset.ok() && reset->status == 200) return server;
+      return Unavailable("moto_server on port " + port_text + ": reset-auth failed: " +
+                         (reset.ok() ? reset->body : reset.status().ToString()));
+    }
     if (Exited(pid)) {
       server->pid_ = -1;
       return Unavailable("moto_server on port " + port_text +

@@ -23,9 +23,11 @@ namespace granary::testing {
 
 struct MotoServerOptions {
   // -1: moto accepts any credentials (its default). N >= 0: the first N
-  // requests are unauthenticated, then moto checks access keys and SigV4
-  // signatures against its IAM (INITIAL_NO_AUTH_ACTION_COUNT, set only in
-  // the child's environment).
+  // requests after Start returns are unauthenticated, then moto checks
+  // access keys and SigV4 signatures against its IAM
+  // (INITIAL_NO_AUTH_ACTION_COUNT, set only in the child's environment, and
+  // counted again from 0 once the server answers: its readiness probes do
+  // not use it up).
   int initial_no_auth_actions = -1;
 };
 
