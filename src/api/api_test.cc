@@ -68,6 +68,49 @@ class ApiTest : public ::testing::Test {
     }
   }
 
+  Result<std::unique_ptr<Dataset>> OpenDataset(bool store_background = true) {
+    DatasetOptions d;
+    d.source = Src();
+    d.cache_dirs = {TierLevel{.path = Cache(), .quota = 1ull << 30}};
+    d.store_background = store_background;
+    return Dataset::Open(std::move(d));
+  }
+
+  // A dataset over Src() served on an attach socket as a daemon serves it;
+  // the server, the service and the dataset stop when it is destroyed (after
+  // the clients a test made later).
+  struct Served {
+    std::unique_ptr<Dataset> ds;
+    std::unique_ptr<ApiService> service;
+    std::unique_ptr<ApiServer> server;
+    std::string dir;  // the socket's
+    CacheEngine& engine() { return ds->engine(); }
+    const std::string& socket() const { return server->socket_path(); }
+    ~Served() {
+      server.reset();
+      service.reset();
+      if (ds) EXPECT_TRUE(ds->Close().ok());
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  };
+  std::unique_ptr<Served> Serve(bool store_background = true) {
+    auto ds = OpenDataset(store_background);
+    EXPECT_TRUE(ds.ok()) << ds.status().ToString();
+    if (!ds.ok()) return nullptr;
+    auto s = std::make_unique<Served>();
+    s->ds = std::move(*ds);
+    s->service = std::make_unique<ApiService>(&s->ds->engine(), nullptr, nullptr);
+    char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return nullptr;
+    s->dir = tmpl;
+    auto started = ApiServer::Start(s->service.get(), s->dir + "/api.sock");
+    EXPECT_TRUE(started.ok()) << started.status().ToString();
+    if (!started.ok()) return nullptr;
+    s->server = std::move(*started);
+    return s;
+  }
+
   // `c` reads `rel` whole and gets the origin's bytes.
   bool ReadsRight(Client& c, const std::string& rel) {
     auto got = c.ReadWhole(rel);
@@ -200,19 +243,10 @@ bool WaitUntil(F f, std::chrono::seconds limit = std::chrono::seconds(60)) {
 // The rule docs/api.md states: a descriptor a client holds keeps reading the
 // right bytes after the object is evicted and even re-cached at the same path.
 TEST_F(ApiTest, ADescriptorHeldAcrossEvictionStillReadsTheRightBytes) {
-  DatasetOptions d;
-  d.source = Src();
-  d.cache_dirs = {TierLevel{.path = Cache(), .quota = 1ull << 30}};
-  d.store_background = false;
-  auto ds = Dataset::Open(std::move(d));
-  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-  CacheEngine& engine = (*ds)->engine();
-  ApiService service(&engine, nullptr, nullptr);
-  char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  auto server = ApiServer::Start(&service, std::string(tmpl) + "/api.sock");
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  auto c = Client::Attach((*server)->socket_path());
+  auto served = Serve(/*store_background=*/false);
+  ASSERT_TRUE(served);
+  CacheEngine& engine = served->engine();
+  auto c = Client::Attach(served->socket());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
 
   const std::string rel = "train/c3/img7.jpg";
@@ -246,11 +280,6 @@ TEST_F(ApiTest, ADescriptorHeldAcrossEvictionStillReadsTheRightBytes) {
   auto fourth = (*c)->ReadWhole(rel);
   ASSERT_TRUE(fourth.ok());
   EXPECT_EQ(*fourth, files_[rel]);
-
-  c->reset();
-  server->reset();
-  fs::remove_all(tmpl);
-  ASSERT_TRUE((*ds)->Close().ok());
 }
 
 // An attached client opens the complete cache files of small files itself
@@ -258,16 +287,9 @@ TEST_F(ApiTest, ADescriptorHeldAcrossEvictionStillReadsTheRightBytes) {
 // each, over more files than it keeps descriptors for, and tells the daemon
 // about those reads in batches (the prefetcher's position moves).
 TEST_F(ApiTest, AttachedClientOpensCachedFilesItselfAndTellsTheDaemon) {
-  DatasetOptions d;
-  d.source = Src();
-  d.cache_dirs = {TierLevel{.path = Cache(), .quota = 1ull << 30}};
-  auto ds = Dataset::Open(std::move(d));
-  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-  ApiService service(&(*ds)->engine(), nullptr, nullptr);
-  char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  auto server = ApiServer::Start(&service, std::string(tmpl) + "/api.sock");
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto served = Serve();
+  ASSERT_TRUE(served);
+  ApiService& service = *served->service;
   std::vector<std::string> order;
   for (const auto& [rel, data] : files_)
     if (rel.starts_with("train/")) order.push_back(rel);
@@ -275,7 +297,7 @@ TEST_F(ApiTest, AttachedClientOpensCachedFilesItselfAndTellsTheDaemon) {
   // Asking the daemon: every file's first read is an open.
   AttachOptions asking;
   asking.direct = false;
-  auto a = Client::Attach((*server)->socket_path(), asking);
+  auto a = Client::Attach(served->socket(), asking);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   for (const std::string& rel : order) ASSERT_TRUE(ReadsRight(**a, rel)) << rel;
   EXPECT_EQ(service.counters().opens, order.size());
@@ -286,7 +308,7 @@ TEST_F(ApiTest, AttachedClientOpensCachedFilesItselfAndTellsTheDaemon) {
   AttachOptions direct;
   direct.connections = 2;
   direct.max_open_files = 3;
-  auto c = Client::Attach((*server)->socket_path(), direct);
+  auto c = Client::Attach(served->socket(), direct);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   std::shuffle(order.begin(), order.end(), std::mt19937(3));
   ASSERT_TRUE((*c)->Prefetch(order, 4).ok());
@@ -324,11 +346,6 @@ TEST_F(ApiTest, AttachedClientOpensCachedFilesItselfAndTellsTheDaemon) {
   EXPECT_TRUE(ReadsRight(**c, "big.bin"));
   EXPECT_EQ(service.counters().opens, order.size() + 1);
   EXPECT_EQ((*c)->ReadWhole("train/none.jpg").status().code(), Code::kNotFound);
-
-  c->reset();
-  server->reset();
-  fs::remove_all(tmpl);
-  ASSERT_TRUE((*ds)->Close().ok());
 }
 
 // A cache file left by an earlier run is read without the daemon only once
@@ -336,15 +353,9 @@ TEST_F(ApiTest, AttachedClientOpensCachedFilesItselfAndTellsTheDaemon) {
 // caught by the daemon's checksum and fetched again, never handed out.
 TEST_F(ApiTest, ACacheFileFromAnEarlierRunIsReadDirectlyOnlyOnceVerified) {
   const std::string damaged = "train/c2/img6.jpg", intact = "train/c3/img7.jpg";
-  auto open = [&] {
-    DatasetOptions d;
-    d.source = Src();
-    d.cache_dirs = {TierLevel{.path = Cache(), .quota = 1ull << 30}};
-    return Dataset::Open(std::move(d));
-  };
   std::string damaged_path;
   {
-    auto ds = open();
+    auto ds = OpenDataset();
     ASSERT_TRUE(ds.ok()) << ds.status().ToString();
     CacheEngine& engine = (*ds)->engine();
     auto snap = engine.snapshot();
@@ -362,32 +373,23 @@ TEST_F(ApiTest, ACacheFileFromAnEarlierRunIsReadDirectlyOnlyOnceVerified) {
     f.seekp(10);
     f.put(static_cast<char>(files_[damaged][10] ^ 0x5a));
   }
-  auto ds = open();
-  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-  ApiService service(&(*ds)->engine(), nullptr, nullptr);
-  char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  auto server = ApiServer::Start(&service, std::string(tmpl) + "/api.sock");
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  auto c = Client::Attach((*server)->socket_path());
+  auto served = Serve();
+  ASSERT_TRUE(served);
+  ApiService& service = *served->service;
+  auto c = Client::Attach(served->socket());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(ReadsRight(**c, damaged));
   EXPECT_TRUE(ReadsRight(**c, intact));
   EXPECT_EQ(service.counters().opens, 2u);  // both asked the daemon
-  EXPECT_EQ((*ds)->engine().store().stats().checksum_failures, 1u);
+  EXPECT_EQ(served->engine().store().stats().checksum_failures, 1u);
   // Verified (and the damaged one fetched again) in this run: a new client
   // reads both without the daemon.
   c->reset();
-  c = Client::Attach((*server)->socket_path());
+  c = Client::Attach(served->socket());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(ReadsRight(**c, damaged));
   EXPECT_TRUE(ReadsRight(**c, intact));
   EXPECT_EQ(service.counters().opens, 2u);
-
-  c->reset();
-  server->reset();
-  fs::remove_all(tmpl);
-  ASSERT_TRUE((*ds)->Close().ok());
 }
 
 // After `granary sync` a client reading without the daemon reads a file
@@ -395,32 +397,25 @@ TEST_F(ApiTest, ACacheFileFromAnEarlierRunIsReadDirectlyOnlyOnceVerified) {
 // its next batch of reads: it maps the new snapshot and reads the new
 // version's cache file without the daemon too.
 TEST_F(ApiTest, AClientReadingWithoutTheDaemonFollowsASync) {
-  DatasetOptions d;
-  d.source = Src();
-  d.cache_dirs = {TierLevel{.path = Cache(), .quota = 1ull << 30}};
-  auto ds = Dataset::Open(std::move(d));
-  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-  ApiService service(&(*ds)->engine(), nullptr, nullptr);
-  char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  auto server = ApiServer::Start(&service, std::string(tmpl) + "/api.sock");
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto served = Serve();
+  ASSERT_TRUE(served);
+  ApiService& service = *served->service;
   const std::string changed = "train/c0/img4.jpg", other = "train/c1/img5.jpg";
-  auto warm = Client::Attach((*server)->socket_path());
+  auto warm = Client::Attach(served->socket());
   ASSERT_TRUE(warm.ok());
   ASSERT_TRUE(ReadsRight(**warm, changed));  // its version 1 is cached
   ASSERT_TRUE(ReadsRight(**warm, other));
-  auto c = Client::Attach((*server)->socket_path());  // maps version 1
+  auto c = Client::Attach(served->socket());  // maps version 1
   ASSERT_TRUE(c.ok());
 
   // The origin changes (new size: a new etag) and the dataset syncs.
   files_[changed] = Bytes(4321, 77);
   std::ofstream(Src() + "/" + changed, std::ios::binary | std::ios::trunc) << files_[changed];
-  auto sync = (*ds)->Sync();
+  auto sync = served->ds->Sync();
   ASSERT_TRUE(sync.ok()) << sync.status().ToString();
-  ASSERT_EQ((*ds)->engine().snapshot()->version(), 2u);
+  ASSERT_EQ(served->engine().snapshot()->version(), 2u);
 
-  auto fresh = Client::Attach((*server)->socket_path());  // maps version 2
+  auto fresh = Client::Attach(served->socket());  // maps version 2
   ASSERT_TRUE(fresh.ok());
   ASSERT_TRUE(ReadsRight(**fresh, changed));  // its version 2 is cached
   const uint64_t opens = service.counters().opens;
@@ -428,13 +423,6 @@ TEST_F(ApiTest, AClientReadingWithoutTheDaemonFollowsASync) {
   (*c)->PrefetchStatus();               // sends the batch: the reply names version 2
   EXPECT_TRUE(ReadsRight(**c, changed));
   EXPECT_EQ(service.counters().opens, opens);
-
-  c->reset();
-  fresh->reset();
-  warm->reset();
-  server->reset();
-  fs::remove_all(tmpl);
-  ASSERT_TRUE((*ds)->Close().ok());
 }
 
 TEST_F(ApiTest, PrefetchFetchesInTheGivenOrderAndStaysWithinTheWindow) {

@@ -3,27 +3,22 @@
 #include "granary/client.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <list>
-#include <optional>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 
+#include "api/cache_files.h"
+#include "api/direct_files.h"
 #include "api/server.h"
 #include "api/service.h"
 #include "api/wire.h"
 #include "common/clock.h"
-#include "common/json_fields.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/units.h"
@@ -31,8 +26,6 @@
 #include "control/loader.h"
 #include "control/status.h"
 #include "dataset/dataset.h"
-#include "meta/snapshot.h"
-#include "store/store.h"
 
 namespace granary {
 
@@ -41,92 +34,6 @@ Client::~Client() = default;
 namespace {
 
 using nlohmann::json;
-
-// An open cache file (or, fd -1, a file read through the engine/daemon).
-struct CachedFile {
-  int fd = -1;
-  uint64_t size = 0;
-  ~CachedFile() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-using FilePtr = std::shared_ptr<CachedFile>;
-
-// Descriptors by path, least recently used closed first.
-class FdCache {
- public:
-  explicit FdCache(size_t capacity) : capacity_(std::max<size_t>(1, capacity)) {}
-  FilePtr Get(const std::string& path) {
-    MutexLock lock(mu_);
-    auto it = map_.find(path);
-    if (it == map_.end()) return nullptr;
-    lru_.splice(lru_.begin(), lru_, it->second.second);
-    return it->second.first;
-  }
-  void Put(const std::string& path, FilePtr f) {
-    FilePtr evicted;  // closed after the lock is released
-    MutexLock lock(mu_);
-    auto it = map_.find(path);
-    if (it != map_.end()) {
-      evicted = std::exchange(it->second.first, std::move(f));
-      lru_.splice(lru_.begin(), lru_, it->second.second);
-      lock.Unlock();
-      return;
-    }
-    lru_.push_front(path);
-    map_.emplace(path, std::make_pair(std::move(f), lru_.begin()));
-    if (map_.size() > capacity_) {
-      auto last = map_.find(lru_.back());
-      evicted = std::move(last->second.first);
-      map_.erase(last);
-      lru_.pop_back();
-    }
-    lock.Unlock();
-  }
-  void Clear() {
-    MutexLock lock(mu_);
-    map_.clear();
-    lru_.clear();
-  }
-
- private:
-  size_t capacity_;
-  Mutex mu_;  // guards map_, lru_; a leaf lock
-  std::list<std::string> lru_ GUARDED_BY(mu_);
-  std::unordered_map<std::string, std::pair<FilePtr, std::list<std::string>::iterator>> map_
-      GUARDED_BY(mu_);
-};
-
-// How many cache-file descriptors a client may keep: `wanted`, at most half
-// of the file limit, whose soft value is raised to the hard one first.
-size_t FdBound(size_t wanted) {
-  struct rlimit rl {};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return std::min<size_t>(wanted, 512);
-  if (rl.rlim_cur < rl.rlim_max) {
-    struct rlimit raised = rl;
-    raised.rlim_cur = rl.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
-  }
-  const size_t half = rl.rlim_cur == RLIM_INFINITY ? wanted : static_cast<size_t>(rl.rlim_cur / 2);
-  return std::max<size_t>(16, std::min(wanted, half));
-}
-
-Result<size_t> PreadAll(int fd, uint64_t size, uint64_t offset, std::span<char> out,
-                        const std::string& path) {
-  if (offset >= size || out.empty()) return size_t{0};
-  size_t want = static_cast<size_t>(std::min<uint64_t>(out.size(), size - offset));
-  size_t done = 0;
-  while (done < want) {
-    ssize_t n = ::pread(fd, out.data() + done, want - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError(path + ": read of the cache file: " + strerror(errno));
-    }
-    if (n == 0) return Corruption(path + ": cache file shorter than the object");
-    done += static_cast<size_t>(n);
-  }
-  return done;
-}
 
 // What both kinds share: path prefix, descriptor cache, reads.
 class CachingClient : public Client {
@@ -325,104 +232,6 @@ class InProcessClient final : public CachingClient {
 };
 
 // ---------------- attached ----------------
-
-// Opens complete small cache files the way the daemon would hand them out,
-// without asking it (docs/api.md, "Reads without the daemon"): resolves the
-// path in the daemon's snapshot file, mapped read-only here, and opens the
-// object's cache file by the store's layout, trusting it only under the
-// store's rule (Store::FileLayout): a small object, the right size, changed
-// since the store opened. Anything else is left to the daemon.
-class DirectFiles {
- public:
-  // From hello's "direct" object; null when it is absent or the snapshot
-  // cannot be mapped here (another user's files, a removed file).
-  static std::unique_ptr<DirectFiles> FromHello(const json& j) {
-    if (!j.is_object()) return nullptr;
-    JsonFields in(j, "hello: direct");
-    std::string snapshot_path;
-    auto d = std::unique_ptr<DirectFiles>(new DirectFiles());
-    in.Require("snapshot", snapshot_path);
-    in.Require("dataset", d->dataset_);
-    in.Require("block_size", d->block_size_);
-    in.Require("tiers", d->tiers_);
-    in.Require("trusted_since_ns", d->trusted_since_ns_);
-    if (!in.status().ok() || d->tiers_.empty() || d->block_size_ == 0) return nullptr;
-    Result<std::unique_ptr<Snapshot>> snap = Snapshot::Load(snapshot_path);
-    if (!snap.ok()) {
-      GLOG_DEBUG("attach: reading without the daemon is off: {}", snap.status().ToString());
-      return nullptr;
-    }
-    d->snap_ = std::move(*snap);
-    // The fan-out directories, opened once: a file is then one openat of its
-    // name (a directory this user may not open just is not used).
-    d->subdirs_.assign(d->tiers_.size() * 256, -1);
-    for (size_t t = 0; t < d->tiers_.size(); ++t) {
-      for (int sub = 0; sub < 256; ++sub) {
-        char name[4];
-        std::snprintf(name, sizeof(name), "%02x", sub);
-        d->subdirs_[t * 256 + static_cast<size_t>(sub)] =
-            ::open((d->tiers_[t] + "/" + name).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      }
-    }
-    return d;
-  }
-
-  uint64_t version() const { return snap_->version(); }
-
-  // The entry of `rel` in this snapshot (null when it has none).
-  std::optional<EntryView> Find(const std::string& rel) const {
-    auto ino = snap_->FindPath(rel);
-    return ino ? snap_->Get(*ino) : std::nullopt;
-  }
-
-  DirectFiles(const DirectFiles&) = delete;
-  DirectFiles& operator=(const DirectFiles&) = delete;
-  ~DirectFiles() {
-    for (int fd : subdirs_)
-      if (fd >= 0) ::close(fd);
-  }
-
-  // The open cache file of `rel` and its inode, or a null file.
-  FilePtr Open(const std::string& rel, uint64_t* ino) const {
-    std::optional<EntryView> e = Find(rel);
-    if (!e || e->is_dir || e->size == 0 || e->size > block_size_) return nullptr;
-    const std::string name = CacheFileName(ObjectKey{.dataset = dataset_,
-                                                     .key = snap_->Key(e->ino),
-                                                     .etag = std::string(e->etag),
-                                                     .size = e->size});
-    const int sub = std::stoi(name.substr(0, 2), nullptr, 16);
-    for (size_t tier = 0; tier < tiers_.size(); ++tier) {
-      const int dir = subdirs_[tier * 256 + static_cast<size_t>(sub)];
-      if (dir < 0) continue;
-      int fd = ::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-      if (fd < 0) continue;
-      struct stat st {};
-      const bool trusted =
-          ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-          static_cast<uint64_t>(st.st_size) == e->size &&
-          int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec >= trusted_since_ns_;
-      if (!trusted) {
-        ::close(fd);
-        continue;
-      }
-      auto f = std::make_shared<CachedFile>();
-      f->fd = fd;
-      f->size = e->size;
-      *ino = e->ino;
-      return f;
-    }
-    return nullptr;
-  }
-
- private:
-  DirectFiles() = default;
-  std::unique_ptr<Snapshot> snap_;
-  std::string dataset_;
-  uint64_t block_size_ = 0;
-  std::vector<std::string> tiers_;
-  int64_t trusted_since_ns_ = 0;
-  std::vector<int> subdirs_;  // O_PATH descriptors: tier t, fan-out s at t * 256 + s
-};
 
 class AttachedClient final : public CachingClient {
  public:
