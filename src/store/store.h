@@ -326,7 +326,7 @@ class Store {
   struct FileLayout {
     std::vector<std::string> tier_paths;  // fastest first
     uint64_t block_size = 0;
-    int64_t trusted_since_ns = 0;  // CLOCK_REALTIME when Open began
+    int64_t trusted_since_ns = 0;  // CLOCK_REALTIME once Open held the directories' locks
   };
   FileLayout file_layout() const;
 

@@ -163,8 +163,8 @@ struct Store::Impl {
   std::vector<int> lock_fds;  // flock(LOCK_EX) on <dir>/LOCK of index_dir and every tier
   Status LockDir(const std::string& dir);
   Clock* clock = nullptr;
-  // CLOCK_REALTIME when Open began (Store::FileLayout::trusted_since_ns):
-  // the kernel's clock of file ctimes, so not read through `clock`.
+  // CLOCK_REALTIME once Open held the directories' locks (FileLayout's
+  // trusted_since_ns): the kernel's clock of file ctimes, not `clock`'s.
   int64_t opened_realtime_ns = 0;
   std::unique_ptr<CachePolicy> policy;
   std::vector<std::unique_ptr<TierState>> tiers;
