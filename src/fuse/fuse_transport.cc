@@ -30,8 +30,14 @@ struct FreeDeleter {
 };
 using AlignedBuffer = std::unique_ptr<char, FreeDeleter>;
 
+// Request and reply buffers, their pages faulted in now: the kernel copies a
+// request into a buffer after taking it off its queue, and a copy that faults
+// while the daemon is being killed (a pending SIGKILL fails the fault) fails
+// that request with EIO instead of leaving it for the next daemon to resend.
 AlignedBuffer Allocate(size_t size) {
-  void* p = std::aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+  const size_t rounded = (size + 4095) / 4096 * 4096;
+  void* p = std::aligned_alloc(4096, rounded);
+  if (p != nullptr) std::memset(p, 0, rounded);
   return AlignedBuffer(static_cast<char*>(p));
 }
 

@@ -75,6 +75,7 @@ class EpochReaders {
  public:
   EpochReaders(std::string mp, const Tree& tree, int epochs) : mp_(std::move(mp)), tree_(tree) {
     for (const auto& [rel, data] : tree) keys_.push_back(rel);
+    running_ = kReaders;  // before they start: WaitForReads must not see 0 running
     for (int t = 0; t < kReaders; ++t) {
       threads_.emplace_back([this, t, epochs] { Run(t, epochs); });
     }
@@ -101,10 +102,6 @@ class EpochReaders {
 
  private:
   void Run(int t, int epochs) {
-    {
-      std::lock_guard lock(mu_);
-      ++running_;
-    }
     std::vector<std::string> order = keys_;
     std::mt19937 rng(static_cast<uint32_t>(t));
     std::vector<char> buf(1 << 16);
@@ -238,6 +235,7 @@ class RestartTest : public ::testing::Test {
   }
   void TearDown() override {
     if (moto_ == nullptr) return;
+    if (HasFailure()) PrintDaemonLogs();
     if (IsMountpoint(mp_)) {
       RunGranary({"umount", "--run-dir", RunDir(), mp_});
       if (IsMountpoint(mp_)) UnmountFuse(mp_).IgnoreError();
@@ -245,6 +243,17 @@ class RestartTest : public ::testing::Test {
   }
 
   std::string RunDir() const { return work_.path() + "/run"; }
+  // A failed test's daemon logs (the holder's and every daemon's), for the
+  // CI output: the mount's temp dir is gone after the test.
+  void PrintDaemonLogs() const {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(RunDir(), ec)) {
+      if (entry.path().extension() != ".log") continue;
+      std::ifstream in(entry.path());
+      std::cout << "---- " << entry.path().filename().string() << " ----\n"
+                << in.rdbuf() << "---- end ----" << std::endl;
+    }
+  }
 
   void MustMount(std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {"mount",
