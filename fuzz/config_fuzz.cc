@@ -1,4 +1,4 @@
-// libFuzzer target (issue 23): arbitrary bytes as the YAML config
+// libFuzzer target: arbitrary bytes as the YAML config
 // (ParseConfig, which also validates it). Checks that yaml-cpp's exceptions
 // and every type mismatch become a Status (an escaping exception aborts), and
 // that nothing reads out of bounds or overflows (ASan, UBSan). A config that

@@ -1,5 +1,5 @@
-// libFuzzer target (issue 23): arbitrary bytes as one control-socket request
-// line (ParseControlRequest: JSON, version, op, the fields of a load). Checks
+// libFuzzer target: arbitrary bytes as one request line of the daemon's control ops
+// (ParseControlRequest: JSON, version, op, the fields of a load). Checks
 // that no exception escapes (nlohmann's type errors must become a Status),
 // that nothing reads out of bounds or overflows (ASan, UBSan; a float "threads"
 // once converted out of range), and that a parsed load's thread count lies in

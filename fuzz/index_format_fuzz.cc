@@ -1,4 +1,4 @@
-// libFuzzer target (issue 23): arbitrary bytes into the store's index formats
+// libFuzzer target: arbitrary bytes into the store's index formats
 // (store/index_format.h): the record decoders, the journal (ReplayJournal) and
 // the checkpoint (ReadCheckpoint). Checks that nothing reads out of bounds or
 // overflows (ASan, UBSan), that a huge count or length is refused before it is

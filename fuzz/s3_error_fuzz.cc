@@ -1,4 +1,4 @@
-// libFuzzer target (issue 23): arbitrary bytes as the body of a failed S3
+// libFuzzer target: arbitrary bytes as the body of a failed S3
 // request (ParseS3Error, the <Error> document whose Code and Message end up in
 // errors and retry decisions). Checks that nothing reads out of bounds or
 // overflows (ASan, UBSan) and that a body that is not XML yields no code.

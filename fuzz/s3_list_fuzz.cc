@@ -1,4 +1,4 @@
-// libFuzzer target (issue 23): arbitrary bytes as an S3 ListObjectsV2 page
+// libFuzzer target: arbitrary bytes as an S3 ListObjectsV2 page
 // (ParseListPage) and as a size (ParseObjectSize). Checks that nothing reads
 // out of bounds or overflows (ASan, UBSan) and the invariants of
 // s3_list_parse.h: every listed object has a size of at most 5 TiB, and a

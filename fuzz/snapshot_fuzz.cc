@@ -1,4 +1,4 @@
-// libFuzzer target (issue 23): arbitrary bytes as a snapshot file
+// libFuzzer target: arbitrary bytes as a snapshot file
 // (Snapshot::Load: header, layout, checksums, record bounds, tree shape), then
 // every query on a file that loads. Checks that the structural checks reject
 // what the queries could not survive: nothing reads out of bounds or

@@ -85,7 +85,7 @@ class Client {
   virtual Status Prefetch(const std::vector<std::string>& paths, size_t window = 256) = 0;
   virtual PrefetchProgress PrefetchStatus() = 0;
   // Warms `path` (a directory, a file or "" = everything), like `granary load`.
-  virtual Result<LoadSummary> Load(std::string_view path = "") = 0;
+  virtual Result<LoadResult> Load(std::string_view path = "") = 0;
   // The dataset status as `granary status --json` prints it (one object).
   virtual Result<std::string> StatusJson() = 0;
   // Drops cached descriptors and re-reads the snapshot version served now.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace granary {
 
@@ -25,16 +26,31 @@ struct DatasetInfo {
   bool attached = false;  // true: served by a daemon; false: in this process
 };
 
-// Client::Load.
-struct LoadSummary {
+// A file a load could not fetch, and why.
+struct LoadFailure {
+  std::string path;
+  std::string reason;
+};
+
+// The end of a load (Client::Load, `granary load`, a Fluid DataLoad): the
+// check made from the cache state when the job ended.
+struct LoadResult {
   uint64_t files_requested = 0;
   uint64_t bytes_requested = 0;
   uint64_t files_cached = 0;  // of those, fully cached at the end
   uint64_t bytes_cached = 0;
-  uint64_t files_failed = 0;
-  uint64_t files_not_fitted = 0;  // the cache refused them (no room)
-  uint64_t missing = 0;           // listed paths naming nothing
+  uint64_t files_not_fitted = 0;  // not cached: the store refused them (no room / policy)
+  uint64_t bytes_not_fitted = 0;
+  uint64_t files_failed = 0;               // origin or local errors
+  std::vector<LoadFailure> failures;       // the first few
+  uint64_t files_not_loaded = 0;           // not attempted (cancelled, or a check only)
+  uint64_t missing = 0;                    // list lines naming no file
+  std::vector<std::string> missing_paths;  // the first few of them
+  bool cancelled = false;
   double elapsed_s = 0;
+
+  // Everything requested is cached and every listed path exists.
+  bool complete() const { return files_cached == files_requested && missing == 0; }
 };
 
 // Client::Prefetch: how far the engine got with the order it was handed.

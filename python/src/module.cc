@@ -332,11 +332,11 @@ py::dict PrefetchStatus(ClientHandle& h) {
 
 py::dict Load(ClientHandle& h, const std::string& path) {
   Client& client = h.Get();
-  Result<LoadSummary> summary = [&] {
+  Result<LoadResult> summary = [&] {
     py::gil_scoped_release unlocked;
     return client.Load(path);
   }();
-  LoadSummary s = ValueOrRaise(std::move(summary), path);
+  LoadResult s = ValueOrRaise(std::move(summary), path);
   py::dict d;
   d["files_requested"] = s.files_requested;
   d["bytes_requested"] = s.bytes_requested;
@@ -346,6 +346,7 @@ py::dict Load(ClientHandle& h, const std::string& path) {
   d["files_not_fitted"] = s.files_not_fitted;
   d["missing"] = s.missing;
   d["elapsed_s"] = s.elapsed_s;
+  d["complete"] = s.complete();
   return d;
 }
 

@@ -100,11 +100,11 @@ class ApiTest : public ::testing::Test {
     if (!ds.ok()) return nullptr;
     auto s = std::make_unique<Served>();
     s->ds = std::move(*ds);
-    s->service = std::make_unique<ApiService>(&s->ds->engine(), nullptr, nullptr);
+    s->service = std::make_unique<ApiService>(&s->ds->engine());
     char tmpl[] = "/tmp/granary-api-sock-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) return nullptr;
     s->dir = tmpl;
-    auto started = ApiServer::Start(s->service.get(), s->dir + "/api.sock");
+    auto started = ApiServer::Start(s->service.get(), /*control=*/nullptr, s->dir + "/api.sock");
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     if (!started.ok()) return nullptr;
     s->server = std::move(*started);
@@ -383,7 +383,11 @@ TEST_F(ApiTest, ACacheFileFromAnEarlierRunIsReadDirectlyOnlyOnceVerified) {
   EXPECT_EQ(service.counters().opens, 2u);  // both asked the daemon
   EXPECT_EQ(served->engine().store().stats().checksum_failures, 1u);
   // Verified (and the damaged one fetched again) in this run: a new client
-  // reads both without the daemon.
+  // reads both without the daemon, once the fetched copy is admitted (the
+  // first read may have been served before it was).
+  CacheEngine& engine = served->engine();
+  auto snap = engine.snapshot();
+  ASSERT_TRUE(WaitUntil([&] { return engine.IsCached(*snap, *snap->FindPath(damaged)); }));
   c->reset();
   c = Client::Attach(served->socket());
   ASSERT_TRUE(c.ok()) << c.status().ToString();

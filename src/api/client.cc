@@ -17,7 +17,6 @@
 #include "api/direct_files.h"
 #include "api/server.h"
 #include "api/service.h"
-#include "api/wire.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
@@ -25,6 +24,7 @@
 #include "control/control.h"
 #include "control/loader.h"
 #include "control/status.h"
+#include "control/wire.h"
 #include "dataset/dataset.h"
 
 namespace granary {
@@ -102,7 +102,7 @@ class CachingClient : public Client {
     return PrefetchFull(full, window);
   }
 
-  Result<LoadSummary> Load(std::string_view path) override {
+  Result<LoadResult> Load(std::string_view path) override {
     ASSIGN_OR_RETURN(std::string rel, Full(path));
     return LoadFull(rel);
   }
@@ -121,7 +121,7 @@ class CachingClient : public Client {
   virtual Result<FileInfo> StatFull(const std::string& rel) = 0;
   virtual Result<std::vector<FileInfo>> ListFull(const std::string& rel, bool recursive) = 0;
   virtual Status PrefetchFull(const std::vector<std::string>& rel, size_t window) = 0;
-  virtual Result<LoadSummary> LoadFull(const std::string& rel) = 0;
+  virtual Result<LoadResult> LoadFull(const std::string& rel) = 0;
 
   Result<std::string> Full(std::string_view path) const {
     ASSIGN_OR_RETURN(std::string rel, NormalizeApiPath(path));
@@ -162,14 +162,8 @@ class InProcessClient final : public CachingClient {
         ds_(std::move(ds)),
         loads_(&ds_->engine()),
         reporter_(&ds_->engine(), &loads_, ""),
-        service_(std::make_unique<ApiService>(
-            &ds_->engine(),
-            [this](std::string_view path) -> Result<LoadSummary> {
-              ASSIGN_OR_RETURN(auto job, loads_.Start(LoadRequest{.path = std::string(path)}));
-              return SummarizeLoad(job->Wait());
-            },
-            [this]() -> Result<std::string> { return StatusToJson(reporter_.Compute()).dump(); })) {
-  }
+        control_(&loads_, &reporter_),
+        service_(std::make_unique<ApiService>(&ds_->engine())) {}
 
   ~InProcessClient() override {
     // Everything that calls into the engine stops before the dataset closes.
@@ -186,7 +180,10 @@ class InProcessClient final : public CachingClient {
 
   DatasetInfo Info() override { return service_->Info(); }
   PrefetchProgress PrefetchStatus() override { return service_->PrefetchStatus(); }
-  Result<std::string> StatusJson() override { return service_->StatusJson(); }
+  Result<std::string> StatusJson() override {
+    ASSIGN_OR_RETURN(nlohmann::json st, control_.GetStatus());
+    return st.dump();
+  }
 
   Result<std::string> Serve() override {
     MutexLock lock(serve_mu_);
@@ -196,7 +193,8 @@ class InProcessClient final : public CachingClient {
       return IoError("serve: cannot create a directory for the socket: " +
                      std::string(strerror(errno)));
     serve_dir_ = tmpl;
-    ASSIGN_OR_RETURN(server_, ApiServer::Start(service_.get(), serve_dir_ + "/api.sock"));
+    ASSIGN_OR_RETURN(server_,
+                     ApiServer::Start(service_.get(), &control_, serve_dir_ + "/api.sock"));
     return server_->socket_path();
   }
 
@@ -219,12 +217,16 @@ class InProcessClient final : public CachingClient {
   Status PrefetchFull(const std::vector<std::string>& rel, size_t window) override {
     return service_->Prefetch(rel, window);
   }
-  Result<LoadSummary> LoadFull(const std::string& rel) override { return service_->Load(rel); }
+  Result<LoadResult> LoadFull(const std::string& rel) override {
+    ASSIGN_OR_RETURN(std::shared_ptr<LoadJob> job, control_.StartLoad(LoadRequest{.path = rel}));
+    return job->Wait();
+  }
 
  private:
   std::unique_ptr<Dataset> ds_;
   LoadManager loads_;
   StatusReporter reporter_;
+  LocalControl control_;  // the status and loads of Client::Serve's socket
   std::unique_ptr<ApiService> service_;
   Mutex serve_mu_;  // guards server_, serve_dir_; held while the server starts
   std::string serve_dir_ GUARDED_BY(serve_mu_);
@@ -356,17 +358,13 @@ class AttachedClient final : public CachingClient {
     return Status::Ok();
   }
 
-  Result<LoadSummary> LoadFull(const std::string& rel) override {
+  Result<LoadResult> LoadFull(const std::string& rel) override {
     ASSIGN_OR_RETURN(json r, Call({{"op", "load"}, {"path", rel}}));
-    const json& j = r["load"];
-    return LoadSummary{.files_requested = j.value("files_requested", uint64_t{0}),
-                       .bytes_requested = j.value("bytes_requested", uint64_t{0}),
-                       .files_cached = j.value("files_cached", uint64_t{0}),
-                       .bytes_cached = j.value("bytes_cached", uint64_t{0}),
-                       .files_failed = j.value("files_failed", uint64_t{0}),
-                       .files_not_fitted = j.value("files_not_fitted", uint64_t{0}),
-                       .missing = j.value("missing", uint64_t{0}),
-                       .elapsed_s = j.value("elapsed_s", 0.0)};
+    try {
+      return LoadResultFromJson(r.value("load", json::object()));
+    } catch (const json::exception& e) {
+      return Broken(socket_, IoError(std::string("malformed load reply: ") + e.what()));
+    }
   }
 
  private:
@@ -640,11 +638,11 @@ Result<std::unique_ptr<Client>> Client::Attach(const std::string& target, const 
       const char* env = std::getenv("GRANARY_RUN_DIR");
       run_dir = env != nullptr && *env != '\0' ? env : "/run/granary";
     }
-    socket = ApiSocketPathFor(ControlSocketPath(run_dir, loc->mountpoint));
+    socket = DaemonSocketPath(run_dir, loc->mountpoint);
     prefix = loc->subdir;
     if (!IsSocket(socket))
-      return NotFound("attach: the daemon of " + loc->mountpoint + " serves no api socket at " +
-                      socket + " (an older granary, or another --run-dir)");
+      return NotFound("attach: no daemon socket of " + loc->mountpoint + " at " + socket +
+                      " (another --run-dir, or GRANARY_RUN_DIR?)");
   }
   auto c = std::make_unique<AttachedClient>(socket, prefix, o);
   RETURN_IF_ERROR(c->Hello());

@@ -13,10 +13,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "api/wire.h"
+#include "common/clock.h"
 #include "common/json_fields.h"
 #include "common/log.h"
 #include "control/control.h"
+#include "control/wire.h"
 
 namespace granary {
 
@@ -31,12 +32,6 @@ json EntryJson(const FileInfo& f) { return json::array({f.path, f.is_dir, f.size
 
 }  // namespace
 
-std::string ApiSocketPathFor(const std::string& control_socket) {
-  std::string p = control_socket;
-  if (p.size() > 5 && p.ends_with(".sock")) p.resize(p.size() - 5);
-  return p + ".api.sock";
-}
-
 struct ApiServer::Conn {
   explicit Conn(int fd) : wire(fd) {}
   WireConn wire;
@@ -44,48 +39,49 @@ struct ApiServer::Conn {
   std::atomic<bool> done{false};
 };
 
-Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiService* service, std::string socket_path,
-                                                    int max_connections) {
-  if (socket_path.empty()) return InvalidArgument("api socket: empty path");
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiService* service, ControlHandler* control,
+                                                    std::string socket_path, int max_connections) {
+  if (socket_path.empty()) return InvalidArgument("daemon socket: empty path");
   Result<sockaddr_un> address = UnixAddress(socket_path);
-  if (!address.ok()) return address.status().WithContext("api socket");
+  if (!address.ok()) return address.status().WithContext("daemon socket");
   std::filesystem::path dir = std::filesystem::path(socket_path).parent_path();
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
     std::filesystem::create_directories(dir, ec);
-    if (ec) return IoError("api socket: cannot create " + dir.string() + ": " + ec.message());
+    if (ec) return IoError("daemon socket: cannot create " + dir.string() + ": " + ec.message());
     ::chmod(dir.c_str(), 0700);
   }
   if (Result<int> live = ConnectUnix(socket_path); live.ok()) {
     ::close(*live);
-    return InvalidArgument("api socket " + socket_path + ": another process serves it");
+    return InvalidArgument("daemon socket " + socket_path + ": another process serves it");
   }
   ::unlink(socket_path.c_str());
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return IoError(std::string("api socket: ") + strerror(errno));
+  if (fd < 0) return IoError(std::string("daemon socket: ") + strerror(errno));
   mode_t old = ::umask(0177);
   int rc = ::bind(fd, reinterpret_cast<const struct sockaddr*>(&*address), sizeof(sockaddr_un));
   ::umask(old);
   if (rc != 0 || ::listen(fd, 256) != 0) {
     int e = errno;
     ::close(fd);
-    return IoError("api socket: bind " + socket_path + ": " + strerror(e));
+    return IoError("daemon socket: bind " + socket_path + ": " + strerror(e));
   }
   ::chmod(socket_path.c_str(), 0600);
   int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
     ::close(fd);
-    return IoError(std::string("api socket: eventfd: ") + strerror(errno));
+    return IoError(std::string("daemon socket: eventfd: ") + strerror(errno));
   }
   auto s = std::unique_ptr<ApiServer>(
-      new ApiServer(service, std::move(socket_path), fd, wake, max_connections));
+      new ApiServer(service, control, std::move(socket_path), fd, wake, max_connections));
   s->accept_thread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
 }
 
-ApiServer::ApiServer(ApiService* service, std::string path, int listen_fd, int wake_fd,
-                     int max_connections)
+ApiServer::ApiServer(ApiService* service, ControlHandler* control, std::string path, int listen_fd,
+                     int wake_fd, int max_connections)
     : service_(service),
+      control_(control),
       path_(std::move(path)),
       listen_fd_(listen_fd),
       wake_fd_(wake_fd),
@@ -161,8 +157,8 @@ Status ApiServer::Answer(WireConn& w, const json& req) {
   std::string op;
   in.Require("op", op);
   if (!in.status().ok()) {
-    return w.Send(
-        ErrorJson(InvalidArgument("malformed request: a JSON object with \"op\" expected")));
+    return w.Send(ErrorJson(
+        InvalidArgument("malformed request: a JSON object whose \"op\" must be a string")));
   }
   std::string path;
   in.Get("path", path);
@@ -173,10 +169,12 @@ Status ApiServer::Answer(WireConn& w, const json& req) {
   if (op == "read") return ReadOp(w, in, path);
   if (op == "prefetch") return PrefetchOp(w, in);
   if (op == "prefetch_status") return PrefetchStatusOp(w);
-  if (op == "load") return LoadOp(w, in, path);
-  if (op == "status") return StatusOp(w);
   if (op == "touch") return TouchOp(w, in);
-  return w.Send(ErrorJson(InvalidArgument("unknown op '" + op + "'")));
+  if (IsControlOp(op)) return AnswerControl(w, req);
+  return w.Send(ErrorJson(InvalidArgument(
+      "unknown op '" + op +
+      "' (expected hello, stat, list, open, read, prefetch, prefetch_status, touch, status, "
+      "cluster_status, load, cancel, sync or drain)")));
 }
 
 Status ApiServer::Hello(WireConn& w) {
@@ -277,26 +275,75 @@ Status ApiServer::PrefetchStatusOp(WireConn& w) {
                    {"position", p.position}}}});
 }
 
-Status ApiServer::LoadOp(WireConn& w, const JsonFields& in, const std::string& path) {
-  if (!in.status().ok()) return w.Send(ErrorJson(in.status()));
-  auto r = service_->Load(path);
+Status ApiServer::AnswerControl(WireConn& w, const json& req) {
+  Result<ControlRequest> r = ControlRequestFromJson(req);
   if (!r.ok()) return w.Send(ErrorJson(r.status()));
-  return w.Send({{"ok", true},
-                 {"load",
-                  {{"files_requested", r->files_requested},
-                   {"bytes_requested", r->bytes_requested},
-                   {"files_cached", r->files_cached},
-                   {"bytes_cached", r->bytes_cached},
-                   {"files_failed", r->files_failed},
-                   {"files_not_fitted", r->files_not_fitted},
-                   {"missing", r->missing},
-                   {"elapsed_s", r->elapsed_s}}}});
+  if (control_ == nullptr) {
+    return w.Send(ErrorJson(Unimplemented("this socket serves no control ops")));
+  }
+  // One reply: `key` holding what the handler returned, or its error.
+  auto reply = [&w](const char* key, const Result<json>& got) {
+    if (!got.ok()) return w.Send(ErrorJson(got.status()));
+    return w.Send({{"ok", true}, {key, *got}});
+  };
+  switch (r->op) {
+    case ControlOp::kStatus: return reply("status", control_->GetStatus());
+    case ControlOp::kClusterStatus: return reply("cluster", control_->GetClusterStatus());
+    case ControlOp::kSync: return reply("sync", control_->Sync());
+    case ControlOp::kDrain: return reply("drain", control_->Drain());
+    case ControlOp::kLoad: return LoadOp(w, *r);
+    case ControlOp::kCancel: {
+      Status s = control_->CancelLoad();
+      return w.Send(s.ok() ? json{{"ok", true}} : ErrorJson(s));
+    }
+  }
+  return w.Send(ErrorJson(Internal("unhandled control op")));
 }
 
-Status ApiServer::StatusOp(WireConn& w) {
-  auto r = service_->StatusJson();
-  if (!r.ok()) return w.Send(ErrorJson(r.status()));
-  return w.Send({{"ok", true}, {"status", json::parse(*r, nullptr, false)}});
+Status ApiServer::LoadOp(WireConn& w, const ControlRequest& req) {
+  LoadRequest request = req.load;
+  if (!req.list_file.empty()) {
+    if (Status s = ReadLoadListFile(req.list_file, request); !s.ok()) {
+      return w.Send(ErrorJson(s));
+    }
+  }
+  Result<std::shared_ptr<LoadJob>> started = control_->StartLoad(request);
+  if (!started.ok()) return w.Send(ErrorJson(started.status()));
+  LoadJob& job = **started;
+  if (req.background) {
+    return w.Send(
+        {{"ok", true}, {"started", true}, {"progress", LoadProgressToJson(job.progress())}});
+  }
+  // During a load the client sends nothing but "cancel"; the end of the
+  // connection (Ctrl-C) cancels it too.
+  bool client_here = true;
+  auto next_progress = Clock::Real()->Now() + kProgressInterval;
+  while (!job.WaitFor(std::chrono::milliseconds(client_here ? 0 : 50))) {
+    if (stopping_) job.Cancel();
+    if (!client_here) continue;
+    Result<bool> got = w.Poll(50);
+    if (!got.ok()) {
+      client_here = false;
+      job.Cancel();
+      continue;
+    }
+    if (*got) {
+      if (w.Unread().find("cancel") != std::string_view::npos) job.Cancel();
+      w.DropUnread();
+    }
+    if (!req.progress || Clock::Real()->Now() < next_progress) continue;
+    next_progress += kProgressInterval;
+    if (!w.Send({{"ok", true}, {"progress", LoadProgressToJson(job.progress())}}).ok()) {
+      client_here = false;
+      job.Cancel();
+    }
+  }
+  LoadResult result = job.Wait();
+  if (!client_here) return IoError("load: the client left; the load was cancelled");
+  return w.Send({{"ok", true},
+                 {"done", true},
+                 {"progress", LoadProgressToJson(job.progress())},
+                 {"load", LoadResultToJson(result)}});
 }
 
 }  // namespace granary

@@ -1,7 +1,11 @@
-// ApiServer: serves an ApiService to attached clients (Client::Attach) on a
-// Unix socket; the protocol is in docs/api.md and wire.h.
+// ApiServer: the daemon's one socket (and an in-process client's, Client::Serve):
+// the native client API for attached clients (Client::Attach) and the control
+// ops of `granary load/status/sync` (ControlHandler, control/control.h). One
+// protocol: newline-delimited JSON requests {"op":...}, one reply each (a
+// foreground load asked for progress streams lines first); docs/api.md and
+// docs/load-status.md.
 //
-// Requests ({"op":...} JSON lines, one reply each):
+// The client API's requests:
 //   hello                      -> {"ok":true,"v":1,"info":{source,files,bytes,version},
 //                                  "direct":{snapshot,version,dataset,block_size,tiers,
 //                                            trusted_since_ns,touch_batch}} (DirectLayout;
@@ -13,10 +17,10 @@
 //   read {path,offset,length}  -> {"ok":true,"n":N} + N raw bytes (length <= 64 MiB)
 //   prefetch {paths,window}    -> {"ok":true,"touch_batch":N}
 //   prefetch_status            -> {"ok":true,"progress":{...}}
-//   load {path}                -> {"ok":true,"load":{...}}
-//   status                     -> {"ok":true,"status":{...}} (`granary status --json`)
 //   touch {version,inos}       -> {"ok":true,"version":V,"touch_batch":N} (reads of files
 //                                 the client opened itself; V: the version served now)
+// The control ops (status, load, cancel, sync, cluster_status, drain) are in
+// control/control.h.
 // Errors: {"ok":false,"code":<granary::Code>,"error":"..."}; the connection
 // stays usable except after a malformed or oversized line.
 //
@@ -28,24 +32,29 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <list>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "api/service.h"
-#include "api/wire.h"
 #include "common/json_fields.h"
 #include "common/mutex.h"
+#include "control/control.h"
 
 namespace granary {
 
 class ApiServer {
  public:
-  // Borrows `service` (must outlive the server). Replaces a stale socket
-  // file; InvalidArgument when a live server answers on `socket_path`.
-  static Result<std::unique_ptr<ApiServer>> Start(ApiService* service, std::string socket_path,
+  // Borrows `service` and `control` (both must outlive the server; a null
+  // `control` answers the control ops Unimplemented). Replaces a stale
+  // socket file; InvalidArgument when a live server answers on `socket_path`.
+  static Result<std::unique_ptr<ApiServer>> Start(ApiService* service, ControlHandler* control,
+                                                  std::string socket_path,
                                                   int max_connections = 1024);
+  // How often a foreground load asked for progress sends a progress line.
+  static constexpr std::chrono::milliseconds kProgressInterval{500};
   // Closes the socket and every connection, joins, removes the socket file.
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
@@ -55,7 +64,8 @@ class ApiServer {
 
  private:
   struct Conn;
-  ApiServer(ApiService* service, std::string path, int listen_fd, int wake_fd, int max_connections);
+  ApiServer(ApiService* service, ControlHandler* control, std::string path, int listen_fd,
+            int wake_fd, int max_connections);
   void AcceptLoop();
   // Reads requests from `c` and answers each until it closes or a reply
   // cannot be sent.
@@ -71,11 +81,13 @@ class ApiServer {
   Status ReadOp(WireConn& w, JsonFields& in, const std::string& path);
   Status PrefetchOp(WireConn& w, JsonFields& in);
   Status PrefetchStatusOp(WireConn& w);
-  Status LoadOp(WireConn& w, const JsonFields& in, const std::string& path);
-  Status StatusOp(WireConn& w);
   Status TouchOp(WireConn& w, JsonFields& in);
+  // The control ops (ControlRequest), answered through control_.
+  Status AnswerControl(WireConn& w, const nlohmann::json& req);
+  Status LoadOp(WireConn& w, const ControlRequest& req);
 
   ApiService* service_;
+  ControlHandler* control_;
   std::string path_;
   int listen_fd_;
   int wake_fd_;
@@ -85,9 +97,5 @@ class ApiServer {
   Mutex conns_mu_;  // guards conns_; a leaf lock
   std::list<std::unique_ptr<Conn>> conns_ GUARDED_BY(conns_mu_);
 };
-
-// The attach socket of a daemon whose control socket is `control_socket`
-// ("<run_dir>/mount-<hash>.sock" -> "<run_dir>/mount-<hash>.api.sock").
-std::string ApiSocketPathFor(const std::string& control_socket);
 
 }  // namespace granary

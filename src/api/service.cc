@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "common/log.h"
-#include "control/loader.h"
 
 namespace granary {
 
@@ -28,17 +27,6 @@ Result<std::string> NormalizeApiPath(std::string_view path) {
     i = j + 1;
   }
   return out;
-}
-
-LoadSummary SummarizeLoad(const LoadResult& r) {
-  return LoadSummary{.files_requested = r.files_requested,
-                     .bytes_requested = r.bytes_requested,
-                     .files_cached = r.files_cached,
-                     .bytes_cached = r.bytes_cached,
-                     .files_failed = r.files_failed,
-                     .files_not_fitted = r.files_not_fitted,
-                     .missing = r.missing_count,
-                     .elapsed_s = r.elapsed_s};
 }
 
 // ---- Prefetcher ----
@@ -148,11 +136,8 @@ void Prefetcher::Worker() {
 
 // ---- ApiService ----
 
-ApiService::ApiService(CacheEngine* engine, LoadFn load, StatusFn status, int prefetch_threads)
-    : engine_(engine),
-      load_(std::move(load)),
-      status_(std::move(status)),
-      prefetcher_(engine, prefetch_threads) {}
+ApiService::ApiService(CacheEngine* engine, int prefetch_threads)
+    : engine_(engine), prefetcher_(engine, prefetch_threads) {}
 
 ApiService::~ApiService() = default;
 

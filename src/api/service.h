@@ -2,8 +2,8 @@
 // the side that holds the engine — an in-process Client, or the daemon's
 // ApiServer for attached clients. Resolves paths against the snapshot served
 // now, hands out descriptors of complete cache files (fetching first), reads
-// through the engine what the store will not keep, runs the epoch-aware
-// prefetcher, and answers load and status.
+// through the engine what the store will not keep, and runs the epoch-aware
+// prefetcher. Loads and status are the control ops' (control/control.h).
 //
 // Paths are relative to the dataset root; leading, trailing and doubled "/"
 // are ignored; "." and ".." components are refused (InvalidArgument).
@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -100,12 +99,8 @@ class Prefetcher {
 
 class ApiService {
  public:
-  using LoadFn = std::function<Result<LoadSummary>(std::string_view path)>;
-  using StatusFn = std::function<Result<std::string>()>;
-
-  // Borrows `engine`. load/status: what Load and StatusJson do (the host's
-  // LoadManager and StatusReporter).
-  ApiService(CacheEngine* engine, LoadFn load, StatusFn status, int prefetch_threads = 32);
+  // Borrows `engine`.
+  explicit ApiService(CacheEngine* engine, int prefetch_threads = 32);
   ~ApiService();
 
   DatasetInfo Info() const;
@@ -125,8 +120,6 @@ class ApiService {
   uint64_t NoteDirectReads(uint64_t version, const std::vector<uint64_t>& inos);
   size_t TouchBatch() const { return prefetcher_.touch_batch(); }
   PrefetchProgress PrefetchStatus() const { return prefetcher_.progress(); }
-  Result<LoadSummary> Load(std::string_view path) { return load_(path); }
-  Result<std::string> StatusJson() { return status_(); }
 
   CacheEngine* engine() { return engine_; }
 
@@ -150,8 +143,6 @@ class ApiService {
   Result<Resolved> Resolve(std::string_view path) const;
 
   CacheEngine* engine_;
-  LoadFn load_;
-  StatusFn status_;
   Prefetcher prefetcher_;
   std::atomic<uint64_t> opens_{0};
   std::atomic<uint64_t> direct_reads_{0};
@@ -159,9 +150,5 @@ class ApiService {
 
 // "a/b/c" from "/a//b/c/" style input; InvalidArgument for "..", ".", NUL.
 Result<std::string> NormalizeApiPath(std::string_view path);
-
-// A LoadSummary from a finished LoadResult.
-struct LoadResult;
-LoadSummary SummarizeLoad(const LoadResult& r);
 
 }  // namespace granary

@@ -116,7 +116,7 @@ Result<Role> ProbeRole(const FluidFlags& f) {
   return InvalidArgument("--component '" + c + "': expected worker or client");
 }
 
-// The state file of this node's `role` pod and its control socket's answer to `op`.
+// The state file of this node's `role` pod and its socket's answer to `op`.
 struct PodAnswer {
   nlohmann::json state;
   nlohmann::json reply;
@@ -247,7 +247,7 @@ void AddCommon(CLI::App* cmd, FluidFlags* f) {
                   "Fluid's runtime.json (default $FLUID_RUNTIME_CONFIG_PATH, else "
                   "/etc/fluid/config/runtime.json)")
       ->option_text("FILE");
-  cmd->add_option("--run-dir", f->run_dir, "Directory of state files and control sockets")
+  cmd->add_option("--run-dir", f->run_dir, "Directory of state files and daemon sockets")
       ->capture_default_str();
 }
 

@@ -1,5 +1,5 @@
 // `granary load TARGET [--list FILE] [--threads N] [--check] [--quiet] [--background]`:
-// warms the cache of a running mount through its daemon's control socket.
+// warms the cache of a running mount through its daemon's socket.
 // Progress goes to stderr (a \r line on a terminal, a line every few seconds
 // otherwise); the final check goes to stdout. Ctrl-C closes the connection,
 // which cancels the load in the daemon. Exit 0 only if everything requested is cached.
@@ -60,10 +60,10 @@ int PrintResult(const LoadResult& r, bool check) {
     std::printf("failed: %llu files\n", static_cast<unsigned long long>(r.files_failed));
     for (const auto& f : r.failures) std::printf("  %s: %s\n", f.path.c_str(), f.reason.c_str());
   }
-  if (r.missing_count > 0) {
+  if (r.missing > 0) {
     std::printf("not in the dataset: %llu listed paths\n",
-                static_cast<unsigned long long>(r.missing_count));
-    for (const auto& m : r.missing) std::printf("  %s\n", m.c_str());
+                static_cast<unsigned long long>(r.missing));
+    for (const auto& m : r.missing_paths) std::printf("  %s\n", m.c_str());
   }
   if (r.files_not_loaded > 0 && !check) {
     std::printf("not loaded%s: %llu files\n", r.cancelled ? " (cancelled)" : "",
@@ -87,11 +87,16 @@ int RunLoad(const LoadFlags& flags) {
     }
     loc = FindGranaryMount(flags.target);
     if (!loc.ok()) return ReportError(flags.target, loc.status());
-    socket = ControlSocketPath(flags.run_dir, loc->mountpoint);
+    socket = DaemonSocketPath(flags.run_dir, loc->mountpoint);
   }
-  nlohmann::json req = {{"v", kControlProtocolVersion}, {"op", "load"},
-                        {"path", loc->subdir},          {"threads", flags.threads},
-                        {"check", flags.check},         {"background", flags.background}};
+  // Progress lines also bring the wait back to the Ctrl-C check below.
+  nlohmann::json req = {{"v", kControlProtocolVersion},
+                        {"op", "load"},
+                        {"path", loc->subdir},
+                        {"threads", flags.threads},
+                        {"check", flags.check},
+                        {"background", flags.background},
+                        {"progress", true}};
   if (!flags.list.empty()) {
     std::error_code ec;
     auto abs = std::filesystem::absolute(flags.list, ec);
@@ -115,9 +120,7 @@ int RunLoad(const LoadFlags& flags) {
       return 130;
     }
     if (!reply.ok()) return ReportError(loc->mountpoint, reply.status());
-    if (!reply->value("ok", false)) {
-      return ReportError(loc->mountpoint, Unavailable(reply->value("error", std::string("error"))));
-    }
+    if (Status s = StatusFromReply(*reply); !s.ok()) return ReportError(loc->mountpoint, s);
     if (reply->value("started", false)) {
       std::printf("background load started: %s\n",
                   ProgressLine(LoadProgressFromJson((*reply)["progress"])).c_str());
@@ -125,7 +128,7 @@ int RunLoad(const LoadFlags& flags) {
     }
     if (reply->value("done", false)) {
       if (tty && !flags.quiet) std::fprintf(stderr, "\n");
-      return PrintResult(LoadResultFromJson((*reply)["result"]), flags.check);
+      return PrintResult(LoadResultFromJson((*reply)["load"]), flags.check);
     }
     if (flags.quiet || !reply->contains("progress")) continue;
     std::string line = ProgressLine(LoadProgressFromJson((*reply)["progress"]));
@@ -154,7 +157,7 @@ void RegisterLoadCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_flag("--check", flags->check, "Only report what is cached; fetch nothing");
   cmd->add_flag("--quiet", flags->quiet, "No progress output");
   cmd->add_flag("--background", flags->background, "Start the load in the daemon and return");
-  cmd->add_option("--run-dir", flags->run_dir, "Run directory of the daemons' control sockets");
+  cmd->add_option("--run-dir", flags->run_dir, "Run directory of the daemons' sockets");
   cmd->callback([&ctx, flags] { ctx.action = [flags] { return RunLoad(*flags); }; });
 }
 

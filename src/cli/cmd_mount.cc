@@ -308,7 +308,7 @@ int RunDrain(const MountFlags& flags) {
     auto reply = ControlCall(*socket, request);
     if (!reply.ok()) {
       if (!asked) return ReportError("worker --drain", reply.status());
-      break;  // the control socket is gone: the drain ended and the worker is stopping
+      break;  // the daemon's socket is gone: the drain ended and the worker is stopping
     }
     const std::string line = DrainLine(reply->value("drain", nlohmann::json::object()));
     if (line != last) std::cout << line << std::endl;

@@ -1,5 +1,5 @@
 // `granary status [MOUNTPOINT] [--json] [--format fluid] [-v] [--cluster]`:
-// dataset status from the running daemon(s) through the control socket.
+// dataset status from the running daemon(s) through its socket.
 // Without a mount point: one row per granary mount on this machine.
 // `--worker SOURCE` asks the worker of that dataset instead of a mount.
 // `--cluster`: the cluster's totals and one row per member, as the named
@@ -78,14 +78,14 @@ std::string FormatClusterTable(const nlohmann::json& c) {
   return out;
 }
 
-// The control socket of the daemon the flags name (a mount or a worker).
+// The socket of the daemon the flags name (a mount or a worker).
 Result<std::string> TargetSocket(const StatusFlags& flags) {
   if (!flags.worker.empty()) return WorkerSocketPath(flags.run_dir, flags.worker);
   if (flags.mountpoint.empty()) {
     return InvalidArgument("--cluster: name a mount point or --worker SOURCE");
   }
   ASSIGN_OR_RETURN(auto loc, FindGranaryMount(flags.mountpoint));
-  return ControlSocketPath(flags.run_dir, loc.mountpoint);
+  return DaemonSocketPath(flags.run_dir, loc.mountpoint);
 }
 
 int RunClusterStatus(const StatusFlags& flags) {
@@ -103,7 +103,7 @@ int RunClusterStatus(const StatusFlags& flags) {
 
 Result<DatasetStatus> Query(const std::string& run_dir, const std::string& mountpoint) {
   ASSIGN_OR_RETURN(nlohmann::json reply,
-                   ControlCall(ControlSocketPath(run_dir, mountpoint),
+                   ControlCall(DaemonSocketPath(run_dir, mountpoint),
                                {{"v", kControlProtocolVersion}, {"op", "status"}}));
   return StatusFromJson(reply["status"]);
 }
@@ -176,7 +176,7 @@ void RegisterStatusCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_flag("--json", flags->json, "Numbers as JSON (bytes, ratios 0..1, counts)");
   cmd->add_option("--format", flags->format, "table | json | fluid (Fluid CacheRuntime summary)");
   cmd->add_flag("-v,--verbose", flags->verbose, "Add per-tier rows");
-  cmd->add_option("--run-dir", flags->run_dir, "Run directory of the daemons' control sockets");
+  cmd->add_option("--run-dir", flags->run_dir, "Run directory of the daemons' sockets");
   cmd->add_option("--worker", flags->worker,
                   "Ask the worker of this dataset (SOURCE) instead of a mount");
   cmd->add_flag("--cluster", flags->cluster, "Cluster totals and one row per member");

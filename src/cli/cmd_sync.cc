@@ -20,7 +20,7 @@ struct SyncFlags {
 int RunSync(const SyncFlags& flags) {
   auto loc = FindGranaryMount(flags.mountpoint);
   if (!loc.ok()) return ReportError(flags.mountpoint, loc.status());
-  auto reply = ControlCall(ControlSocketPath(flags.run_dir, loc->mountpoint),
+  auto reply = ControlCall(DaemonSocketPath(flags.run_dir, loc->mountpoint),
                            {{"v", kControlProtocolVersion}, {"op", "sync"}});
   if (!reply.ok()) return ReportError("sync " + loc->mountpoint, reply.status());
   const nlohmann::json& r = (*reply)["sync"];

@@ -1,59 +1,46 @@
-// Control socket of a mount daemon: `granary load`, `granary status` and
-// `granary sync` talk to the running daemon through it, so they share its cache
-// and counters.
+// The control ops of a served dataset -- what `granary load`, `granary status`,
+// `granary sync`, `status --cluster` and a drain ask a running daemon -- and
+// the client side of the daemon's socket. The daemon serves them on the same
+// socket as the native client API (ApiServer, api/server.h: one socket, one
+// protocol, newline-delimited JSON; the ops are in docs/load-status.md):
+//   {"op":"status"}                            -> {"ok":true,"status":{...}}
+//   {"op":"load","path":"train","list_file":"/abs/list.txt","threads":128,
+//    "check":false,"background":false,"progress":true}
+//                                              -> {"ok":true,"progress":{...}} lines
+//                                                 (only with "progress"), then
+//                                                 {"ok":true,"done":true,"progress":{...},
+//                                                  "load":{...}} (LoadResultToJson)
+//   {"op":"cancel"}                            -> cancels the running load
+//   {"op":"sync"}                              -> {"ok":true,"sync":{...}}
+// A request may carry "v":1 (kControlProtocolVersion); another version is
+// refused. Errors: {"ok":false,"code":<granary::Code>,"error":"..."}. A client
+// that disconnects during a foreground load (Ctrl-C) cancels it.
 //
-// Transport: a unix stream socket at <run_dir>/mount-<hash of the mount
-// point>.sock (ControlSocketPath), in a run directory created 0700, the socket
-// itself chmod 0600: only the owner may connect. Protocol (docs/load-status.md):
-// newline-delimited JSON, one request per line, version 1:
-//   {"v":1,"op":"status"}                      -> {"v":1,"ok":true,"status":{...}}
-//   {"v":1,"op":"load","path":"train","list_file":"/abs/list.txt","threads":128,
-//    "check":false,"background":false}          -> {"v":1,"ok":true,"progress":{...}} lines,
-//                                                  then
-//                                                  {"v":1,"ok":true,"done":true,"result":{...}}
-//   {"v":1,"op":"cancel"}                      -> cancels the running load
-//   {"v":1,"op":"sync"}                        -> {"v":1,"ok":true,"sync":{...}}
-// Errors: {"v":1,"ok":false,"error":"..."}. Malformed JSON, a wrong version, an
-// unknown op or bad fields get an error reply and the connection stays usable.
-// A client that disconnects during a foreground load (Ctrl-C) cancels it.
+// The socket: <run_dir>/mount-<hash of the mount point>.sock (DaemonSocketPath), in
+// a run directory created 0700, the socket itself 0600: only the owner may
+// connect.
 //
-// Thread safety: ControlServer runs one accept thread and one thread per
-// connection (at most max_connections; more get an error reply and are closed).
-// The handler is called from connection threads concurrently and must be
-// thread-safe. conns_mu_ guards the connection list. ControlClient is not
+// Thread safety: ControlHandler implementations are called from connection
+// threads concurrently and must be thread-safe. ControlClient is not
 // thread-safe (one per thread).
 #pragma once
 
 #include <sys/un.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
-#include "common/mutex.h"
 #include "control/control_request.h"
 #include "control/loader.h"
+#include "control/status.h"
+#include "control/wire.h"
 #include "granary/status.h"
 
 namespace granary {
-
-struct ControlOptions {
-  // Socket path (see ControlSocketPath). Required. Its directory is created 0700 if missing.
-  std::string socket_path;
-  // Connections served at once; more get an error reply.
-  int max_connections = 16;
-  // How often a foreground load sends a progress line.
-  std::chrono::milliseconds progress_interval{500};
-  // Longest request line accepted (bytes).
-  size_t max_request_bytes = 1 << 20;
-};
 
 // What the daemon does for each op. Implementations must be thread-safe.
 class ControlHandler {
@@ -81,46 +68,29 @@ class ControlHandler {
   }
 };
 
-class ControlServer {
+// The control ops of a dataset served in this process (an in-process
+// client's socket; the base of the daemon's): status and loads. Borrows both
+// (they must outlive it).
+class LocalControl : public ControlHandler {
  public:
-  // Binds the socket (replacing a stale one; InvalidArgument if a live daemon
-  // answers on it) and starts serving. `handler` is borrowed and must outlive
-  // the server.
-  static Result<std::unique_ptr<ControlServer>> Start(ControlOptions options,
-                                                      ControlHandler* handler);
-  // Stops: closes the socket and every connection, joins threads, removes the socket file.
-  ~ControlServer();
-  ControlServer(const ControlServer&) = delete;
-  ControlServer& operator=(const ControlServer&) = delete;
-
-  const std::string& socket_path() const { return options_.socket_path; }
+  LocalControl(LoadManager* loads, StatusReporter* status) : loads_(loads), status_(status) {}
+  Result<nlohmann::json> GetStatus() override;
+  Result<std::shared_ptr<LoadJob>> StartLoad(const LoadRequest& request) override;
+  Status CancelLoad() override;
+  Result<nlohmann::json> Sync() override {
+    return Unimplemented("sync: this dataset is served in the process that opened it");
+  }
 
  private:
-  struct Connection;
-  ControlServer(ControlOptions options, ControlHandler* handler, int listen_fd, int wake_fd);
-  void AcceptLoop();
-  void Serve(Connection* conn);
-  // Handles one request line; false when the connection must close.
-  bool HandleLine(Connection* conn, std::string_view line);
-  bool HandleLoad(Connection* conn, const ControlRequest& req);
-  void ReapFinished();
-
-  ControlOptions options_;
-  ControlHandler* handler_;
-  int listen_fd_;
-  int wake_fd_;  // eventfd: wakes the accept loop on shutdown
-  std::atomic<bool> stopping_{false};
-  std::thread accept_thread_;
-  Mutex conns_mu_;  // guards conns_; a leaf lock
-  std::list<std::unique_ptr<Connection>> conns_ GUARDED_BY(conns_mu_);
+  LoadManager* loads_;
+  StatusReporter* status_;
 };
 
-// A connection to a daemon's control socket.
+// A connection to a daemon's socket for the control ops.
 class ControlClient {
  public:
   // NotFound "no granary daemon listens on <path>" when nothing answers.
   static Result<std::unique_ptr<ControlClient>> Connect(const std::string& socket_path);
-  ~ControlClient();
 
   Status Send(const nlohmann::json& request);
   // The next reply line. IoError when the daemon closed the connection.
@@ -129,9 +99,8 @@ class ControlClient {
   Status SendCancel();
 
  private:
-  explicit ControlClient(int fd) : fd_(fd) {}
-  int fd_;
-  std::string buffer_;
+  explicit ControlClient(int fd) : wire_(fd) {}
+  WireConn wire_;
 };
 
 // The address of a Unix socket path; InvalidArgument when it is too long.
@@ -141,11 +110,12 @@ Result<sockaddr_un> UnixAddress(const std::string& path);
 Result<int> ConnectUnix(const std::string& path);
 
 // One request, one reply: the reply object when "ok" is true, else the
-// daemon's error (message as sent).
+// daemon's error (its code and message).
 Result<nlohmann::json> ControlCall(const std::string& socket_path, const nlohmann::json& request);
 
-// <run_dir>/mount-<hash of the canonical mount point>.sock.
-std::string ControlSocketPath(std::string_view run_dir, std::string_view mountpoint);
+// <run_dir>/mount-<hash of the canonical mount point>.sock: the daemon's one
+// socket (control ops and attached clients).
+std::string DaemonSocketPath(std::string_view run_dir, std::string_view mountpoint);
 
 // A path inside a granary mount.
 struct MountLocation {

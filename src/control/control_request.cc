@@ -2,6 +2,7 @@
 #include "control/control_request.h"
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace granary {
@@ -31,21 +32,29 @@ void ParseLoadFields(const json& req, ControlRequest& out) {
     r.list_lines = it->get<std::vector<std::string>>();
   out.list_file = req.value("list_file", std::string());
   out.background = req.value("background", false);
+  out.progress = req.value("progress", false);
 }
 
 }  // namespace
 
+bool IsControlOp(std::string_view op) {
+  return op == "status" || op == "cluster_status" || op == "cancel" || op == "sync" ||
+         op == "drain" || op == "load";
+}
+
 Result<ControlRequest> ParseControlRequest(std::string_view line) {
-  json req = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  return ControlRequestFromJson(json::parse(line, nullptr, /*allow_exceptions=*/false));
+}
+
+Result<ControlRequest> ControlRequestFromJson(const json& req) {
   if (req.is_discarded() || !req.is_object()) {
     return InvalidArgument("malformed request: not a JSON object");
   }
+  // "v" is optional: the API's clients send it in their hello only.
   auto v = req.find("v");
-  if (v == req.end() || !v->is_number_integer() || v->get<int64_t>() != kControlProtocolVersion) {
+  if (v != req.end() && (!v->is_number_integer() || v->get<int64_t>() != kControlProtocolVersion)) {
     // A nested value is named by its type: dumping it recurses once per level.
-    std::string shown = v == req.end()       ? std::string("(none)")
-                        : v->is_structured() ? std::string(v->type_name())
-                                             : v->dump();
+    std::string shown = v->is_structured() ? std::string(v->type_name()) : v->dump();
     return InvalidArgument("unsupported protocol version " + shown +
                            "; this daemon speaks version 1");
   }
@@ -77,6 +86,14 @@ Result<ControlRequest> ParseControlRequest(std::string_view line) {
                            "' (expected status, cluster_status, load, cancel, sync or drain)");
   }
   return out;
+}
+
+Status ReadLoadListFile(const std::string& list_file, LoadRequest& request) {
+  std::ifstream in(list_file);
+  if (!in) return InvalidArgument("cannot read list file " + list_file);
+  for (std::string line; std::getline(in, line);) request.list_lines.push_back(std::move(line));
+  if (request.list_lines.empty()) return InvalidArgument("list file " + list_file + " is empty");
+  return Status::Ok();
 }
 
 }  // namespace granary

@@ -95,8 +95,8 @@ Result<LoadTargets> ResolveLoadTargets(const Snapshot& snapshot, const LoadReque
       if (auto ino = ResolveLine(snapshot, path, base)) {
         t.inos.push_back(*ino);
       } else {
-        if (t.missing.size() < kReportedPaths) t.missing.emplace_back(path);
-        ++t.missing_count;
+        if (t.missing_paths.size() < kReportedPaths) t.missing_paths.emplace_back(path);
+        ++t.missing;
       }
     }
   }
@@ -182,8 +182,8 @@ LoadResult LoadJob::Finish() {
   const Snapshot& snap = *snapshot_;
   LoadResult r{.files_requested = targets_.inos.size(),
                .bytes_requested = targets_.bytes,
-               .missing_count = targets_.missing_count,
                .missing = targets_.missing,
+               .missing_paths = targets_.missing_paths,
                .cancelled = cancelled_.load()};
   for (size_t i = 0; i < state_.size(); ++i) {
     uint64_t ino = targets_.inos[i];

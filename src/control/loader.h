@@ -30,6 +30,7 @@
 #include "cache/engine.h"
 #include "common/mutex.h"
 #include "common/origin_defaults.h"
+#include "granary/dataset.h"
 #include "granary/status.h"
 #include "meta/snapshot.h"
 
@@ -53,10 +54,10 @@ struct LoadRequest {
 
 // Targets of a request, resolved against one snapshot.
 struct LoadTargets {
-  std::vector<uint64_t> inos;        // files to load, de-duplicated, in inode order
-  uint64_t bytes = 0;                // their total size
-  uint64_t missing_count = 0;        // list lines naming no file of the snapshot
-  std::vector<std::string> missing;  // the first few of them
+  std::vector<uint64_t> inos;              // files to load, de-duplicated, in inode order
+  uint64_t bytes = 0;                      // their total size
+  uint64_t missing = 0;                    // list lines naming no file of the snapshot
+  std::vector<std::string> missing_paths;  // the first few of them
 };
 
 // Resolves a request. A list line is tried as: relative to the mount root,
@@ -77,31 +78,6 @@ struct LoadProgress {
   double files_per_s = 0;
   double eta_s = -1;  // remaining bytes / rate; -1 when unknown
   bool running = false;
-};
-
-struct LoadFailure {
-  std::string path;
-  std::string reason;
-};
-
-// The check at the end of a job (from the cache state at that moment).
-struct LoadResult {
-  uint64_t files_requested = 0;
-  uint64_t bytes_requested = 0;
-  uint64_t files_cached = 0;  // requested files fully cached at the end
-  uint64_t bytes_cached = 0;
-  uint64_t files_not_fitted = 0;  // not cached: the store refused (no room / policy)
-  uint64_t bytes_not_fitted = 0;
-  uint64_t files_failed = 0;          // origin or local errors
-  std::vector<LoadFailure> failures;  // the first few
-  uint64_t files_not_loaded = 0;      // not attempted (cancelled, or --check)
-  uint64_t missing_count = 0;         // list lines naming nothing
-  std::vector<std::string> missing;
-  bool cancelled = false;
-  double elapsed_s = 0;
-
-  // Everything requested is cached and every listed path exists.
-  bool complete() const { return files_cached == files_requested && missing_count == 0; }
 };
 
 class LoadJob {

@@ -73,8 +73,8 @@ TEST_F(LoaderTest, PaddleClasListLoadsExactlyThoseFiles) {
   EXPECT_FALSE(r.complete());
   EXPECT_EQ(r.files_requested, 4u);
   EXPECT_EQ(r.files_cached, 4u);
-  EXPECT_EQ(r.missing_count, 2u);
-  EXPECT_EQ(r.missing, (std::vector<std::string>{"train/n9/0.JPEG", "train/nope.JPEG"}));
+  EXPECT_EQ(r.missing, 2u);
+  EXPECT_EQ(r.missing_paths, (std::vector<std::string>{"train/n9/0.JPEG", "train/nope.JPEG"}));
   uint64_t cached = 0;
   snapshot_->ForEachFile([&](const EntryView& e) { cached += engine_->IsCached(e.ino); });
   EXPECT_EQ(cached, 4u);

@@ -12,7 +12,8 @@ namespace granary {
 DaemonServices::DaemonServices(CacheEngine* engine, ServicesOptions options,
                                std::function<FuseStats()> fuse_stats,
                                std::function<Result<nlohmann::json>()> sync)
-    : engine_(engine),
+    : LocalControl(&loads_, &reporter_),
+      engine_(engine),
       options_(std::move(options)),
       fuse_stats_(std::move(fuse_stats)),
       sync_(std::move(sync)),
@@ -30,18 +31,7 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
   const ServicesOptions& o = s->options_;
   if (o.write_stats) s->reporter_.SetWriteStats(o.write_stats);
   // Before the metrics server, whose scrapes read its counters.
-  {
-    DaemonServices* self = s.get();
-    s->api_service_ = std::make_unique<ApiService>(
-        engine,
-        [self](std::string_view p) -> Result<LoadSummary> {
-          ASSIGN_OR_RETURN(auto job,
-                           self->loads_.Start(LoadRequest{.path = std::string(p),
-                                                          .threads = self->options_.load_threads}));
-          return SummarizeLoad(job->Wait());
-        },
-        [self]() -> Result<std::string> { return StatusToJson(self->reporter_.Compute()).dump(); });
-  }
+  s->api_service_ = std::make_unique<ApiService>(engine);
   if (!o.metrics_addr.empty()) {
     DaemonServices* self = s.get();
     ASSIGN_OR_RETURN(s->metrics_, MetricsServer::Start(o.metrics_addr, [self] {
@@ -63,9 +53,8 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
     o.cluster->SetStatusProvider([self] { return self->GetStatus(); });
   }
   std::string path =
-      o.socket_path.empty() ? ControlSocketPath(o.run_dir, o.mountpoint) : o.socket_path;
-  ASSIGN_OR_RETURN(s->control_, ControlServer::Start(ControlOptions{.socket_path = path}, s.get()));
-  ASSIGN_OR_RETURN(s->api_server_, ApiServer::Start(s->api_service_.get(), ApiSocketPathFor(path)));
+      o.socket_path.empty() ? DaemonSocketPath(o.run_dir, o.mountpoint) : o.socket_path;
+  ASSIGN_OR_RETURN(s->server_, ApiServer::Start(s->api_service_.get(), s.get(), path));
   if (o.load_on_start) {
     auto job = s->loads_.Start(LoadRequest{.threads = o.load_threads});
     if (!job.ok()) return job.status().WithContext("background load");
@@ -77,19 +66,10 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
 DaemonServices::~DaemonServices() {
   metrics_.reset();  // its scrapes read what follows
   if (options_.cluster) options_.cluster->SetStatusProvider(nullptr);
-  control_.reset();
-  api_server_.reset();
+  server_.reset();
   api_service_.reset();
   if (auto job = loads_.current()) job->Cancel();
 }
-
-Result<nlohmann::json> DaemonServices::GetStatus() { return StatusToJson(reporter_.Compute()); }
-
-Result<std::shared_ptr<LoadJob>> DaemonServices::StartLoad(const LoadRequest& request) {
-  return loads_.Start(request);
-}
-
-Status DaemonServices::CancelLoad() { return loads_.Cancel(); }
 
 Result<nlohmann::json> DaemonServices::Sync() {
   if (!sync_) return Unimplemented("sync is not available in this daemon");

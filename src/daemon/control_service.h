@@ -1,12 +1,13 @@
-// DaemonServices: what a mount daemon hosts besides FUSE: the
-// control socket (status / load / cancel / sync), the one-at-a-time LoadManager
+// DaemonServices: what a mount daemon hosts besides FUSE: its socket (the
+// client API and the control ops: status / load / cancel / sync / cluster
+// status / drain; api/server.h), the one-at-a-time LoadManager
 // (foreground loads from `granary load`, background ones from `mount --load`
 // and `load --background`), the StatusReporter, and the Prometheus endpoint
 // (`--metrics-addr`). The daemon calls StartServices() once its engine serves
 // and destroys the result before the engine.
 //
-// Thread safety: ControlHandler methods are called from control connection
-// threads concurrently; each delegates to a thread-safe component.
+// Thread safety: ControlHandler methods are called from connection threads
+// concurrently; each delegates to a thread-safe component.
 #pragma once
 
 #include <functional>
@@ -28,11 +29,11 @@ namespace granary {
 class ClusterNode;
 
 struct ServicesOptions {
-  // Run directory of the control socket (ControlSocketPath(run_dir, mountpoint)).
+  // Run directory of the socket (DaemonSocketPath(run_dir, mountpoint)).
   std::string run_dir = "/run/granary";
   // The mount point (names the socket; shown in status). Required.
   std::string mountpoint;
-  // Explicit socket path; "" = ControlSocketPath(run_dir, mountpoint).
+  // Explicit socket path; "" = DaemonSocketPath(run_dir, mountpoint).
   std::string socket_path;
   // The mount's read mode ("cached" | "passthrough"; "" = no mount), shown
   // in status: in cached mode re-reads never reach the daemon.
@@ -54,7 +55,7 @@ struct ServicesOptions {
   std::function<Status()> request_drain;
 };
 
-class DaemonServices : public ControlHandler {
+class DaemonServices : public LocalControl {
  public:
   // Borrows engine (must outlive the services). fuse_stats: FUSE counters (may
   // be empty). sync: `granary sync` (may be empty: Unimplemented).
@@ -64,18 +65,13 @@ class DaemonServices : public ControlHandler {
   // Stops the socket and metrics server, cancels a running load.
   ~DaemonServices() override;
 
-  Result<nlohmann::json> GetStatus() override;
-  Result<std::shared_ptr<LoadJob>> StartLoad(const LoadRequest& request) override;
-  Status CancelLoad() override;
   Result<nlohmann::json> Sync() override;
   Result<nlohmann::json> GetClusterStatus() override;
   Result<nlohmann::json> Drain() override;
 
   LoadManager& loads() { return loads_; }
   StatusReporter& status() { return reporter_; }
-  const std::string& socket_path() const { return control_->socket_path(); }
-  // The attach socket of the native client API (ApiSocketPathFor(socket_path())).
-  const std::string& api_socket_path() const { return api_server_->socket_path(); }
+  const std::string& socket_path() const { return server_->socket_path(); }
   // "host:port" the metrics server listens on; "" when off.
   std::string metrics_addr() const;
 
@@ -91,9 +87,8 @@ class DaemonServices : public ControlHandler {
   LoadManager loads_;
   StatusReporter reporter_;
   std::unique_ptr<MetricsServer> metrics_;
-  std::unique_ptr<ControlServer> control_;   // stopped first
   std::unique_ptr<ApiService> api_service_;  // Client::Attach (include/granary/client.h)
-  std::unique_ptr<ApiServer> api_server_;    // stopped before api_service_
+  std::unique_ptr<ApiServer> server_;        // stopped first
 };
 
 // What the daemon calls (see DaemonServices::Start).

@@ -357,7 +357,7 @@ void FluidServer::WriteState(bool ready, const std::string& error) {
             {"role", RoleName(role_)},
             {"source", source_},
             {"dataset_id", daemon_->dataset_id()},
-            {"control_socket", ControlSocketPath(options_.run_dir, run_name)},
+            {"control_socket", DaemonSocketPath(options_.run_dir, run_name)},
             {"mountpoint", daemon_->mountpoint()},
             {"mounted", mounted},
             {"ready", ready},

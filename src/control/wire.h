@@ -1,4 +1,4 @@
-// The attach protocol's framing (docs/api.md): newline-terminated JSON
+// The framing of the daemon's socket (docs/api.md): newline-terminated JSON
 // requests and replies over a Unix stream socket; an "open" reply carries the
 // cache file's descriptor as SCM_RIGHTS ancillary data on its first byte; a
 // "read" reply line is followed by exactly "n" raw bytes.
@@ -35,6 +35,12 @@ class WireConn {
   Status ReadExact(std::span<char> out);
   // The oldest descriptor received and not taken yet, or -1. The caller owns it.
   int TakeFd();
+  // Waits up to `timeout_ms` for bytes and receives what came: true when
+  // some did, IoError when the other side closed the connection.
+  Result<bool> Poll(int timeout_ms);
+  // Received bytes not read yet; DropUnread discards them.
+  std::string_view Unread() const { return std::string_view(buf_).substr(start_); }
+  void DropUnread() { start_ = buf_.size(); }
 
  private:
   Status Fill();  // one recvmsg into buf_ (collecting descriptors)

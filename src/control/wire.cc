@@ -1,7 +1,8 @@
 // WireConn (see wire.h).
-#include "api/wire.h"
+#include "control/wire.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -43,7 +44,7 @@ Status WireConn::Send(const nlohmann::json& j, int pass_fd, std::span<const char
     ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return IoError(std::string("api socket: send: ") + strerror(errno));
+      return IoError(std::string("daemon socket: send: ") + strerror(errno));
     }
     fd_sent = true;
     if (off < line.size()) {
@@ -80,7 +81,7 @@ Status WireConn::Fill() {
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     buf_.resize(old);
-    return IoError(std::string("api socket: receive: ") + strerror(errno));
+    return IoError(std::string("daemon socket: receive: ") + strerror(errno));
   }
   buf_.resize(old + static_cast<size_t>(n));
   for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
@@ -93,7 +94,7 @@ Status WireConn::Fill() {
       }
     }
   }
-  if (n == 0) return IoError("api socket: the other side closed the connection");
+  if (n == 0) return IoError("daemon socket: the other side closed the connection");
   return Status::Ok();
 }
 
@@ -108,7 +109,7 @@ Result<std::string> WireConn::ReadLine(size_t max_bytes) {
     }
     rel = buf_.size() - start_;
     if (rel > max_bytes)
-      return InvalidArgument("api socket: line longer than " + std::to_string(max_bytes) +
+      return InvalidArgument("daemon socket: line longer than " + std::to_string(max_bytes) +
                              " bytes");
     RETURN_IF_ERROR(Fill());
   }
@@ -123,11 +124,21 @@ Status WireConn::ReadExact(std::span<char> out) {
   while (done < out.size()) {
     ssize_t n = ::recv(fd_, out.data() + done, out.size() - done, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return IoError(std::string("api socket: receive: ") + strerror(errno));
-    if (n == 0) return IoError("api socket: the other side closed the connection");
+    if (n < 0) return IoError(std::string("daemon socket: receive: ") + strerror(errno));
+    if (n == 0) return IoError("daemon socket: the other side closed the connection");
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+Result<bool> WireConn::Poll(int timeout_ms) {
+  pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+  int n = ::poll(&p, 1, timeout_ms);
+  if (n < 0 && errno == EINTR) return false;
+  if (n < 0) return IoError(std::string("daemon socket: poll: ") + strerror(errno));
+  if (n == 0) return false;
+  RETURN_IF_ERROR(Fill());
+  return true;
 }
 
 int WireConn::TakeFd() {
@@ -142,7 +153,7 @@ nlohmann::json ErrorJson(const Status& s) {
 }
 
 Status StatusFromReply(const nlohmann::json& reply) {
-  if (!reply.is_object()) return IoError("api socket: malformed reply (not an object)");
+  if (!reply.is_object()) return IoError("daemon socket: malformed reply (not an object)");
   auto ok = reply.find("ok");
   if (ok != reply.end() && ok->is_boolean() && ok->get<bool>()) return Status::Ok();
   int code = static_cast<int>(Code::kIoError);
