@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command (what CI runs): installs dependencies, checks the C++
 # format (scripts/check-format.sh), builds Granary, runs
-# every test with ctest, installs the Python module into a scratch prefix
+# every test with ctest, lints the C++ files the newest commit changed
+# (scripts/lint.sh --changed HEAD~1; the whole tree takes about 16 min on 2
+# cores: scripts/lint.sh), installs the Python module into a scratch prefix
 # (scripts/install-python.sh), runs every libFuzzer target for FUZZ_SECONDS (default
 # 20) each, then builds the unit tests (ctest label `unit`) under ASan+UBSan
 # and under TSan and runs them; any sanitizer report fails the run.
@@ -46,6 +48,7 @@ configure "$build" "$san"
 cmake --build "$build" -j"$jobs"
 (cd "$build" && ctest --output-on-failure -j"$jobs" "$@")
 [[ -n "$san" ]] && exit 0
+GRANARY_BUILD_DIR="$build" scripts/lint.sh --changed HEAD~1
 # The Python module installs as the README says (here into a scratch prefix;
 # the script imports it from / to check).
 py_prefix=$(mktemp -d)

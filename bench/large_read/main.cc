@@ -37,7 +37,7 @@ namespace {
 constexpr int kExitBadInput = 1;
 constexpr int kExitFailedFiles = 2;
 
-std::string Env(const char* name, std::string fallback = "") {
+std::string Env(const char* name, const char* fallback = "") {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
 }

@@ -140,4 +140,4 @@ Status AsStatus(const Result<T>& r) {
   auto GRANARY_CONCAT(granary_result_, __LINE__) = (expr);     \
   if (!GRANARY_CONCAT(granary_result_, __LINE__).ok())         \
     return GRANARY_CONCAT(granary_result_, __LINE__).status(); \
-  lhs = std::move(GRANARY_CONCAT(granary_result_, __LINE__)).value()
+  lhs = std::move(GRANARY_CONCAT(granary_result_, __LINE__)).value() /* NOLINT(bugprone-macro-parentheses): lhs may be a declaration */

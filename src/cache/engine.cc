@@ -573,7 +573,7 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
   return origin_->ReadBlockUntil(ref, want.priority, deadline, &shutdown_);
 }
 
-void CacheEngine::PushNotKept(const Want& want, uint64_t block, BlockData data,
+void CacheEngine::PushNotKept(const Want& want, uint64_t block, const BlockData& data,
                               const FlightKey& fk) {
   if (!fetched_hook_ || !want.snap) return;
   fetchers_->TrySubmit(
@@ -583,7 +583,7 @@ void CacheEngine::PushNotKept(const Want& want, uint64_t block, BlockData data,
 }
 
 void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
-                        BlockData data, const FlightKey& fk, bool served, AdmitKind kind,
+                        const BlockData& data, const FlightKey& fk, bool served, AdmitKind kind,
                         const Want& want) {
   auto r = store_->AdmitBlock(key, block, data->view(), served, kind);
   bool ok = r.ok() && *r;
@@ -614,7 +614,8 @@ void CacheEngine::FinishAdmission(const std::shared_ptr<Flight>& flight, const F
 }
 
 void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
-                                 uint64_t block, BlockData data, const FlightKey& fk, bool served,
+                                 uint64_t block, const BlockData& data, const FlightKey& fk,
+                                 bool served,
                                  AdmitKind kind, const Want& want) {
   const uint64_t bytes = data->size();
   const uint64_t cap = options_.admission_queue_bytes;

@@ -60,7 +60,7 @@ class EngineQueueTest : public ::testing::Test {
     auto store = Store::Open(StoreOptions{
         .tiers = {TierLevel{
             .medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
-        .policy = policy,
+        .policy = std::move(policy),
         .block_size = kBlock,
         .background = false});
     ASSERT_TRUE(store.ok()) << store.status().ToString();

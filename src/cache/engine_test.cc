@@ -57,7 +57,7 @@ class EngineTest : public ::testing::Test {
     auto store = Store::Open(StoreOptions{
         .tiers = {TierLevel{
             .medium = Medium::kSsd, .path = (dir_ / "cache").string(), .quota = quota}},
-        .policy = policy,
+        .policy = std::move(policy),
         .block_size = block,
         .background = false});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -242,7 +242,7 @@ TEST_F(EngineTest, FetchReportsWhenTheCacheIsFull) {
 class StallGate {
  public:
   // Installs the hook on `ufs`: reads of keys containing `pattern` block.
-  void Install(testing::MemUfs& ufs, std::string pattern) {
+  void Install(testing::MemUfs& ufs, const std::string& pattern) {
     ufs.SetReadHook([this, pattern](std::string_view key, uint64_t) {
       if (key.find(pattern) == std::string_view::npos) return Status::Ok();
       std::unique_lock lock(mu_);

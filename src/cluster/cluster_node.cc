@@ -147,7 +147,8 @@ Status ClusterNode::StartAll() {
     static_membership_ = members.get();
     membership_ = std::move(members);
   }
-  membership_->OnChange([this](std::shared_ptr<const Placement> next) { OnMembership(next); });
+  membership_->OnChange(
+      [this](const std::shared_ptr<const Placement>& next) { OnMembership(next); });
   RETURN_IF_ERROR(membership_->Start());
   // A static list publishes no change: its one view is the first.
   if (!placement_.load()) OnMembership(membership_->placement());
@@ -190,7 +191,7 @@ Result<bool> ClusterNode::ReloadPeersFile() {
   return SetPeers(list);
 }
 
-void ClusterNode::OnMembership(std::shared_ptr<const Placement> next) {
+void ClusterNode::OnMembership(const std::shared_ptr<const Placement>& next) {
   // Callbacks run one at a time: load, record, then publish, so that a
   // status showing the new set also shows the handover it started.
   std::shared_ptr<const Placement> prev = placement_.load();

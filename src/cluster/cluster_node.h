@@ -183,7 +183,7 @@ class ClusterNode : public ClusterSource, public net::PeerService {
   net::BlockRequest RequestOf(const ObjectKey& key, uint64_t block) const;
   // A static list parsed, refused when it names a client-only node.
   Result<std::vector<cluster::Member>> StaticPeers(std::string_view list) const;
-  void OnMembership(std::shared_ptr<const cluster::Placement> next);
+  void OnMembership(const std::shared_ptr<const cluster::Placement>& next);
   // The handover thread: one pass over the snapshot per batch of changes.
   void HandoverLoop();
   // Pulls every block this node owns, lacks and an earlier owner may hold.

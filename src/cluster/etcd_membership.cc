@@ -11,7 +11,6 @@
 namespace granary::cluster {
 namespace {
 
-using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 bool ValidName(std::string_view s) { return !s.empty() && s.find('/') == std::string_view::npos; }

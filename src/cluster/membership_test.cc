@@ -135,7 +135,7 @@ TEST(StaticMembershipTest, AnUpdatedListIsANewViewForTheCallbacks) {
   StaticMembership m(*three, Member{.address = "h1:7070", .capacity = 1});
   ASSERT_TRUE(m.Start().ok());
   std::vector<std::shared_ptr<const Placement>> seen;
-  m.OnChange([&](std::shared_ptr<const Placement> p) { seen.push_back(p); });
+  m.OnChange([&](const std::shared_ptr<const Placement>& p) { seen.push_back(p); });
 
   auto grown = m.Update(*four);
   ASSERT_TRUE(grown.ok()) << grown.status().ToString();

@@ -20,7 +20,7 @@ class LoaderTest : public DatasetFixture {
     Put("val/x.JPEG", 100'000);  // larger than a block: cached block by block
   }
 
-  LoadResult Load(LoadRequest req) {
+  LoadResult Load(const LoadRequest& req) {
     LoadManager mgr(engine_);
     auto job = mgr.Start(req);
     EXPECT_TRUE(job.ok()) << job.status().ToString();

@@ -32,7 +32,7 @@ class ControlTest : public DatasetFixture {
     Open();
     auto s = DaemonServices::Start(engine_, ServicesOptions{.run_dir = (dir_ / "run").string(),
                                                             .mountpoint = (dir_ / "mnt").string(),
-                                                            .metrics_addr = metrics_addr});
+                                                            .metrics_addr = std::move(metrics_addr)});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     services_ = std::move(*s);
   }

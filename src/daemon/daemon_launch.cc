@@ -219,7 +219,7 @@ std::string OwnBinary() {
 
 // A daemon a mount holder started: serves, then tells the holder how it ended
 // through its exit status. Never returns once the daemon started.
-Status RunHeldDaemon(DaemonOptions options, std::shared_ptr<HolderChannel> holder) {
+Status RunHeldDaemon(DaemonOptions options, const std::shared_ptr<HolderChannel>& holder) {
   options.holder = holder;
   if (!options.foreground) {
     if (options.log_file.empty()) {
@@ -332,7 +332,7 @@ Status RunThisCommandUnderMountHolder(const std::string& mountpoint, const std::
 
 Status LaunchDaemon(DaemonOptions options) {
   ASSIGN_OR_RETURN(std::shared_ptr<HolderChannel> holder, HolderChannel::FromEnvironment());
-  if (holder) return RunHeldDaemon(std::move(options), std::move(holder));
+  if (holder) return RunHeldDaemon(std::move(options), holder);
   if (options.hold_mount && options.fuse.transport == FuseTransport::kUring) {
     // io_uring rings belong to the process that registered them: a new
     // daemon could not take the connection over.

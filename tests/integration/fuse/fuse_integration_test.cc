@@ -252,7 +252,7 @@ TEST_F(FuseIntegrationTest, TreeStatAndReaddirMatchTheSource) {
     DIR* d = opendir(m->Path(rel).c_str());
     ASSERT_NE(d, nullptr) << rel;
     while (dirent* e = readdir(d)) {
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) got.push_back(e->d_name);
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) got.push_back(e->d_name);
     }
     closedir(d);
     std::sort(want.begin(), want.end());
