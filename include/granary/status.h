@@ -136,8 +136,11 @@ Status AsStatus(const Result<T>& r) {
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, MakeX());` : binds the value or returns the error.
+// `lhs` may be a declaration, which parentheses would break.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ASSIGN_OR_RETURN(lhs, expr)                            \
   auto GRANARY_CONCAT(granary_result_, __LINE__) = (expr);     \
   if (!GRANARY_CONCAT(granary_result_, __LINE__).ok())         \
     return GRANARY_CONCAT(granary_result_, __LINE__).status(); \
-  lhs = std::move(GRANARY_CONCAT(granary_result_, __LINE__)).value() /* NOLINT(bugprone-macro-parentheses): lhs may be a declaration */
+  lhs = std::move(GRANARY_CONCAT(granary_result_, __LINE__)).value()
+// NOLINTEND(bugprone-macro-parentheses)

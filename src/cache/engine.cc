@@ -615,8 +615,7 @@ void CacheEngine::FinishAdmission(const std::shared_ptr<Flight>& flight, const F
 
 void CacheEngine::QueueAdmission(const std::shared_ptr<Flight>& flight, const ObjectKey& key,
                                  uint64_t block, const BlockData& data, const FlightKey& fk,
-                                 bool served,
-                                 AdmitKind kind, const Want& want) {
+                                 bool served, AdmitKind kind, const Want& want) {
   const uint64_t bytes = data->size();
   const uint64_t cap = options_.admission_queue_bytes;
   const int cap_blocks = options_.admission_queue_blocks;

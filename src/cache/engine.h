@@ -342,14 +342,14 @@ class CacheEngine {
   // `want`: whose fetch this is; a near copy the store refuses goes to
   // want.snap's mount page cache instead (the fetched hook).
   void Admit(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block,
-             const BlockData& data,
-             const FlightKey& fk, bool served, AdmitKind kind, const Want& want);
+             const BlockData& data, const FlightKey& fk, bool served, AdmitKind kind,
+             const Want& want);
   // Queues the admission of a fetched block; while the admission queue is
   // full (admission_queue_bytes / _blocks) it first waits for room (a near
   // copy is left out instead, and pushed as a refused one is).
   void QueueAdmission(const std::shared_ptr<Flight>& f, const ObjectKey& key, uint64_t block,
-                      const BlockData& data, const FlightKey& fk, bool served,
-                      AdmitKind kind, const Want& want);
+                      const BlockData& data, const FlightKey& fk, bool served, AdmitKind kind,
+                      const Want& want);
   // A near copy not kept: into the mount's page cache from a fetch thread
   // (never the reader's own: its READ keeps those pages locked until it
   // replies), or each later READ of the block would ask its owner again.

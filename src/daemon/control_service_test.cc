@@ -30,9 +30,10 @@ class ControlTest : public DatasetFixture {
         Put("train/n" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG", 2000 + i);
     }
     Open();
-    auto s = DaemonServices::Start(engine_, ServicesOptions{.run_dir = (dir_ / "run").string(),
-                                                            .mountpoint = (dir_ / "mnt").string(),
-                                                            .metrics_addr = std::move(metrics_addr)});
+    auto s =
+        DaemonServices::Start(engine_, ServicesOptions{.run_dir = (dir_ / "run").string(),
+                                                       .mountpoint = (dir_ / "mnt").string(),
+                                                       .metrics_addr = std::move(metrics_addr)});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     services_ = std::move(*s);
   }
