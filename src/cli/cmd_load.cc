@@ -128,7 +128,9 @@ int RunLoad(const LoadFlags& flags) {
     }
     if (reply->value("done", false)) {
       if (tty && !flags.quiet) std::fprintf(stderr, "\n");
-      return PrintResult(LoadResultFromJson((*reply)["load"]), flags.check);
+      // "result": a daemon started before the one socket protocol.
+      const char* key = reply->contains("load") ? "load" : "result";
+      return PrintResult(LoadResultFromJson((*reply)[key]), flags.check);
     }
     if (flags.quiet || !reply->contains("progress")) continue;
     std::string line = ProgressLine(LoadProgressFromJson((*reply)["progress"]));

@@ -151,6 +151,7 @@ json LoadResultToJson(const LoadResult& r) {
 }
 
 LoadResult LoadResultFromJson(const json& j) {
+  if (!j.is_object()) return LoadResult{};
   LoadResult r{.files_requested = j.value("files_requested", uint64_t{0}),
                .bytes_requested = j.value("bytes_requested", uint64_t{0}),
                .files_cached = j.value("files_cached", uint64_t{0}),
@@ -159,10 +160,18 @@ LoadResult LoadResultFromJson(const json& j) {
                .bytes_not_fitted = j.value("bytes_not_fitted", uint64_t{0}),
                .files_failed = j.value("files_failed", uint64_t{0}),
                .files_not_loaded = j.value("files_not_loaded", uint64_t{0}),
-               .missing = j.value("missing", uint64_t{0}),
                .missing_paths = j.value("missing_paths", std::vector<std::string>{}),
                .cancelled = j.value("cancelled", false),
                .elapsed_s = j.value("elapsed_s", 0.0)};
+  // A daemon from before the one load-result type named the paths "missing"
+  // and their count "missing_count" (a `granary load` run against a daemon
+  // not yet upgraded).
+  if (auto m = j.find("missing"); m != j.end() && m->is_array()) {
+    r.missing_paths = m->get<std::vector<std::string>>();
+    r.missing = j.value("missing_count", uint64_t{r.missing_paths.size()});
+  } else {
+    r.missing = j.value("missing", uint64_t{0});
+  }
   if (auto f = j.find("failures"); f != j.end() && f->is_array()) {
     for (const auto& e : *f) {
       r.failures.push_back(

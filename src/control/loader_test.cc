@@ -4,6 +4,7 @@
 
 #include <future>
 
+#include "control/control.h"
 #include "testing/dataset_fixture.h"
 
 namespace granary {
@@ -164,6 +165,30 @@ TEST_F(LoaderTest, CheckOnlyFetchesNothing) {
   EXPECT_EQ(r.files_cached, 0u);
   EXPECT_EQ(r.files_not_loaded, r.files_requested);
   EXPECT_EQ(engine_->stats().origin_requests, 0u);
+}
+
+// `granary load` prints what the daemon's JSON says, including from a daemon
+// started before the one load-result type (the paths as "missing").
+TEST(LoadResultJson, RoundTripsAndReadsAnOlderDaemonsReply) {
+  LoadResult r{.files_requested = 3,
+               .files_cached = 2,
+               .failures = {{.path = "a", .reason = "gone"}},
+               .missing = 4,
+               .missing_paths = {"x", "y"}};
+  LoadResult back = LoadResultFromJson(LoadResultToJson(r));
+  EXPECT_EQ(back.files_requested, 3u);
+  EXPECT_EQ(back.missing, 4u);
+  EXPECT_EQ(back.missing_paths, (std::vector<std::string>{"x", "y"}));
+  ASSERT_EQ(back.failures.size(), 1u);
+  EXPECT_EQ(back.failures[0].reason, "gone");
+  EXPECT_FALSE(back.complete());
+
+  auto older = nlohmann::json::parse(
+      R"({"files_requested":2,"files_cached":2,"missing_count":5,"missing":["p"]})");
+  LoadResult old = LoadResultFromJson(older);
+  EXPECT_EQ(old.missing, 5u);
+  EXPECT_EQ(old.missing_paths, std::vector<std::string>{"p"});
+  EXPECT_EQ(LoadResultFromJson(nlohmann::json()).files_requested, 0u);  // no result at all
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 // DaemonServices (see control_service.h).
 #include "daemon/control_service.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "cluster/cluster_node.h"
 #include "cluster/cluster_stats_json.h"
@@ -55,6 +60,15 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
   std::string path =
       o.socket_path.empty() ? DaemonSocketPath(o.run_dir, o.mountpoint) : o.socket_path;
   ASSIGN_OR_RETURN(s->server_, ApiServer::Start(s->api_service_.get(), s.get(), path));
+  // Clients of the API built before the daemon had one socket look for
+  // "<name>.api.sock": a link to the socket keeps a training job attached
+  // across an upgrade to this daemon.
+  s->legacy_api_link_ = path.substr(0, path.size() - 5) + ".api.sock";
+  ::unlink(s->legacy_api_link_.c_str());
+  if (::symlink(std::filesystem::path(path).filename().c_str(), s->legacy_api_link_.c_str()) != 0) {
+    GLOG_DEBUG("services: link {}: {}", s->legacy_api_link_, std::strerror(errno));
+    s->legacy_api_link_.clear();
+  }
   if (o.load_on_start) {
     auto job = s->loads_.Start(LoadRequest{.threads = o.load_threads});
     if (!job.ok()) return job.status().WithContext("background load");
@@ -66,6 +80,7 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
 DaemonServices::~DaemonServices() {
   metrics_.reset();  // its scrapes read what follows
   if (options_.cluster) options_.cluster->SetStatusProvider(nullptr);
+  if (!legacy_api_link_.empty()) ::unlink(legacy_api_link_.c_str());
   server_.reset();
   api_service_.reset();
   if (auto job = loads_.current()) job->Cancel();

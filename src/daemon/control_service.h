@@ -89,6 +89,7 @@ class DaemonServices : public LocalControl {
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<ApiService> api_service_;  // Client::Attach (include/granary/client.h)
   std::unique_ptr<ApiServer> server_;        // stopped first
+  std::string legacy_api_link_;              // "<socket>.api.sock" -> the socket ("" = none)
 };
 
 // What the daemon calls (see DaemonServices::Start).

@@ -74,6 +74,16 @@ TEST_F(ControlTest, SocketIsOwnerOnly) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(services_->socket_path(),
             DaemonSocketPath((dir_ / "run").string(), (dir_ / "mnt").string()));
+  // Clients built before the one socket find it under its old name.
+  std::string old_name = services_->socket_path();
+  old_name.replace(old_name.size() - 5, 5, ".api.sock");
+  auto attached = granary::Client::Attach(old_name);
+  ASSERT_TRUE(attached.ok()) << attached.status().ToString();
+  EXPECT_EQ((*attached)->Info().files, sizes_.size());
+  attached->reset();
+  services_.reset();  // gone with the daemon
+  std::error_code ec;
+  EXPECT_FALSE(std::filesystem::is_symlink(old_name, ec));
 }
 
 TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
