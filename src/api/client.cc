@@ -512,10 +512,7 @@ class AttachedClient final : public CachingClient {
         touch_cv_.NotifyOne();
       }
     }
-    if (full) {
-      Status s = FlushTouches();
-      if (!s.ok()) GLOG_DEBUG("attach: telling the daemon about reads: {}", s.ToString());
-    }
+    if (full) FlushTouchesOrLog();
   }
 
   // The flusher thread (started by the first read without the daemon): sends
@@ -536,10 +533,16 @@ class AttachedClient final : public CachingClient {
         continue;
       }
       lock.Unlock();
-      Status s = FlushTouches();
-      if (!s.ok()) GLOG_DEBUG("attach: telling the daemon about reads: {}", s.ToString());
+      FlushTouchesOrLog();
       lock.Lock();
     }
+  }
+
+  // FlushTouches from a reader or the flusher: a failure loses one batch of
+  // hints (recency, the prefetcher's position), never a read.
+  void FlushTouchesOrLog() EXCLUDES(touch_mu_) {
+    Status s = FlushTouches();
+    if (!s.ok()) GLOG_DEBUG("attach: telling the daemon about reads: {}", s.ToString());
   }
 
   // Sends the pending touches; when the daemon serves another snapshot

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 
 #include "common/json_fields.h"
@@ -61,7 +62,12 @@ FilePtr DirectFiles::Open(const std::string& rel, uint64_t* ino) const {
                                                    .key = snap_->Key(e->ino),
                                                    .etag = std::string(e->etag),
                                                    .size = e->size});
-  const int sub = std::stoi(name.substr(0, 2), nullptr, 16);
+  // The fan-out directory: the name's first two hex digits.
+  int sub = 0;
+  if (name.size() < 2 ||
+      std::from_chars(name.data(), name.data() + 2, sub, 16).ptr != name.data() + 2) {
+    return nullptr;
+  }
   for (size_t tier = 0; tier < tiers_.size(); ++tier) {
     const int dir = subdirs_[tier * 256 + static_cast<size_t>(sub)];
     if (dir < 0) continue;
