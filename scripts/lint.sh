@@ -2,7 +2,7 @@
 # The lint check: clang-tidy (Debian 12's, 14) with the repository's
 # .clang-tidy over C++ sources, using the compile commands of a configured
 # build directory. Any finding fails the run.
-#   scripts/lint.sh                  # every tracked .cc file (about 16 min on 2 cores)
+#   scripts/lint.sh                  # every tracked .cc file (about 11 min on 2 cores)
 #   scripts/lint.sh --changed REV    # the .cc files changed since REV (the test command: HEAD~1)
 #   scripts/lint.sh FILE...          # these files
 # GRANARY_BUILD_DIR names the build directory (default build/, configured by

@@ -2,7 +2,7 @@
 # The test command (what CI runs): installs dependencies, checks the C++
 # format (scripts/check-format.sh), builds Granary, runs
 # every test with ctest, lints the C++ files the newest commit changed
-# (scripts/lint.sh --changed HEAD~1; the whole tree takes about 16 min on 2
+# (scripts/lint.sh --changed HEAD~1; the whole tree takes about 11 min on 2
 # cores: scripts/lint.sh), installs the Python module into a scratch prefix
 # (scripts/install-python.sh), runs every libFuzzer target for FUZZ_SECONDS (default
 # 20) each, then builds the unit tests (ctest label `unit`) under ASan+UBSan

@@ -63,11 +63,14 @@ Result<std::unique_ptr<DaemonServices>> DaemonServices::Start(
   // Clients of the API built before the daemon had one socket look for
   // "<name>.api.sock": a link to the socket keeps a training job attached
   // across an upgrade to this daemon.
-  s->legacy_api_link_ = path.substr(0, path.size() - 5) + ".api.sock";
-  ::unlink(s->legacy_api_link_.c_str());
-  if (::symlink(std::filesystem::path(path).filename().c_str(), s->legacy_api_link_.c_str()) != 0) {
-    GLOG_DEBUG("services: link {}: {}", s->legacy_api_link_, std::strerror(errno));
-    s->legacy_api_link_.clear();
+  if (path.ends_with(".sock")) {
+    s->legacy_api_link_ = path.substr(0, path.size() - 5) + ".api.sock";
+    ::unlink(s->legacy_api_link_.c_str());
+    if (::symlink(std::filesystem::path(path).filename().c_str(), s->legacy_api_link_.c_str()) !=
+        0) {
+      GLOG_DEBUG("services: link {}: {}", s->legacy_api_link_, std::strerror(errno));
+      s->legacy_api_link_.clear();
+    }
   }
   if (o.load_on_start) {
     auto job = s->loads_.Start(LoadRequest{.threads = o.load_threads});

@@ -79,7 +79,7 @@ class EngineFs : public FuseFilesystem {
   static constexpr size_t kKeptVersions = 4;
 
   // Borrows `engine` (must outlive this object); serves its current snapshot.
-  EngineFs(CacheEngine* engine, EngineFsOptions options = {});
+  explicit EngineFs(CacheEngine* engine, EngineFsOptions options = {});
 
   Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) override;
   Result<NodeAttr> GetAttr(uint64_t ino) override;

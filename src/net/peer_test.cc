@@ -321,7 +321,8 @@ TEST_F(PeerTest, GarbageDropsOnlyThatConnection) {
   auto server = StartServer();
   PeerClient client(server->address(), ClientOpts());
   ASSERT_TRUE(client.GetBlock(Req("k")).ok());
-  for (std::string garbage : {std::string("GET / HTTP/1.1\r\n\r\n"), std::string(64, '\xff')}) {
+  for (const std::string& garbage :
+       {std::string("GET / HTTP/1.1\r\n\r\n"), std::string(64, '\xff')}) {
     auto fd = ConnectTcp(server->address(), After(milliseconds(1000)));
     ASSERT_TRUE(fd.ok());
     ASSERT_TRUE(SendAll(*fd, {garbage}, After(milliseconds(1000))).ok());

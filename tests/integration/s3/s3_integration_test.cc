@@ -25,7 +25,7 @@ using testing::MotoServer;
 // Hermetic options: explicit endpoint and test credentials; the process
 // environment and ~/.aws are not consulted.
 std::unique_ptr<S3Ufs> MakeS3(const std::string& endpoint, const std::string& bucket,
-                              std::map<std::string, std::string> extra = {}) {
+                              const std::map<std::string, std::string>& extra = {}) {
   UfsOptions o{.options = {{"endpoint", endpoint}},
                .secrets = {{"accessKeyId", "testing"}, {"secretAccessKey", "testing"}}};
   for (auto& [k, v] : extra) o.options[k] = v;

@@ -553,7 +553,7 @@ class PosixWriteTest : public WriteTest {
     fs::create_directories(src_ + "/train/c0");
     std::ofstream(src_ + "/train/c0/a.jpg") << "origin bytes";
   }
-  void MustMount(std::vector<std::string> extra = {}) {
+  void MustMount(const std::vector<std::string>& extra = {}) {
     ProcessResult r = Mount(src_, work_.path() + "/cache", extra);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
