@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "fuse/dir_lister.h"
 #include "fuse/fuse_connection_state.h"
 #include "fuse/fuse_dispatch.h"
 #include "fuse/fuse_mount.h"
@@ -112,9 +113,11 @@ class FuseServer::Impl {
   // (the kernel does not know the node) is OK, and sets *unknown if given.
   Status Notify(int code, const iovec* parts, int count, const std::string& what,
                 bool* unknown = nullptr);
-  // Lists `rel` through the mount (getdents64 until the end), so the kernel
-  // instantiates every entry. false: it could not (logged at debug level).
-  bool ListDir(const std::string& rel, std::vector<char>& buf);
+  // Lists `rel` through the mount in the lister process (DirLister), so the
+  // kernel instantiates every entry. false: it could not.
+  bool ListDir(const std::string& rel) EXCLUDES(lister_mu_);
+  // The lister process, (re)started with the transport threads.
+  void StartDirLister() EXCLUDES(lister_mu_);
   void CountStore(size_t bytes) {
     stores_.fetch_add(1, std::memory_order_relaxed);
     store_bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -161,6 +164,8 @@ class FuseServer::Impl {
   std::deque<std::string> list_queue_ GUARDED_BY(list_mu_);
   bool list_stop_ GUARDED_BY(list_mu_) = false;
   std::thread lister_;
+  Mutex lister_mu_;  // guards dir_lister_; a leaf lock (not held while listing)
+  std::shared_ptr<DirLister> dir_lister_ GUARDED_BY(lister_mu_);
 
   mutable Mutex mu_;  // guards running_ and the wake-up of Wait()/Stop(); a leaf lock
   CondVar cv_;
@@ -227,6 +232,7 @@ Status FuseServer::Impl::Start() {
     return err;
   }
   dev_ = sb.st_dev;
+  StartDirLister();
   if (opts_.dir_prefetch) lister_ = std::thread([this] { RunLister(); });
   if (opts_.readahead_kb > 0) {
     Status ra = SetFuseReadahead(dev_, opts_.readahead_kb);
@@ -294,6 +300,7 @@ Status FuseServer::Impl::Resume(const FuseConnectionState& st, std::vector<int> 
     ServeFd(fds[static_cast<size_t>(i) % fds.size()]);
     ++info_.threads;
   }
+  StartDirLister();
   if (opts_.dir_prefetch) lister_ = std::thread([this] { RunLister(); });
   if (info_.kernel_flags & FUSE_HAS_RESEND) {
     Status r = Notify(FUSE_NOTIFY_RESEND_CODE, nullptr, 0, "resend unanswered requests");
@@ -508,11 +515,8 @@ void FuseServer::Impl::QueueList(std::string rel) {
   list_cv_.NotifyOne();
 }
 
-// Lists each queued directory through the mount with getdents64: the kernel
-// turns that into READDIRPLUS requests (answered by the transport threads)
-// and instantiates every entry, so later opens by path find them cached.
+// Lists each queued directory through the mount (in the lister process).
 void FuseServer::Impl::RunLister() {
-  std::vector<char> buf(256 << 10);
   for (;;) {
     std::string rel;
     {
@@ -523,25 +527,32 @@ void FuseServer::Impl::RunLister() {
       rel = std::move(list_queue_.front());
       list_queue_.pop_front();
     }
-    ListDir(rel, buf);
+    ListDir(rel);
   }
 }
 
-bool FuseServer::Impl::ListDir(const std::string& rel, std::vector<char>& buf) {
-  std::string path = rel.empty() ? opts_.mountpoint : opts_.mountpoint + "/" + rel;
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    GLOG_DEBUG("fuse: directory read-ahead of {}: {}", path, strerror(errno));
-    return false;
+void FuseServer::Impl::StartDirLister() {
+  Result<std::unique_ptr<DirLister>> started = DirLister::Start(opts_.mountpoint);
+  if (!started.ok()) {
+    GLOG_WARN("fuse: directory listing ahead is off: {}", started.status().ToString());
   }
-  long n;
-  while ((n = syscall(SYS_getdents64, fd, buf.data(), buf.size())) > 0) {
+  MutexLock lock(lister_mu_);
+  dir_lister_ = started.ok() ? std::shared_ptr<DirLister>(std::move(*started)) : nullptr;
+}
+
+bool FuseServer::Impl::ListDir(const std::string& rel) {
+  std::shared_ptr<DirLister> lister;
+  {
+    MutexLock lock(lister_mu_);
+    lister = dir_lister_;
+  }
+  if (!lister) return false;
+  const bool listed = lister->List(rel, [this] {
     MutexLock lock(list_mu_);
-    if (list_stop_) break;
-  }
-  ::close(fd);
-  if (n == 0) dispatcher_->CountDirPrefetched();
-  return n == 0;
+    return list_stop_ || stop_.load();
+  });
+  if (listed) dispatcher_->CountDirPrefetched();
+  return listed;
 }
 
 void FuseServer::Impl::StopLister() {
@@ -552,6 +563,8 @@ void FuseServer::Impl::StopLister() {
   }
   list_cv_.NotifyAll();
   if (lister_.joinable()) lister_.join();
+  MutexLock lock(lister_mu_);
+  dir_lister_.reset();  // a listing still running elsewhere keeps its own reference
 }
 
 void FuseServer::Impl::Cleanup() {
@@ -639,10 +652,7 @@ Result<bool> FuseServer::StoreData(uint64_t node, uint64_t offset, std::string_v
   return true;
 }
 
-bool FuseServer::ListDir(const std::string& rel) {
-  static thread_local std::vector<char> buf(64 << 10);
-  return impl_->ListDir(rel, buf);
-}
+bool FuseServer::ListDir(const std::string& rel) { return impl_->ListDir(rel); }
 
 FuseServer::FuseServer(FuseFilesystem* fs, FuseOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>(fs, options_)) {}

@@ -235,9 +235,9 @@ class FuseServer {
   // nothing was stored.
   Result<bool> StoreData(uint64_t node, uint64_t offset, std::string_view data);
   // Lists directory `rel` (relative to the mount point, "" = root) through
-  // the mount, now, on the calling thread, so the kernel learns every entry
-  // (READDIRPLUS, answered by the transport threads: never call this from
-  // one of them). false: it could not be listed.
+  // the mount, now, in the lister process (DirLister), so the kernel learns
+  // every entry (READDIRPLUS, answered by the transport threads: never call
+  // this from one of them). false: it could not be listed.
   bool ListDir(const std::string& rel);
 
   FuseStats stats() const;
