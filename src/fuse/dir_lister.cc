@@ -91,8 +91,13 @@ Result<std::unique_ptr<DirLister>> DirLister::Start(const std::string& mountpoin
 
 DirLister::~DirLister() {
   ::close(fd_);
-  int status;
-  ::waitpid(pid_, &status, WNOHANG);
+  // The child ends as soon as it reads the end of the socket: reap it, but
+  // wait at most ~100 ms (one blocked on the mount ends later, unreaped).
+  for (int i = 0; i < 20; ++i) {
+    int status;
+    if (::waitpid(pid_, &status, WNOHANG) != 0) return;
+    ::usleep(5000);
+  }
 }
 
 bool DirLister::List(const std::string& rel, const std::function<bool()>& stopped) {
