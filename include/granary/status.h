@@ -44,7 +44,9 @@ class [[nodiscard]] Status {
  public:
   // OK.
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  // A message that spans lines (a name or a body quoted from input) is kept
+  // on one line: control characters are written as \n, \r, \t or \xNN.
+  Status(Code code, std::string message);
 
   static Status Ok() { return Status(); }
 

@@ -23,6 +23,45 @@ std::string_view CodeName(Code code) {
   return "unknown";
 }
 
+namespace {
+
+bool IsControl(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u < 0x20 || u == 0x7f;
+}
+
+// `s` with its control characters escaped, so a message stays one line.
+std::string OneLine(std::string s) {
+  size_t i = 0;
+  while (i < s.size() && !IsControl(s[i])) ++i;
+  if (i == s.size()) return s;
+  std::string out = s.substr(0, i);
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    if (!IsControl(c)) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      const auto u = static_cast<unsigned char>(c);
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status::Status(Code code, std::string message)
+    : code_(code), message_(OneLine(std::move(message))) {}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
   std::string out(CodeName(code_));
