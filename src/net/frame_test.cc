@@ -230,6 +230,13 @@ TEST(BodyTest, BadValuesRejected) {
   EXPECT_EQ(DecodeError(err).status().code(), Code::kCorruption);
   EXPECT_EQ(DecodeEmpty("x", Op::kStatus).code(), Code::kCorruption);
   EXPECT_EQ(DecodeStatusReply("").code(), Code::kCorruption);
+  // Our own messages are one line (Status escapes control characters), so a
+  // message with a newline in it is refused, not passed on.
+  err = EncodeError(NotFound("a b"));
+  err[err.size() - 2] = '\n';
+  Status bad = DecodeError(err).status();
+  EXPECT_EQ(bad.code(), Code::kCorruption);
+  EXPECT_NE(bad.message().find("control character (byte 10)"), std::string::npos) << bad.message();
 }
 
 TEST(BodyTest, BlockRangeValidated) {
