@@ -47,9 +47,9 @@ class DelayUfs : public UnderStorage {
   Result<ListPage> ListImpl(const ListRequest& r) override { return inner_->List(r); }
   Result<ObjectInfo> StatImpl(std::string_view key) override { return inner_->Stat(key); }
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                          std::string_view if_match) override {
+                          std::string_view if_match, std::optional<uint64_t>* xxh3) override {
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
-    return inner_->Read(key, offset, out, if_match);
+    return inner_->Read(key, offset, out, if_match, xxh3);
   }
 
  private:

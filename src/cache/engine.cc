@@ -335,7 +335,8 @@ Result<bool> CacheEngine::PullFromPrevious(const ObjectKey& key, uint64_t block)
     return data.status();
   }
   if ((*data)->size() != length) return false;
-  auto r = store_->AdmitBlock(key, block, (*data)->view(), /*served=*/true, AdmitKind::kOwned);
+  auto r = store_->AdmitBlock(key, block, (*data)->view(), /*served=*/true, AdmitKind::kOwned,
+                              (*data)->xxh3());
   if (!r.ok()) {
     c_.admit_errors.fetch_add(1, std::memory_order_relaxed);
     return r.status();
@@ -585,7 +586,7 @@ void CacheEngine::PushNotKept(const Want& want, uint64_t block, const BlockData&
 void CacheEngine::Admit(const std::shared_ptr<Flight>& flight, const ObjectKey& key, uint64_t block,
                         const BlockData& data, const FlightKey& fk, bool served, AdmitKind kind,
                         const Want& want) {
-  auto r = store_->AdmitBlock(key, block, data->view(), served, kind);
+  auto r = store_->AdmitBlock(key, block, data->view(), served, kind, data->xxh3());
   bool ok = r.ok() && *r;
   if (!ok && kind == AdmitKind::kNear) PushNotKept(want, block, data, fk);
   if (!r.ok()) {

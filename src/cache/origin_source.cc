@@ -31,7 +31,9 @@ Result<BlockData> OriginSource::ReadBlockUntil(const BlockRef& ref, Priority pri
     } held{slots_};
     requests_.fetch_add(1, std::memory_order_relaxed);
     auto t0 = Clock::Real()->Now();
-    n = ufs_->Read(ref.key.key, ref.offset, buf->span(), ref.key.etag);
+    std::optional<uint64_t> sum;
+    n = ufs_->Read(ref.key.key, ref.offset, buf->span(), ref.key.etag, &sum);
+    if (n.ok() && *n == ref.length) buf->set_xxh3(sum);
     RecordLatency(Clock::Real()->Now() - t0);
   }
   if (!n.ok()) {

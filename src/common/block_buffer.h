@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,6 +71,13 @@ class BlockBuffer {
   std::string_view view() const { return {data_, size_}; }
   std::span<char> span() { return {data_, size_}; }
 
+  // The XXH3-64 of view(), when whoever filled the buffer already computed it
+  // (the origin connector hashes bytes as they arrive; a peer's block comes
+  // with the checksum its frame was verified against): the store records it
+  // instead of reading the block from memory again. Set before publishing.
+  const std::optional<uint64_t>& xxh3() const { return xxh3_; }
+  void set_xxh3(std::optional<uint64_t> sum) { xxh3_ = sum; }
+
  private:
   BlockBuffer() = default;
   std::unique_ptr<char, BlockBufferRelease> aligned_;  // Allocate's memory, or null
@@ -77,6 +85,7 @@ class BlockBuffer {
   char* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
+  std::optional<uint64_t> xxh3_;
 };
 
 // The bytes of one block, shared read-only by every reader that waited for them.

@@ -158,13 +158,12 @@ void PeerClient::Connection::ReadLoop() {
     }
     pos_ += kFrameHeaderSize;
     Frame f{.op = h->op, .flags = h->flags, .request_id = h->request_id, .payload = {}};
-    BlockData block;
+    std::shared_ptr<BlockBuffer> block;
     const char* payload = nullptr;
     if (h->op == Op::kBlock) {
-      std::shared_ptr<BlockBuffer> b = BlockBuffer::Allocate(h->length);
-      if (!ReceivePayload(*h, b->data())) return;
-      payload = b->data();
-      block = std::move(b);
+      block = BlockBuffer::Allocate(h->length);
+      if (!ReceivePayload(*h, block->data())) return;
+      payload = block->data();
     } else {
       f.payload.resize(h->length);
       if (!ReceivePayload(*h, f.payload.data())) return;
@@ -176,6 +175,8 @@ void PeerClient::Connection::ReadLoop() {
             PeerErrorKind::kChecksum);
       return;
     }
+    // Verified against this sum just now: the store records it as it is.
+    if (block) block->set_xxh3(h->payload_checksum);
     counters_->bytes.fetch_add(kFrameHeaderSize + h->length);
     if (!Deliver(std::move(f), std::move(block))) return;
   }

@@ -58,6 +58,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -259,8 +260,13 @@ class Store {
   // `kind`: a kNear block is refused (false, counted in near_refused) when
   // admitting it would take the store past its capacity (sum of high ×
   // quota), so near copies only ever use free space.
+  // `xxh3`: the XXH3-64 of `data` when the caller has it already (hashed as
+  // the bytes arrived); recorded as the block's checksum instead of hashing
+  // `data` again. A wrong one fails the block's verification (its first read
+  // after a restart): the block is dropped and fetched again, never served.
   Result<bool> AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data,
-                          bool served = false, AdmitKind kind = AdmitKind::kOwned);
+                          bool served = false, AdmitKind kind = AdmitKind::kOwned,
+                          std::optional<uint64_t> xxh3 = std::nullopt);
 
   // Installs the ownership test eviction uses: objects for which it answers
   // false (near copies) are evicted before any owned object, each group in

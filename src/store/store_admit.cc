@@ -156,7 +156,8 @@ int Store::Impl::WriteBlock(uint32_t tier, const std::string& path, std::string_
 }
 
 Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
-                                     std::string_view data, bool served) {
+                                     std::string_view data, bool served,
+                                     std::optional<uint64_t> xxh3) {
   Shard& shard = ShardOf(id);
   {
     MutexLock lock(shard.mu);
@@ -192,7 +193,7 @@ Result<bool> Store::Impl::AdmitSmall(const ObjectKey& key, const ObjectId& id,
     }
     return ErrnoStatus("store: write " + tmp, err);
   }
-  uint64_t checksum = XXH3_64bits(data.data(), data.size());
+  const uint64_t checksum = xxh3 ? *xxh3 : XXH3_64bits(data.data(), data.size());
   MutexLock lock(shard.mu);
   if (shard.map.count(id)) {  // a concurrent admission won
     undo();
@@ -310,7 +311,8 @@ Result<bool> Store::Impl::CommitBlockLocked(const std::shared_ptr<Entry>& e, uin
 }
 
 Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
-                                          std::string_view data, bool served) {
+                                          std::string_view data, bool served,
+                                          std::optional<uint64_t> xxh3) {
   Shard& shard = ShardOf(id);
   uint64_t alloc = RoundUpAlloc(data.size());
   std::shared_ptr<Entry> e;
@@ -337,7 +339,7 @@ Result<bool> Store::Impl::AdmitLargeBlock(const ObjectKey& key, const ObjectId& 
   std::string path = FilePath(tier, id);
   int err = WriteBlock(tier, path, data, block * options.block_size,
                        served && options.drop_read_pages && options.direct_writes);
-  uint64_t checksum = err == 0 ? XXH3_64bits(data.data(), data.size()) : 0;
+  const uint64_t checksum = err != 0 ? 0 : xxh3 ? *xxh3 : XXH3_64bits(data.data(), data.size());
 
   MutexLock lock(shard.mu);
   auto it = shard.map.find(id);
@@ -373,7 +375,7 @@ Result<bool> Store::AdmitObject(const ObjectKey& key, std::string_view data) {
 }
 
 Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::string_view data,
-                               bool served, AdmitKind kind) {
+                               bool served, AdmitKind kind, std::optional<uint64_t> xxh3) {
   uint64_t bs = impl_->options.block_size;
   uint64_t blocks = impl_->BlockCount(key.size);
   if (block_index >= blocks) {
@@ -392,8 +394,8 @@ Result<bool> Store::AdmitBlock(const ObjectKey& key, uint64_t block_index, std::
     impl_->counters.near_refused.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data, served);
-  return impl_->AdmitLargeBlock(key, IdOf(key), block_index, data, served);
+  if (key.size <= bs) return impl_->AdmitSmall(key, IdOf(key), data, served, xxh3);
+  return impl_->AdmitLargeBlock(key, IdOf(key), block_index, data, served, xxh3);
 }
 
 }  // namespace granary

@@ -269,8 +269,9 @@ struct Store::Impl {
   // Creates `path` (O_EXCL) on `tier` holding `data`, with O_DIRECT if
   // `direct` and the tier allows it. Returns 0 or the errno.
   int WriteNewFile(int tier, const std::string& path, std::string_view data, bool direct);
+  // `xxh3`: as AdmitBlock's.
   Result<bool> AdmitSmall(const ObjectKey& key, const ObjectId& id, std::string_view data,
-                          bool served = false);
+                          bool served = false, std::optional<uint64_t> xxh3 = std::nullopt);
   // Writes `data` at `offset` of the existing file `path` on `tier`, with
   // O_DIRECT if `direct` and the tier allows it. Returns 0 or the errno.
   int WriteBlock(uint32_t tier, const std::string& path, std::string_view data, uint64_t offset,
@@ -278,7 +279,8 @@ struct Store::Impl {
   // `served`: as AdmitBlock's (with drop_read_pages, the block goes to the
   // disk with O_DIRECT).
   Result<bool> AdmitLargeBlock(const ObjectKey& key, const ObjectId& id, uint64_t block,
-                               std::string_view data, bool served);
+                               std::string_view data, bool served,
+                               std::optional<uint64_t> xxh3 = std::nullopt);
   // For a new large object: asks the policy, reserves `alloc` in the fastest
   // tier with room, creates the sparse file and inserts an empty entry. Null
   // when not admitted. Caller holds the shard lock.

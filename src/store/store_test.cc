@@ -236,6 +236,37 @@ TEST(StoreTest, BackgroundThreadEvictsAndCheckpoints) {
   EXPECT_LE(journals, 2);
 }
 
+TEST(StoreTest, AChecksumGivenAtAdmissionIsTheOneVerifiedAfterRestart) {
+  TempDir dir;
+  StoreOptions opt = OneTier(dir.path(), 64 << 20);
+  opt.block_size = 1 << 20;
+  const std::string small = MakeData(110'000, 3);
+  const std::string large = MakeData(2 << 20, 4);
+  const ObjectKey ks = Key(1, small.size()), kl = Key(2, large.size());
+  const std::string_view b0 = std::string_view(large).substr(0, 1 << 20);
+  const std::string_view b1 = std::string_view(large).substr(1 << 20);
+  const auto sum = [](std::string_view s) { return XXH3_64bits(s.data(), s.size()); };
+  {
+    auto store = Store::Open(opt);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->AdmitBlock(ks, 0, small, false, AdmitKind::kOwned, sum(small)).value());
+    ASSERT_TRUE((*store)->AdmitBlock(kl, 0, b0, false, AdmitKind::kOwned, sum(b0)).value());
+    // A wrong sum for block 1 (as if the bytes had changed after hashing).
+    ASSERT_TRUE((*store)->AdmitBlock(kl, 1, b1, false, AdmitKind::kOwned, sum(b1) ^ 1).value());
+  }
+  auto store = Store::Open(opt);
+  ASSERT_TRUE(store.ok());
+  std::string buf(1000, '\0');
+  ASSERT_TRUE((*store)->Read(ks, 500, std::span(buf)).ok());
+  EXPECT_EQ(buf, small.substr(500, 1000));
+  ASSERT_TRUE((*store)->Read(kl, 10, std::span(buf)).ok());
+  EXPECT_EQ(buf, large.substr(10, 1000));
+  EXPECT_EQ((*store)->stats().checksum_failures, 0u);
+  EXPECT_FALSE((*store)->Read(kl, (1 << 20) + 10, std::span(buf)).ok());
+  EXPECT_EQ((*store)->stats().checksum_failures, 1u);
+  EXPECT_FALSE((*store)->Contains(kl));
+}
+
 TEST(StoreTest, CorruptFilesAreDroppedAfterRestart) {
   TempDir dir;
   StoreOptions opt = OneTier(dir.path(), 64 << 20);

@@ -65,7 +65,7 @@ Result<ObjectInfo> MemUfs::StatImpl(std::string_view key) {
 }
 
 Result<size_t> MemUfs::ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                                std::string_view if_match) {
+                                std::string_view if_match, std::optional<uint64_t>* /*xxh3*/) {
   std::function<Status(std::string_view, uint64_t)> hook;
   {
     MutexLock lock(mu_);

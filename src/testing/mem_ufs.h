@@ -39,7 +39,7 @@ class MemUfs : public UnderStorage {
   Result<ListPage> ListImpl(const ListRequest& request) override;
   Result<ObjectInfo> StatImpl(std::string_view key) override;
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                          std::string_view if_match) override;
+                          std::string_view if_match, std::optional<uint64_t>* xxh3) override;
 
  private:
   bool bounded_ = false;

@@ -3,6 +3,7 @@
 #include "ufs/curl_client.h"
 
 #include <curl/curl.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -153,6 +154,9 @@ struct Transfer {
   uint64_t stream_pos = 0;         // body bytes seen so far
   bool window_full = false;        // stopped on purpose after filling *out
   std::optional<ByteRange> range;
+  // SendInto: a running XXH3-64 over *out's bytes, in order as they arrive.
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash{nullptr, XXH3_freeState};
+  uint64_t hashed = 0;      // bytes of *out hashed so far
   std::string_view upload;  // PUT/POST body not yet sent
 };
 
@@ -203,8 +207,13 @@ size_t OnBody(char* data, size_t size, size_t nmemb, void* user) {
   const uint64_t lo = std::max(begin, win_begin);
   const uint64_t hi = std::min(end, win_end);
   if (lo < hi) {
-    std::memcpy(t->out->data() + (lo - win_begin), data + (lo - begin), hi - lo);
+    char* dst = t->out->data() + (lo - win_begin);
+    std::memcpy(dst, data + (lo - begin), hi - lo);
     t->response.body_bytes = std::max<size_t>(t->response.body_bytes, hi - win_begin);
+    if (t->hash && lo - win_begin == t->hashed) {  // always in order; checked anyway
+      XXH3_64bits_update(t->hash.get(), dst, hi - lo);
+      t->hashed = hi - win_begin;
+    }
   }
   if (end > win_end) {
     t->window_full = true;
@@ -265,6 +274,10 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
   }
   curl_easy_reset(h);  // keeps live connections and the DNS cache
   Transfer t{.handle = h, .out = out, .range = request.range};
+  if (out != nullptr) {
+    t.hash.reset(XXH3_createState());
+    if (t.hash) XXH3_64bits_reset(t.hash.get());
+  }
 
   curl_easy_setopt(h, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -322,6 +335,9 @@ Result<HttpResponse> CurlClient::Perform(const HttpRequest& request, std::span<c
   ReleaseHandle(h);
   if (rc != CURLE_OK) return CurlStatus(rc, error_text);
   if (out == nullptr) t.response.body_bytes = t.response.body.size();
+  if (t.hash && t.keep_in_span && t.hashed == t.response.body_bytes) {
+    t.response.body_xxh3 = XXH3_64bits_digest(t.hash.get());
+  }
   return std::move(t.response);
 }
 

@@ -86,6 +86,11 @@ struct HttpResponse {
   // Bytes of the response body delivered: body.size() for Send(); the bytes
   // written into the caller's span for a 2xx SendInto().
   size_t body_bytes = 0;
+  // A 2xx SendInto(): the XXH3-64 of those body_bytes, hashed piece by piece
+  // right after each piece was copied in (while it is in the CPU's cache: a
+  // cache keeps it as the block's checksum instead of reading the block from
+  // memory again). Empty for Send() and error responses.
+  std::optional<uint64_t> body_xxh3;
 };
 
 class CurlClient {
@@ -99,9 +104,9 @@ class CurlClient {
   Result<HttpResponse> Send(const HttpRequest& request);
 
   // Performs one request and writes a 2xx body straight into `out` (no extra
-  // copy); at most out.size() bytes are kept, the rest is discarded and the
-  // transfer stopped. When request.range is set and the server ignores it
-  // (200 with the full object), the requested window is cut out of the stream.
+  // copy), hashing it as it goes (body_xxh3); at most out.size() bytes are
+  // kept, the rest is discarded and the transfer stopped. When request.range is set and the server
+  // ignores it (200 with the full object), the requested window is cut out of the stream.
   Result<HttpResponse> SendInto(const HttpRequest& request, std::span<char> out);
 
   // Stops the client for shutdown: running transfers end within about a

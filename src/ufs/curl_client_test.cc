@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
@@ -88,6 +89,45 @@ TEST(CurlClient, ErrorStatusKeepsTheErrorDocumentOutOfTheCallersBuffer) {
   EXPECT_EQ(r->body, doc);
   EXPECT_EQ(r->body_bytes, 0u);
   EXPECT_EQ(out, "--------");
+  EXPECT_FALSE(r->body_xxh3.has_value());
+}
+
+TEST(CurlClient, SendIntoHashesExactlyTheBytesItKeeps) {
+  std::string object(3 << 20, '\0');  // many receive pieces
+  uint64_t x = 42;
+  for (char& c : object) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    c = static_cast<char>(x >> 56);
+  }
+  const auto sum = [](std::string_view s) { return XXH3_64bits(s.data(), s.size()); };
+  TinyHttpServer ranged(
+      [&](const std::string&) { return Response(206, object.substr(100, 2 << 20)); });
+  TinyHttpServer whole([&](const std::string&) { return Response(200, object); });
+  CurlClient http;
+  for (TinyHttpServer* server : {&ranged, &whole}) {
+    std::string out(2 << 20, '\0');
+    auto r =
+        http.SendInto(HttpRequest{.url = server->url("/obj"), .range = ByteRange{100, out.size()}},
+                      std::span<char>(out.data(), out.size()));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->body_bytes, out.size());
+    ASSERT_EQ(out, object.substr(100, out.size()));
+    ASSERT_TRUE(r->body_xxh3.has_value());
+    EXPECT_EQ(*r->body_xxh3, sum(out));
+  }
+  // A window running past the end: the hash covers the short part only.
+  std::string tail(1 << 20, '\0');
+  auto r = http.SendInto(
+      HttpRequest{.url = whole.url("/obj"), .range = ByteRange{object.size() - 1000, tail.size()}},
+      std::span<char>(tail.data(), tail.size()));
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->body_bytes, 1000u);
+  ASSERT_TRUE(r->body_xxh3.has_value());
+  EXPECT_EQ(*r->body_xxh3, sum(std::string_view(tail).substr(0, 1000)));
+  // Send() buffers; it has no hash.
+  auto buffered = http.Send(HttpRequest{.url = whole.url("/obj")});
+  ASSERT_TRUE(buffered.ok());
+  EXPECT_FALSE(buffered->body_xxh3.has_value());
 }
 
 TEST(CurlClient, PutSendsTheBody) {

@@ -136,7 +136,7 @@ class HttpUfs : public UnderStorage {
   }
 
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                          std::string_view if_match) override {
+                          std::string_view if_match, std::optional<uint64_t>* xxh3) override {
     const std::string url = Url(key);
     HttpRequest req{.url = url, .range = ByteRange{.offset = offset, .length = out.size()}};
     ASSIGN_OR_RETURN(HttpResponse r, Execute(req, &out, url));
@@ -146,6 +146,7 @@ class HttpUfs : public UnderStorage {
       const std::string got = CleanEtag(Header(r, "etag"));
       if (!got.empty() && got != if_match) return EtagMismatch(url, if_match, got);
     }
+    *xxh3 = r.body_xxh3;
     return r.body_bytes;
   }
 

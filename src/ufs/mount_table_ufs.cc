@@ -153,12 +153,12 @@ Result<ObjectInfo> MountTableUfs::StatImpl(std::string_view key) {
 }
 
 Result<size_t> MountTableUfs::ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                                       std::string_view if_match) {
+                                       std::string_view if_match, std::optional<uint64_t>* xxh3) {
   const std::shared_ptr<const Table> t = table();
   std::string inner;
   const UfsMount* m = Route(*t, key, &inner);
   if (m == nullptr) return NotFound(root_ + "/" + std::string(key) + ": not under any mount");
-  return m->ufs->Read(inner, offset, out, if_match);
+  return m->ufs->Read(inner, offset, out, if_match, xxh3);
 }
 
 Result<ObjectInfo> MountTableUfs::WriteImpl(std::string_view key, int fd, uint64_t size,

@@ -61,7 +61,7 @@ class MountTableUfs final : public UnderStorage {
                                                            const WriteOptions& options) override;
   Status AbortUploadImpl(std::string_view key, std::string_view upload_id) override;
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                          std::string_view if_match) override;
+                          std::string_view if_match, std::optional<uint64_t>* xxh3) override;
 
  private:
   using Table = std::vector<UfsMount>;  // sorted by path

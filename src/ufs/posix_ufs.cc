@@ -337,7 +337,7 @@ class PosixUfs : public UnderStorage {
   }
 
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                          std::string_view if_match) override {
+                          std::string_view if_match, std::optional<uint64_t>* /*xxh3*/) override {
     RETURN_IF_ERROR(CheckKey(key));
     if (!runner_.has_deadline()) return ReadFile(key, offset, out, if_match);
     ASSIGN_OR_RETURN(OwnedBytes got,

@@ -68,7 +68,8 @@ class FixedPageUfs : public UnderStorage {
  protected:
   Result<ListPage> ListImpl(const ListRequest&) override { return ParseListPage(body_, Root()); }
   Result<ObjectInfo> StatImpl(std::string_view) override { return NotFound("none"); }
-  Result<size_t> ReadImpl(std::string_view, uint64_t, std::span<char>, std::string_view) override {
+  Result<size_t> ReadImpl(std::string_view, uint64_t, std::span<char>, std::string_view,
+                          std::optional<uint64_t>*) override {
     return NotFound("none");
   }
 

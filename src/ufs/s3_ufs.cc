@@ -407,7 +407,7 @@ Result<ObjectInfo> S3Ufs::StatImpl(std::string_view key) {
 }
 
 Result<size_t> S3Ufs::ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                               std::string_view if_match) {
+                               std::string_view if_match, std::optional<uint64_t>* xxh3) {
   const std::string what = Root() + "/" + std::string(key);
   if (key.empty()) return InvalidArgument(what + ": empty object key");
   ASSIGN_OR_RETURN(HttpResponse r,
@@ -420,6 +420,7 @@ Result<size_t> S3Ufs::ReadImpl(std::string_view key, uint64_t offset, std::span<
     const std::string got = UnquoteEtag(HeaderOr(r, "etag"));
     if (!got.empty() && got != if_match) return EtagMismatch(what, if_match, got);
   }
+  *xxh3 = r.body_xxh3;
   return r.body_bytes;
 }
 

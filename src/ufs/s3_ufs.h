@@ -97,7 +97,7 @@ class S3Ufs : public UnderStorage {
   Result<ListPage> ListImpl(const ListRequest& request) override;
   Result<ObjectInfo> StatImpl(std::string_view key) override;
   Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                          std::string_view if_match) override;
+                          std::string_view if_match, std::optional<uint64_t>* xxh3) override;
   // One PUT (size <= part_size) or a multipart upload of every part at once
   // (see UnderStorage::Write).
   Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,

@@ -30,10 +30,14 @@ Result<ObjectInfo> UnderStorage::Stat(std::string_view key) {
 }
 
 Result<size_t> UnderStorage::Read(std::string_view key, uint64_t offset, std::span<char> out,
-                                  std::string_view if_match) {
+                                  std::string_view if_match, std::optional<uint64_t>* xxh3) {
   read_requests_.fetch_add(1, std::memory_order_relaxed);
+  std::optional<uint64_t> ignored;
+  if (xxh3 == nullptr) xxh3 = &ignored;
+  xxh3->reset();
   if (out.empty()) return size_t{0};
-  auto r = ReadImpl(key, offset, out, if_match);
+  auto r = ReadImpl(key, offset, out, if_match, xxh3);
+  if (!r.ok()) xxh3->reset();
   if (!r.ok()) {
     errors_.fetch_add(1, std::memory_order_relaxed);
   } else {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -119,8 +120,11 @@ class UnderStorage {
   // reports another one, the read fails with Stale (the object changed since
   // it was listed) instead of returning bytes of a different version. Empty
   // = no check; so is an origin that reports no etag for the read.
+  // `xxh3` (may be null): set to the XXH3-64 of the bytes read when the
+  // connector hashed them as they arrived, while they were in the CPU's
+  // cache (HTTP and S3 do); left empty otherwise.
   Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> out,
-                      std::string_view if_match = {});
+                      std::string_view if_match = {}, std::optional<uint64_t>* xxh3 = nullptr);
 
   // Convenience: the whole range [offset, offset+length) as a string.
   Result<std::string> ReadRange(std::string_view key, uint64_t offset, uint64_t length);
@@ -174,8 +178,9 @@ class UnderStorage {
  protected:
   virtual Result<ListPage> ListImpl(const ListRequest& request) = 0;
   virtual Result<ObjectInfo> StatImpl(std::string_view key) = 0;
+  // `xxh3` is never null here (Read passes its own when the caller gave none).
   virtual Result<size_t> ReadImpl(std::string_view key, uint64_t offset, std::span<char> out,
-                                  std::string_view if_match) = 0;
+                                  std::string_view if_match, std::optional<uint64_t>* xxh3) = 0;
 
   virtual Result<ObjectInfo> WriteImpl(std::string_view key, int fd, uint64_t size,
                                        const WriteOptions& options) {
