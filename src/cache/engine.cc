@@ -159,7 +159,8 @@ std::optional<size_t> CacheEngine::ReadHit(const SnapshotPtr& snap, const EntryV
 }
 
 Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset,
-                                 std::span<char> out, Priority priority, CancelToken* cancel) {
+                                 std::span<char> out, Priority priority, CancelToken* cancel,
+                                 bool* beyond_cache) {
   CallGuard guard(this);
   auto entry = snap->Get(ino);
   if (!entry) return NotFound("inode " + std::to_string(ino) + ": no such file");
@@ -182,6 +183,7 @@ Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t
       return got.status();
     }
     const BlockData& bytes = got->data;
+    if (!got->from_store && beyond_cache != nullptr) *beyond_cache = true;
     if (in_block >= bytes->size()) break;  // cannot happen unless the origin shrank
     const size_t n = std::min<size_t>(len - done, bytes->size() - in_block);
     std::memcpy(out.data() + done, bytes->data() + in_block, n);

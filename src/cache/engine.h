@@ -203,8 +203,11 @@ class CacheEngine {
   // The same for inode `ino` of snapshot `snap` (current or older).
   // `cancel` (may be null): cancelling it makes a read waiting for a block
   // return Cancelled at once (the fetch goes on for other readers).
+  // `beyond_cache` (may be null): set to true when some of the bytes came
+  // from beyond this node's cache (the origin or a peer), else left as is.
   Result<size_t> Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset, std::span<char> out,
-                      Priority priority = Priority::kHigh, CancelToken* cancel = nullptr);
+                      Priority priority = Priority::kHigh, CancelToken* cancel = nullptr,
+                      bool* beyond_cache = nullptr);
 
   // Read, when it needs no fetch: the range is in the local store, or past
   // the end of the file (a directory or an unknown inode too: the answer is

@@ -104,14 +104,13 @@ DatasetStatus StatusReporter::Compute() {
     s.passthrough_opens = fs.passthrough_opens;
     s.userspace_opens = fs.userspace_opens;
     s.page_cache_stores = fs.stores;
+    s.files_read_counted = fs.files_read_counted;
+    s.files_read = fs.files_read;
+    s.files_read_missed = fs.files_read_missed;
   }
   s.peer_served_blocks = es.served_blocks;
   s.peer_served_hits = es.served_hits;
-  // A passthrough open is served wholly from the cache file by the kernel, and
-  // a file a load put into the mount's page cache is read from there: one hit
-  // each.
-  const uint64_t kernel_hits = s.passthrough_opens + s.page_cache_stores;
-  s.hit_ratio_reads = Ratio(es.hit_reads + kernel_hits, es.reads + kernel_hits);
+  s.hit_ratio_reads = Ratio(s.hit_count(), s.read_count());
   if (write_stats_) s.writes = write_stats_();
   if (loads_ != nullptr) {
     if (auto job = loads_->current()) s.load = job->progress();
@@ -165,6 +164,9 @@ nlohmann::json StatusToJson(const DatasetStatus& s) {
                       {"passthrough_opens", s.passthrough_opens},
                       {"userspace_opens", s.userspace_opens},
                       {"page_cache_stores", s.page_cache_stores},
+                      {"files_read_counted", s.files_read_counted},
+                      {"files_read", s.files_read},
+                      {"files_read_missed", s.files_read_missed},
                       {"peer_served_blocks", s.peer_served_blocks},
                       {"peer_served_hits", s.peer_served_hits},
                       {"read_mode", s.read_mode},
@@ -265,6 +267,9 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
   in.Require("passthrough_opens", s.passthrough_opens);
   in.Require("userspace_opens", s.userspace_opens);
   in.Get("page_cache_stores", s.page_cache_stores);
+  in.Get("files_read_counted", s.files_read_counted);
+  in.Get("files_read", s.files_read);
+  in.Get("files_read_missed", s.files_read_missed);
   // Absent in the status of older members.
   in.Get("peer_served_blocks", s.peer_served_blocks);
   in.Get("peer_served_hits", s.peer_served_hits);
@@ -284,6 +289,18 @@ Result<DatasetStatus> StatusFromJson(const nlohmann::json& j) {
     ASSIGN_OR_RETURN(s.writes, OverlayStatsFromJson(*wj));
   }
   return s;
+}
+
+uint64_t DatasetStatus::hit_count() const {
+  if (files_read_counted && files_read > 0) {
+    return files_read - std::min(files_read, files_read_missed);
+  }
+  return hit_reads + passthrough_opens + page_cache_stores;
+}
+
+uint64_t DatasetStatus::read_count() const {
+  if (files_read_counted && files_read > 0) return files_read;
+  return reads + passthrough_opens + page_cache_stores;
 }
 
 nlohmann::json FluidSummary(const DatasetStatus& s) {
@@ -341,11 +358,13 @@ std::string FormatStatusTable(const std::vector<DatasetStatus>& rows, bool verbo
            " uploaded (" + FluidSize(w.uploaded_bytes) + rate + "), " +
            std::to_string(w.upload_failures) + " failed\n";
   }
-  if (std::any_of(rows.begin(), rows.end(),
-                  [](const DatasetStatus& s) { return s.read_mode == "cached"; })) {
+  if (std::any_of(rows.begin(), rows.end(), [](const DatasetStatus& s) {
+        return s.read_mode == "cached" && !s.files_read_counted;
+      })) {
     out +=
         "HIT RATIO counts the reads the daemon sees; in cached read mode the kernel serves "
-        "re-reads from the mount's page cache without it (docs/load-status.md).\n";
+        "re-reads from the mount's page cache without it (the daemon counts those only with "
+        "CAP_SYS_ADMIN; docs/load-status.md).\n";
   }
   return out;
 }

@@ -83,10 +83,7 @@ struct DatasetStatus {
   uint64_t hit_reads = 0;
   uint64_t hit_bytes = 0;
   uint64_t miss_bytes = 0;
-  // (hit_reads + passthrough_opens + page_cache_stores) / (reads + the same
-  // two): a passthrough open is served wholly from the cache file by the
-  // kernel, and a file a load put into the mount's page cache is read from
-  // there; each counts as one hit (0 without reads). Shown as HIT RATIO and
+  // hit_count() / read_count() (0 without reads). Shown as HIT RATIO and
   // Fluid's cacheHitRatio.
   double hit_ratio_reads = 0;
   double hit_ratio_bytes = 0;  // hit_bytes / (hit_bytes + miss_bytes), userspace reads only
@@ -96,14 +93,29 @@ struct DatasetStatus {
   uint64_t passthrough_opens = 0;  // opens served by the kernel from the cache file
   uint64_t userspace_opens = 0;
   uint64_t page_cache_stores = 0;  // ranges a load put into the mount's page cache
+  // Files readers closed after reading, as the kernel reports them, reads
+  // the mount's page cache served included (cached read-only mode, where
+  // the daemon may use fanotify: files_read_counted), and of those the ones
+  // read partly from beyond the cache (the origin or a peer).
+  bool files_read_counted = false;
+  uint64_t files_read = 0;
+  uint64_t files_read_missed = 0;
+  // What HIT RATIO divides. Once files_read_counted has counted a file:
+  // files read wholly from the cache / files read. Until then: (hit_reads + passthrough_opens +
+  // page_cache_stores) / (reads + the same two), since a passthrough open is
+  // served wholly from the cache file by the kernel and a file a load put
+  // into the mount's page cache is read from there, each one hit; page-cache
+  // re-reads in cached mode are then not seen.
+  uint64_t hit_count() const;
+  uint64_t read_count() const;
   // Blocks this node served to its cluster's peers, and of those the ones
   // straight from its cache: the cluster's hit ratio counts them (a worker
   // has no reads of its own).
   uint64_t peer_served_blocks = 0;
   uint64_t peer_served_hits = 0;
   // "cached" | "passthrough" | "" (no mount). In cached mode the kernel serves
-  // every re-read from the mount's page cache without asking the daemon, so
-  // HIT RATIO cannot count those reads (the table says so).
+  // every re-read from the mount's page cache without asking the daemon;
+  // files_read counts them.
   std::string read_mode;
   std::string phase = "Ready";  // Loading | Ready | Degraded
   std::vector<TierUsage> tiers;

@@ -106,6 +106,21 @@ TEST_F(StatusTest, FiguresEqualTheTruthBeforeAndAfterLoad) {
   EXPECT_NE(table.find("HIT RATIO counts the reads the daemon sees"), std::string::npos) << table;
   s.read_mode = "passthrough";
   EXPECT_EQ(FormatStatusTable({s}, false).find("page cache"), std::string::npos);
+
+  // Files counted from their closes (page-cache reads included): HIT RATIO
+  // is the share read wholly from the cache, and the note is gone.
+  s.read_mode = "cached";
+  s.files_read_counted = true;
+  s.files_read = 8;
+  s.files_read_missed = 2;
+  back = StatusFromJson(nlohmann::json::parse(StatusToJson(s).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->files_read_counted);
+  EXPECT_EQ(back->files_read, 8u);
+  EXPECT_EQ(back->files_read_missed, 2u);
+  EXPECT_EQ(back->hit_count(), 6u);
+  EXPECT_EQ(back->read_count(), 8u);
+  EXPECT_EQ(FormatStatusTable({*back}, false).find("page cache"), std::string::npos);
 }
 
 // Empty files are cached without the store holding them (IsCached says so);

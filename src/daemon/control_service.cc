@@ -116,8 +116,8 @@ Result<nlohmann::json> DaemonServices::GetClusterStatus() {
     capacity += st->capacity;
     // Reads on the member itself and blocks it served to others (clients of
     // a workers-only cluster read only through the workers).
-    hits += st->hit_reads + st->passthrough_opens + st->page_cache_stores + st->peer_served_hits;
-    reads += st->reads + st->passthrough_opens + st->page_cache_stores + st->peer_served_blocks;
+    hits += st->hit_count() + st->peer_served_hits;
+    reads += st->read_count() + st->peer_served_blocks;
     origin += st->origin_requests;
   }
   const DatasetStatus self = reporter_.Compute();

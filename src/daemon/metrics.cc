@@ -166,6 +166,15 @@ void RenderFuse(Writer& w, const FuseStats& f) {
         "Fetched ranges put into the mount's page cache ahead of their reader (FUSE_NOTIFY_STORE).",
         f.stores);
   w.One("granary_fuse_store_bytes_total", "counter", "Bytes in those ranges.", f.store_bytes);
+  if (f.files_read_counted) {
+    w.Family("granary_files_read_total", "counter",
+             "Files readers closed after reading (kernel close events; page-cache reads "
+             "included), by where their bytes came from.");
+    w.Sample("granary_files_read_total", f.files_read - std::min(f.files_read, f.files_read_missed),
+             "source=\"cache\"");
+    w.Sample("granary_files_read_total", std::min(f.files_read, f.files_read_missed),
+             "source=\"beyond_cache\"");
+  }
 }
 
 void RenderLoad(Writer& w, const LoadProgress& p) {

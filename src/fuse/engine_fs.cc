@@ -171,8 +171,11 @@ Result<size_t> EngineFs::ReadCancellable(uint64_t node, uint64_t fh, uint64_t of
 
 Result<size_t> EngineFs::ReadResolved(const Result<Resolved>& r, uint64_t offset,
                                       std::span<char> out, CancelToken* cancel) {
+  bool beyond_cache = false;
   Result<size_t> n =
-      r.ok() ? engine_->Read(r->snap, r->ino, offset, out, Priority::kHigh, cancel) : r.status();
+      r.ok() ? engine_->Read(r->snap, r->ino, offset, out, Priority::kHigh, cancel, &beyond_cache)
+             : r.status();
+  if (beyond_cache && track_misses_.load(std::memory_order_relaxed)) NoteMiss(r->base + r->ino);
   if (!n.ok() && n.status().code() == Code::kCancelled) return n;  // interrupted: not a failure
   if (!n.ok()) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -180,6 +183,27 @@ Result<size_t> EngineFs::ReadResolved(const Result<Resolved>& r, uint64_t offset
               n.status().ToString());
   }
   return n;
+}
+
+void EngineFs::TrackMisses() {
+  for (MissShard& s : missed_) {
+    MutexLock lock(s.mu);
+    s.nodes.clear();
+  }
+  track_misses_.store(true, std::memory_order_relaxed);
+}
+
+void EngineFs::NoteMiss(uint64_t node) {
+  MissShard& s = missed_[node % kMissShards];
+  MutexLock lock(s.mu);
+  if (s.nodes.size() >= kMaxMissed) s.nodes.clear();
+  s.nodes.insert(node);
+}
+
+bool EngineFs::TakeMiss(uint64_t node) {
+  MissShard& s = missed_[node % kMissShards];
+  MutexLock lock(s.mu);
+  return s.nodes.erase(node) > 0;
 }
 
 Status EngineFs::ReadDir(uint64_t node, uint64_t offset, const DirEntrySink& emit) {

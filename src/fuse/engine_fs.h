@@ -22,12 +22,14 @@
 // engine and the snapshots are thread-safe, counters are atomics.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/engine.h"
@@ -93,6 +95,8 @@ class EngineFs : public FuseFilesystem {
                                  CancelToken& cancel) override;
   Status ReadDir(uint64_t ino, uint64_t offset, const DirEntrySink& emit) override;
   Result<StatFsResult> StatFs() override;
+  void TrackMisses() override;
+  bool TakeMiss(uint64_t ino) override;
 
   int OpenForWrite(uint64_t ino, int flags, uint32_t pid, OpenResult* out) override;
   int Create(uint64_t parent, std::string_view name, int flags, uint32_t pid, NodeAttr* attr,
@@ -196,6 +200,19 @@ class EngineFs : public FuseFilesystem {
   // Ids <= this belong to dropped versions.
   uint64_t dropped_below_ GUARDED_BY(versions_mu_) = 0;
   mutable std::atomic<uint64_t> opens_{0}, backing_offers_{0}, read_errors_{0}, stale_nodes_{0};
+
+  // Nodes read from beyond the cache since TakeMiss last asked (TrackMisses).
+  // A shard past kMaxMissed nodes is cleared: a file whose close never came
+  // (still mapped, say) must not grow it for ever.
+  static constexpr size_t kMissShards = 16;
+  static constexpr size_t kMaxMissed = 1 << 16;
+  struct MissShard {
+    Mutex mu;  // a leaf lock
+    std::unordered_set<uint64_t> nodes GUARDED_BY(mu);
+  };
+  void NoteMiss(uint64_t node);
+  std::atomic<bool> track_misses_{false};
+  std::array<MissShard, kMissShards> missed_;
 };
 
 }  // namespace granary

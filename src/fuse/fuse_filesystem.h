@@ -118,6 +118,14 @@ class FuseFilesystem {
     return Read(ino, fh, offset, out);
   }
 
+  // Files read from the cache (the layer's CloseWatcher, in cached mode):
+  // TrackMisses() starts a record of the files read from beyond the cache,
+  // forgetting an earlier one (a counting window starts); TakeMiss(ino) then
+  // answers whether a read of `ino` since it was last asked needed bytes
+  // from beyond the cache, and forgets it. The defaults keep no record.
+  virtual void TrackMisses() {}
+  virtual bool TakeMiss(uint64_t ino) { return false; }
+
   // Opens (O_RDONLY) the backing file that Open() named in `backing_path`,
   // when the layer turns it into a backing id. An adapter whose files can be
   // replaced between Open() and this call checks here that the file it opens

@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "fuse/close_watcher.h"
 #include "fuse/dir_lister.h"
 #include "fuse/fuse_connection_state.h"
 #include "fuse/fuse_dispatch.h"
@@ -118,6 +119,12 @@ class FuseServer::Impl {
   bool ListDir(const std::string& rel) EXCLUDES(lister_mu_);
   // The lister process, (re)started with the transport threads.
   void StartDirLister() EXCLUDES(lister_mu_);
+  // Files read, counted from their closes (CloseWatcher), in cached
+  // read-only mode: the one mode whose reads the kernel may serve from the
+  // mount's page cache without a request, and whose files the kernel opens
+  // and closes without one (so the watcher's own opens cost the daemon
+  // nothing). Off, with one line in the log, where fanotify is not allowed.
+  void StartCloseWatcher() EXCLUDES(watcher_mu_);
   void CountStore(size_t bytes) {
     stores_.fetch_add(1, std::memory_order_relaxed);
     store_bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -166,6 +173,9 @@ class FuseServer::Impl {
   std::thread lister_;
   Mutex lister_mu_;  // guards dir_lister_; a leaf lock (not held while listing)
   std::shared_ptr<DirLister> dir_lister_ GUARDED_BY(lister_mu_);
+  mutable Mutex watcher_mu_;  // guards close_watcher_; a leaf lock
+  std::unique_ptr<CloseWatcher> close_watcher_ GUARDED_BY(watcher_mu_);
+  std::atomic<uint64_t> files_missed_{0};
 
   mutable Mutex mu_;  // guards running_ and the wake-up of Wait()/Stop(); a leaf lock
   CondVar cv_;
@@ -233,6 +243,7 @@ Status FuseServer::Impl::Start() {
   }
   dev_ = sb.st_dev;
   StartDirLister();
+  StartCloseWatcher();
   if (opts_.dir_prefetch) lister_ = std::thread([this] { RunLister(); });
   if (opts_.readahead_kb > 0) {
     Status ra = SetFuseReadahead(dev_, opts_.readahead_kb);
@@ -301,6 +312,7 @@ Status FuseServer::Impl::Resume(const FuseConnectionState& st, std::vector<int> 
     ++info_.threads;
   }
   StartDirLister();
+  StartCloseWatcher();
   if (opts_.dir_prefetch) lister_ = std::thread([this] { RunLister(); });
   if (info_.kernel_flags & FUSE_HAS_RESEND) {
     Status r = Notify(FUSE_NOTIFY_RESEND_CODE, nullptr, 0, "resend unanswered requests");
@@ -531,6 +543,27 @@ void FuseServer::Impl::RunLister() {
   }
 }
 
+void FuseServer::Impl::StartCloseWatcher() {
+  if (opts_.read_mode != FuseReadMode::kCached || opts_.writable || opts_.count_file_reads <= 0) {
+    return;
+  }
+  MutexLock lock(watcher_mu_);
+  if (close_watcher_) return;
+  auto started = CloseWatcher::Start(opts_.mountpoint, std::min(1.0, opts_.count_file_reads),
+                                     {.closed =
+                                          [this](uint64_t node) {
+                                            if (fs_->TakeMiss(node))
+                                              files_missed_.fetch_add(1, std::memory_order_relaxed);
+                                          },
+                                      .window_start = [this] { fs_->TrackMisses(); }});
+  if (!started.ok()) {
+    GLOG_INFO("fuse: files read are not counted (status shows the daemon's own hit ratio): {}",
+              started.status().ToString());
+    return;
+  }
+  close_watcher_ = std::move(*started);
+}
+
 void FuseServer::Impl::StartDirLister() {
   Result<std::unique_ptr<DirLister>> started = DirLister::Start(opts_.mountpoint);
   if (!started.ok()) {
@@ -569,6 +602,10 @@ void FuseServer::Impl::StopLister() {
 
 void FuseServer::Impl::Cleanup() {
   StopLister();  // after the abort: a listing in flight fails at once
+  {
+    MutexLock lock(watcher_mu_);
+    close_watcher_.reset();
+  }
   for (auto& t : threads_) t.join();
   threads_.clear();
   if (dispatcher_) dispatcher_->CloseAllBacking();
@@ -596,6 +633,13 @@ FuseStats FuseServer::Impl::Stats() const {
   if (dispatcher_) dispatcher_->FillStats(&s);
   s.stores = stores_.load(std::memory_order_relaxed);
   s.store_bytes = store_bytes_.load(std::memory_order_relaxed);
+  MutexLock lock(watcher_mu_);
+  if (close_watcher_) {
+    s.files_read_counted = true;
+    s.files_read = close_watcher_->closes();
+    s.files_read_missed = files_missed_.load(std::memory_order_relaxed);
+    s.file_close_overflows = close_watcher_->overflows();
+  }
   return s;
 }
 

@@ -107,6 +107,11 @@ struct FuseOptions {
   // ImageFolder) already does not. Costs the kernel a dentry and an inode per
   // entry: what an epoch over the directory creates anyway.
   bool dir_prefetch = true;
+  // `cached` read-only mode: the share of time (0..1) the layer counts the
+  // files readers close (CloseWatcher), which HIT RATIO needs to see the
+  // page cache's re-reads; each counted close costs its reader about 3 us.
+  // 0 = never.
+  double count_file_reads = 0.1;
   // Read waiters: threads (started on demand) that serve READs which must
   // wait (FuseFilesystem::TryRead said so: not in the local cache) and
   // write their replies, so the transport threads go back to /dev/fuse at
@@ -153,6 +158,12 @@ struct FuseStats {
   uint64_t interrupted_reads = 0;  // of those, cancelled a READ that was waiting
   uint64_t stores = 0;             // ranges put into the page cache (StoreData)
   uint64_t store_bytes = 0;        // bytes in them
+  // Files readers closed after reading, page-cache reads included (cached
+  // read-only mode, where fanotify is allowed: files_read_counted).
+  bool files_read_counted = false;
+  uint64_t files_read = 0;
+  uint64_t files_read_missed = 0;     // of those, read partly from the origin or a peer
+  uint64_t file_close_overflows = 0;  // times the kernel dropped close events
 };
 
 // What the kernel granted at INIT, and what is in use.

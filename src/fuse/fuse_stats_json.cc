@@ -27,6 +27,9 @@ constexpr std::array kCounters = std::to_array<JsonCounter<FuseStats>>({
     {"interrupted_reads", &FuseStats::interrupted_reads},
     {"stores", &FuseStats::stores},
     {"store_bytes", &FuseStats::store_bytes},
+    {"files_read", &FuseStats::files_read},
+    {"files_read_missed", &FuseStats::files_read_missed},
+    {"file_close_overflows", &FuseStats::file_close_overflows},
 });
 
 }  // namespace
@@ -35,6 +38,7 @@ nlohmann::json ToJson(const FuseStats& s) {
   nlohmann::json j = nlohmann::json::object();
   PutCounters(j, s, kCounters);
   j["requests_by_opcode"] = s.requests_by_opcode;
+  j["files_read_counted"] = s.files_read_counted;
   return j;
 }
 
@@ -43,6 +47,7 @@ Result<FuseStats> FuseStatsFromJson(const nlohmann::json& j) {
   JsonFields in(j, "fuse stats");
   in.GetCounters(s, kCounters);
   in.Get("requests_by_opcode", s.requests_by_opcode);
+  in.Get("files_read_counted", s.files_read_counted);
   RETURN_IF_ERROR(in.status());
   return s;
 }
