@@ -47,9 +47,11 @@ void FdCache::Put(const std::string& path, FilePtr f) {
 }
 
 void FdCache::Clear() {
+  Map dropped;  // its files are closed after the lock is released
   MutexLock lock(mu_);
-  map_.clear();
+  dropped.swap(map_);
   lru_.clear();
+  lock.Unlock();
 }
 
 size_t FdBound(size_t wanted) {

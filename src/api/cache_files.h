@@ -39,8 +39,8 @@ class FdCache {
   size_t capacity_;
   Mutex mu_;  // guards map_, lru_; a leaf lock
   std::list<std::string> lru_ GUARDED_BY(mu_);
-  std::unordered_map<std::string, std::pair<FilePtr, std::list<std::string>::iterator>> map_
-      GUARDED_BY(mu_);
+  using Map = std::unordered_map<std::string, std::pair<FilePtr, std::list<std::string>::iterator>>;
+  Map map_ GUARDED_BY(mu_);
 };
 
 // How many cache-file descriptors a client may keep: `wanted`, at most half
