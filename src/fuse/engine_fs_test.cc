@@ -132,6 +132,30 @@ TEST_F(EngineFsTest, ReadsEqualTheSourceAndOpenOffersTheCacheFileOnceComplete) {
   EXPECT_EQ(fs_->stats().backing_offers, 1u);
 }
 
+// What HIT RATIO's file count asks (TakeMiss): whether a file's reads since
+// it was last asked needed the origin.
+TEST_F(EngineFsTest, AFileReadFromTheOriginIsReportedOnceAsAMiss) {
+  const uint64_t a = *snapshot_->FindPath("d0/f0");
+  const uint64_t b = *snapshot_->FindPath("d1/f1");
+  const uint64_t c = *snapshot_->FindPath("d0/f2");
+  std::string buf(4096, '\0');
+  const std::span<char> out(buf.data(), buf.size());
+  ASSERT_TRUE(fs_->Read(b, 0, 0, out).ok());
+  EXPECT_FALSE(fs_->TakeMiss(b)) << "nothing is recorded before TrackMisses";
+  fs_->TrackMisses();
+  ASSERT_TRUE(fs_->Read(c, 0, 0, out).ok());  // cold: from the origin
+  EXPECT_TRUE(fs_->TakeMiss(c));
+  EXPECT_FALSE(fs_->TakeMiss(c)) << "forgotten once asked";
+  ASSERT_TRUE(engine_->Fetch(a).value_or(false));  // cached and admitted
+  ASSERT_TRUE(fs_->Read(a, 0, 0, out).ok());
+  EXPECT_FALSE(fs_->TakeMiss(a)) << "read from the cache";
+  // A new counting window forgets the misses of files not asked about.
+  const uint64_t d = *snapshot_->FindPath("d1/f3");
+  ASSERT_TRUE(fs_->Read(d, 0, 0, out).ok());
+  fs_->TrackMisses();
+  EXPECT_FALSE(fs_->TakeMiss(d));
+}
+
 TEST_F(EngineFsTest, NoBackingOfferedWhenPassthroughIsOff) {
   EngineFs off(engine_.get(), EngineFsOptions{.offer_backing = false});
   uint64_t ino = *snapshot_->FindPath("d0/f0");
