@@ -24,6 +24,7 @@
 namespace granary {
 namespace {
 
+using testing_util::Key;
 using testing_util::MakeData;
 using testing_util::TempDir;
 
@@ -36,10 +37,6 @@ StoreOptions Options(const std::string& dir, uint64_t quota = 64ull << 20) {
       .block_size = kBlock,
       .background = false,
       .index_shards = 4};
-}
-
-ObjectKey Key(int i, uint64_t size) {
-  return ObjectKey{.dataset = "ds", .key = "obj/" + std::to_string(i), .etag = "v1", .size = size};
 }
 
 struct Counts {

@@ -1,4 +1,5 @@
-// Helpers shared by the store's tests: temporary directories and test data.
+// Helpers shared by the store's tests: temporary directories, test data,
+// a one-tier store's options, object keys, and whole-object reads.
 // Thread safety: TempDir is not shared between threads; MakeData is pure.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "store/store.h"
 #include "testing/temp_dir.h"
 
 namespace granary::testing_util {
@@ -32,6 +34,30 @@ inline std::string MakeData(size_t size, uint64_t seed) {
     for (size_t j = 0; j < 8 && i + j < size; ++j) out[i + j] = static_cast<char>(v >> (8 * j));
   }
   return out;
+}
+
+// A store of one SSD tier at `path` (1 MiB blocks, no background thread).
+inline StoreOptions OneTier(const std::string& path, uint64_t quota, std::string policy = "lru") {
+  return StoreOptions{
+      .tiers = {TierLevel{
+          .medium = Medium::kSsd, .path = path, .quota = quota, .high = 0.9, .low = 0.5}},
+      .policy = std::move(policy),
+      .block_size = 1 << 20,
+      .background = false};
+}
+
+// Object `i` of dataset "ds" (etag "v1").
+inline ObjectKey Key(int i, uint64_t size) {
+  return ObjectKey{.dataset = "ds", .key = "obj/" + std::to_string(i), .etag = "v1", .size = size};
+}
+
+// The whole object, or "<error>" when the read fails.
+inline std::string ReadAll(Store& store, const ObjectKey& key) {
+  std::string buf(key.size, '\0');
+  auto n = store.Read(key, 0, std::span(buf));
+  if (!n.ok()) return "<" + n.status().ToString() + ">";
+  buf.resize(*n);
+  return buf;
 }
 
 }  // namespace granary::testing_util
