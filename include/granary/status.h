@@ -40,6 +40,13 @@ enum class Code : int {
 // Short lowercase name of a code, e.g. "not found".
 std::string_view CodeName(Code code);
 
+// True for the bytes a Status message never holds (C0 controls and DEL):
+// the constructor escapes them, so a message stays one line.
+inline bool IsControlChar(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u < 0x20 || u == 0x7f;
+}
+
 class [[nodiscard]] Status {
  public:
   // OK.

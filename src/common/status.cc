@@ -25,21 +25,16 @@ std::string_view CodeName(Code code) {
 
 namespace {
 
-bool IsControl(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  return u < 0x20 || u == 0x7f;
-}
-
 // `s` with its control characters escaped, so a message stays one line.
 std::string OneLine(std::string s) {
   size_t i = 0;
-  while (i < s.size() && !IsControl(s[i])) ++i;
+  while (i < s.size() && !IsControlChar(s[i])) ++i;
   if (i == s.size()) return s;
   std::string out = s.substr(0, i);
   static constexpr char kHex[] = "0123456789abcdef";
   for (; i < s.size(); ++i) {
     const char c = s[i];
-    if (!IsControl(c)) {
+    if (!IsControlChar(c)) {
       out += c;
     } else if (c == '\n') {
       out += "\\n";

@@ -208,9 +208,9 @@ Result<ErrorBody> DecodeError(std::string_view payload) {
   // A Status message is one line (status.h); a peer's never holds a control
   // character, so one that does is not from a Granary peer.
   for (const char c : b.message) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      return Corruption(r.Where("message") + "control character (byte " + std::to_string(u) + ")");
+    if (IsControlChar(c)) {
+      return Corruption(r.Where("message") + "control character (byte " +
+                        std::to_string(static_cast<unsigned char>(c)) + ")");
     }
   }
   RETURN_IF_ERROR(r.Finish());
