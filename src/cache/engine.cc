@@ -147,6 +147,21 @@ std::optional<size_t> CacheEngine::ReadHit(const SnapshotPtr& snap, const EntryV
                                            const ObjectKey& key, uint64_t offset,
                                            std::span<char> out, bool count_miss) {
   const size_t len = std::min<uint64_t>(out.size(), entry.size - offset);
+  // A large object read through a mount that takes fetched blocks into its
+  // page cache (a fresh mount over a warm cache): its stream's readahead
+  // starts first, and a read of cached blocks being read ahead takes the
+  // bytes of that read instead of reading the cache file again behind it.
+  // Only cached blocks: the wait is then for the cache disk, never the
+  // origin (ReadLocal runs on a FUSE transport thread).
+  const bool streamed = fetched_hook_ && entry.size > block_size_;
+  if (streamed) {
+    MaybeReadahead(snap, entry, offset, offset + len);
+    if (store_->ContainsRange(key, offset, len) && ReadFromFlights(key, offset, out.first(len))) {
+      c_.hit_reads.fetch_add(1, std::memory_order_relaxed);
+      c_.hit_bytes.fetch_add(len, std::memory_order_relaxed);
+      return len;
+    }
+  }
   // The whole of `out`, not its first len bytes: the store may read a cold
   // range straight into it with O_DIRECT, rounded up past len (Store::Read).
   auto hit = store_->Read(key, offset, out, count_miss);
@@ -154,8 +169,38 @@ std::optional<size_t> CacheEngine::ReadHit(const SnapshotPtr& snap, const EntryV
   c_.hit_reads.fetch_add(1, std::memory_order_relaxed);
   c_.hit_bytes.fetch_add(len, std::memory_order_relaxed);
   // A reader of blocks fetched ahead keeps its stream going.
-  MaybeReadahead(snap, entry, offset, offset + len);
+  if (!streamed) MaybeReadahead(snap, entry, offset, offset + len);
   return len;
+}
+
+bool CacheEngine::ReadFromFlights(const ObjectKey& key, uint64_t offset, std::span<char> out) {
+  const uint64_t first = offset / block_size_;
+  const uint64_t last = (offset + out.size() - 1) / block_size_;
+  std::vector<std::shared_ptr<Flight>> flights;
+  {
+    MutexLock lock(flights_mu_);
+    for (uint64_t b = first; b <= last; ++b) {
+      auto it = flights_.find(FlightKeyOf(key, b));
+      if (it == flights_.end()) return false;
+      flights.push_back(it->second);
+    }
+  }
+  // The blocks are cached (the caller checked): the wait is for the cache
+  // disk, bounded like a reader's wait all the same.
+  const auto deadline = Clock::Real()->Now() + options_.origin_timeout;
+  size_t done = 0;
+  for (size_t i = 0; i < flights.size(); ++i) {
+    Flight& f = *flights[i];
+    const uint64_t block_start = (first + i) * block_size_;
+    const uint64_t from = offset + done - block_start;
+    MutexLock lock(f.mu);
+    f.cv.WaitUntil(lock, deadline, [&]() REQUIRES(f.mu) { return f.data_ready; });
+    if (!f.data_ready || !f.status.ok() || !f.data || f.data->size() <= from) return false;
+    const size_t n = std::min<size_t>(out.size() - done, f.data->size() - from);
+    std::memcpy(out.data() + done, f.data->data() + from, n);
+    done += n;
+  }
+  return done == out.size();
 }
 
 Result<size_t> CacheEngine::Read(const SnapshotPtr& snap, uint64_t ino, uint64_t offset,
@@ -486,7 +531,12 @@ bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
     return false;  // no owner answered: the origin's turn, on a fetch thread
   }
   const bool done = !data.ok() || from_store;
-  if (done) {
+  // A block read ahead from the local store to be pushed into the mount's
+  // page cache stays in the map until it is: a READ of its range meanwhile
+  // takes these bytes (ReadFromFlights) instead of reading the file again.
+  const bool push_from_store =
+      data.ok() && from_store && want.priority == Priority::kLow && fetched_hook_ && want.snap;
+  if (done && !push_from_store) {
     // Leave the single-flight map before the result is published: a read
     // that starts after this fetch failed must start a new fetch, never
     // join this finished one and get its stale error.
@@ -510,9 +560,10 @@ bool CacheEngine::RunFetch(const std::shared_ptr<Flight>& flight, const ObjectKe
     // cache) goes to the mount's page cache like one from the origin: the
     // reader then finds it there, and the cache file is read once, in
     // whole blocks, ahead of it.
-    if (from_store && want.priority == Priority::kLow && fetched_hook_ && want.snap &&
-        fetched_hook_(*want.snap, want.ino, start, (*data)->view())) {
-      NotePushed(fk);
+    if (push_from_store) {
+      if (fetched_hook_(*want.snap, want.ino, start, (*data)->view())) NotePushed(fk);
+      MutexLock lock(flights_mu_);
+      flights_.erase(fk);
     }
     return true;
   }

@@ -371,6 +371,10 @@ class CacheEngine {
   std::optional<size_t> ReadHit(const SnapshotPtr& snap, const EntryView& entry,
                                 const ObjectKey& key, uint64_t offset, std::span<char> out,
                                 bool count_miss);
+  // Fills `out` (the object's bytes from `offset`) from the blocks in flight,
+  // waiting for them. false: a block of the range has no fetch in flight, or
+  // it failed; the caller reads the store.
+  bool ReadFromFlights(const ObjectKey& key, uint64_t offset, std::span<char> out);
   // Starts a low-priority fetch of `block` that nobody waits for, unless the
   // block is in flight already. false: readahead memory is spent (nothing started).
   bool StartReadahead(const SnapshotPtr& snap, uint64_t ino, const ObjectKey& key, uint64_t block);

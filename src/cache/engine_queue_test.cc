@@ -295,6 +295,49 @@ TEST_F(EngineQueueTest, ReadaheadPushesCachedBlocksAheadOfTheReaderOnce) {
   for (const auto& [offset, n] : pushed) EXPECT_EQ(n, 1) << offset;
 }
 
+// A fresh mount over a warm cache: a READ of a block that readahead is
+// reading from the store, or pushing into the mount's page cache, takes the
+// bytes of that read instead of reading the cache file a second time behind
+// it. Here the push of every block is held until the reader is done, so each
+// of its reads finds its block in flight: the store reads the object exactly
+// once, in whole blocks, and every read returns the object's bytes.
+TEST_F(EngineQueueTest, AReadOfABlockBeingReadAheadTakesThoseBytesAndTheFileIsReadOnce) {
+  constexpr uint64_t kBlocks = 16;
+  Put("big", RandomBytes(kBlocks * kBlock, 23));
+  Open(EngineOptions{.readahead_blocks = 4});
+  const uint64_t ino = Ino("big");
+  auto warmed = engine_->Fetch(ino);
+  ASSERT_TRUE(warmed.ok() && *warmed);
+  engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
+                                          EngineOptions{.dataset = "ds", .readahead_blocks = 4});
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  int pushes = 0;
+  engine_->SetFetchedHook([&](const Snapshot&, uint64_t, uint64_t, std::string_view) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return released; });
+    ++pushes;
+    return true;
+  });
+  const uint64_t store_bytes_before = store_->stats().hit_bytes;
+  std::string buf(kBlock / 4, '\0');
+  for (uint64_t off = 0; off < kBlocks * kBlock; off += buf.size()) {
+    ASSERT_TRUE(ReadsRight("big", off, buf)) << off;
+  }
+  const uint64_t store_bytes = store_->stats().hit_bytes - store_bytes_before;
+  {
+    std::lock_guard lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  const EngineStats s = engine_->stats();
+  engine_.reset();  // every push done before the hook's captures go
+  EXPECT_EQ(s.origin_requests, 0u);
+  EXPECT_EQ(store_bytes, kBlocks * kBlock);
+  EXPECT_EQ(pushes, static_cast<int>(kBlocks));
+}
+
 // Readahead memory bounds the bytes fetched ahead: with room for two blocks,
 // a reader whose origin stalls past block 3 never has more than two blocks
 // of readahead in flight, and its reads succeed once the origin answers.
