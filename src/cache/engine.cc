@@ -152,11 +152,13 @@ std::optional<size_t> CacheEngine::ReadHit(const SnapshotPtr& snap, const EntryV
   // starts first, and a read of cached blocks being read ahead takes the
   // bytes of that read instead of reading the cache file again behind it.
   // Only cached blocks: the wait is then for the cache disk, never the
-  // origin (ReadLocal runs on a FUSE transport thread).
-  const bool streamed = fetched_hook_ && entry.size > block_size_;
+  // origin (ReadLocal runs on a FUSE transport thread), and a missed block
+  // is fetched for its reader first, at its priority, before readahead.
+  const bool streamed =
+      fetched_hook_ && entry.size > block_size_ && store_->ContainsRange(key, offset, len);
   if (streamed) {
     MaybeReadahead(snap, entry, offset, offset + len);
-    if (store_->ContainsRange(key, offset, len) && ReadFromFlights(key, offset, out.first(len))) {
+    if (ReadFromFlights(key, offset, out.first(len))) {
       c_.hit_reads.fetch_add(1, std::memory_order_relaxed);
       c_.hit_bytes.fetch_add(len, std::memory_order_relaxed);
       return len;
