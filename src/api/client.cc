@@ -486,6 +486,7 @@ class AttachedClient final : public CachingClient {
   // `touch` op) of the size it asks for: it keeps them recently used and
   // moves the prefetcher.
   static constexpr std::chrono::milliseconds kTouchDelay{50};
+  static constexpr size_t kMaxPendingTouches = 16384;
 
   void NoteTouchBatch(const json& reply) {
     if (!reply.is_object()) return;
@@ -493,31 +494,34 @@ class AttachedClient final : public CachingClient {
     touch_batch_.store(std::clamp<uint64_t>(n, 1, 4096), std::memory_order_relaxed);
   }
 
+  // A reader only queues its touch: the flusher thread sends the batch, so
+  // no read waits for a round trip to the daemon.
   void NoteTouch(uint64_t version, uint64_t ino) EXCLUDES(touch_mu_) {
     const Clock::TimePoint now = Clock::Real()->Now();
-    bool full = false;
-    {
-      MutexLock lock(touch_mu_);
-      // Reads of an older version would be ignored by the daemon anyway.
-      if (touches_.empty() || touch_version_ != version) {
-        touches_.clear();
-        touch_version_ = version;
-        first_touch_ = now;
-      }
-      touches_.push_back(ino);
-      full = touches_.size() >= touch_batch_.load(std::memory_order_relaxed);
-      if (!flusher_.joinable()) {
-        flusher_ = std::thread([this] { FlushLoop(); });
-      } else if (touches_.size() == 1) {
-        touch_cv_.NotifyOne();
-      }
+    MutexLock lock(touch_mu_);
+    // Reads of an older version would be ignored by the daemon anyway.
+    if (touches_.empty() || touch_version_ != version) {
+      touches_.clear();
+      touch_version_ = version;
+      first_touch_ = now;
     }
-    if (full) FlushTouchesOrLog();
+    // Hints only: past kMaxPendingTouches (a daemon that answers slowly)
+    // further ones are dropped rather than held.
+    if (touches_.size() < kMaxPendingTouches) touches_.push_back(ino);
+    if (!flusher_.joinable()) {
+      flusher_ = std::thread([this] { FlushLoop(); });
+    } else if (touches_.size() == 1 || BatchFull()) {
+      touch_cv_.NotifyOne();
+    }
+  }
+
+  bool BatchFull() const REQUIRES(touch_mu_) {
+    return touches_.size() >= touch_batch_.load(std::memory_order_relaxed);
   }
 
   // The flusher thread (started by the first read without the daemon): sends
-  // touches kTouchDelay after the first of a batch, so the last reads of an
-  // epoch reach the daemon too.
+  // a batch once it is full, or kTouchDelay after its first touch, so the
+  // last reads of an epoch reach the daemon too.
   void FlushLoop() EXCLUDES(touch_mu_) {
     MutexLock lock(touch_mu_);
     while (!stop_flusher_) {
@@ -528,7 +532,7 @@ class AttachedClient final : public CachingClient {
       }
       const auto due = first_touch_ + kTouchDelay;
       const auto now = Clock::Real()->Now();
-      if (now < due) {
+      if (now < due && !BatchFull()) {
         touch_cv_.WaitFor(lock, due - now);
         continue;
       }
