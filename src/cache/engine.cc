@@ -269,6 +269,31 @@ Result<bool> CacheEngine::Fetch(const SnapshotPtr& snap, uint64_t ino, Priority 
                 .run_here = priority == Priority::kLow && origin_->ufs().BoundsRequestTime()});
 }
 
+bool CacheEngine::PushCached(const SnapshotPtr& snap, uint64_t ino) {
+  CallGuard guard(this);
+  if (!fetched_hook_) return false;
+  auto entry = snap->Get(ino);
+  if (!entry || entry->is_dir || entry->size == 0) return false;
+  const ObjectKey key = KeyOf(*snap, *entry);
+  bool pushed = false;
+  std::shared_ptr<BlockBuffer> buf;
+  for (uint64_t b = 0; b < BlockCount(entry->size); ++b) {
+    const FlightKey fk = FlightKeyOf(key, b);
+    if (WasPushed(fk)) continue;
+    const uint64_t len = BlockLength(entry->size, b);
+    // Aligned and rounded up: a cold block is read from the disk straight
+    // into it (Store::Read).
+    if (!buf || buf->capacity() < len) buf = BlockBuffer::Allocate(len);
+    auto r = store_->Read(key, b * block_size_, std::span<char>(buf->data(), buf->capacity()),
+                          /*count_miss=*/false);
+    if (!r.ok() || *r != len) break;  // evicted meanwhile
+    if (!fetched_hook_(*snap, ino, b * block_size_, std::string_view(buf->data(), len))) break;
+    NotePushed(fk);
+    pushed = true;
+  }
+  return pushed;
+}
+
 Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {
   const uint64_t blocks = BlockCount(key.size);
   // A large object is warmed up like a sequential reader reads it: the next

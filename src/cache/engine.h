@@ -232,6 +232,12 @@ class CacheEngine {
     return Fetch(snapshot(), ino, priority);
   }
   Result<bool> Fetch(const SnapshotPtr& snap, uint64_t ino, Priority priority = Priority::kLow);
+  // A cached object into the mount's page cache (the fetched hook), block by
+  // block from the store, skipping blocks pushed before: what a warm-up does
+  // for a file it finds cached, so that a fresh mount over a warm cache is
+  // served by the kernel after `granary load` as after a cold load. false
+  // when nothing was pushed (no hook, not cached, or the kernel refused).
+  bool PushCached(const SnapshotPtr& snap, uint64_t ino);
 
   // A peer's request for block `block` of `key`: from the store (a complete
   // cache file is handed out as an fd region), else fetched once from the

@@ -157,6 +157,10 @@ void LoadJob::Handle(size_t i) {
   TargetState st = TargetState::kDone;
   if (engine_->IsCached(*snapshot_, ino)) {
     files_skipped_.fetch_add(1);
+    // A mount that keeps file pages (cached mode) gets it into its page
+    // cache all the same: a fresh mount over a warm cache, loaded, serves
+    // its first epoch like a mount loaded cold.
+    engine_->PushCached(snapshot_, ino);
   } else {
     auto fetched = engine_->Fetch(snapshot_, ino, Priority::kLow);
     if (!fetched.ok()) {
