@@ -338,6 +338,37 @@ TEST_F(EngineQueueTest, AReadOfABlockBeingReadAheadTakesThoseBytesAndTheFileIsRe
   EXPECT_EQ(pushes, static_cast<int>(kBlocks));
 }
 
+// A load on a fresh mount over a warm cache: PushCached puts each block of a
+// cached object into the mount's page cache once, from the store, with the
+// object's bytes; a second call pushes nothing, and an object not cached is
+// not pushed (nor fetched).
+TEST_F(EngineQueueTest, PushCachedPutsEachCachedBlockIntoThePageCacheOnce) {
+  constexpr uint64_t kBlocks = 5;
+  Put("big", RandomBytes(kBlocks * kBlock - 100, 29));
+  Put("cold", RandomBytes(kBlock / 2, 30));
+  Open(EngineOptions{});
+  ASSERT_TRUE(engine_->Fetch(Ino("big")).value());
+  engine_ =
+      std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), EngineOptions{.dataset = "ds"});
+  EXPECT_FALSE(engine_->PushCached(snapshot_, Ino("big")));  // no mount to push into
+  std::map<uint64_t, std::string> pushed;
+  engine_->SetFetchedHook([&](const Snapshot&, uint64_t, uint64_t offset, std::string_view bytes) {
+    pushed[offset] += std::string(bytes);
+    return true;
+  });
+  EXPECT_TRUE(engine_->PushCached(snapshot_, Ino("big")));
+  EXPECT_FALSE(engine_->PushCached(snapshot_, Ino("big")));
+  EXPECT_FALSE(engine_->PushCached(snapshot_, Ino("cold")));
+  ASSERT_EQ(pushed.size(), kBlocks);
+  std::string all;
+  for (const auto& [offset, bytes] : pushed) {
+    EXPECT_EQ(offset, all.size());
+    all += bytes;
+  }
+  EXPECT_EQ(all, objects_["big"]);
+  EXPECT_EQ(engine_->stats().origin_requests, 0u);
+}
+
 // Readahead memory bounds the bytes fetched ahead: with room for two blocks,
 // a reader whose origin stalls past block 3 never has more than two blocks
 // of readahead in flight, and its reads succeed once the origin answers.
