@@ -244,22 +244,28 @@ bool CacheEngine::PushCached(const SnapshotPtr& snap, uint64_t ino) {
   if (!entry || entry->is_dir || entry->size == 0) return false;
   const ObjectKey key = KeyOf(*snap, *entry);
   bool pushed = false;
-  std::shared_ptr<BlockBuffer> buf;
   for (uint64_t b = 0; b < BlockCount(entry->size); ++b) {
     const FlightKey fk = FlightKeyOf(key, b);
     if (WasPushed(fk)) continue;
-    const uint64_t len = BlockLength(entry->size, b);
-    // Aligned and rounded up: a cold block is read from the disk straight
-    // into it (Store::Read).
-    if (!buf || buf->capacity() < len) buf = BlockBuffer::Allocate(len);
-    auto r = store_->Read(key, b * block_size_, std::span<char>(buf->data(), buf->capacity()),
-                          /*count_miss=*/false);
-    if (!r.ok() || *r != len) break;  // evicted meanwhile
-    if (!fetched_hook_(*snap, ino, b * block_size_, std::string_view(buf->data(), len))) break;
+    const uint64_t start = b * block_size_;
+    std::optional<BlockData> data =
+        ReadStoredBlock(key, start, BlockLength(entry->size, b), /*count_miss=*/false);
+    if (!data) break;  // evicted meanwhile
+    if (!fetched_hook_(*snap, ino, start, (*data)->view())) break;
     NotePushed(fk);
     pushed = true;
   }
   return pushed;
+}
+
+std::optional<BlockData> CacheEngine::ReadStoredBlock(const ObjectKey& key, uint64_t offset,
+                                                      uint64_t length, bool count_miss) {
+  // Aligned and rounded up: a cold block is read from the disk straight
+  // into it (Store::Read).
+  auto buf = BlockBuffer::Allocate(length);
+  auto r = store_->Read(key, offset, std::span<char>(buf->data(), buf->capacity()), count_miss);
+  if (!r.ok() || *r != length) return std::nullopt;
+  return BlockData(std::move(buf));
 }
 
 Result<bool> CacheEngine::FetchKey(const ObjectKey& key, const Want& want) {
@@ -481,13 +487,9 @@ Result<BlockData> CacheEngine::FetchFromSources(const BlockRef& ref, const Want&
                                                 std::chrono::steady_clock::time_point deadline) {
   // The local store: the block may have been admitted since the caller missed.
   if (store_->ContainsRange(ref.key, ref.offset, ref.length)) {
-    // Aligned and rounded up: a cold block is read from the disk straight
-    // into it (Store::Read).
-    auto buf = BlockBuffer::Allocate(ref.length);
-    auto r = store_->Read(ref.key, ref.offset, std::span<char>(buf->data(), buf->capacity()));
-    if (r.ok() && *r == ref.length) {
+    if (std::optional<BlockData> data = ReadStoredBlock(ref.key, ref.offset, ref.length)) {
       *from_store = true;
-      return BlockData(std::move(buf));
+      return std::move(*data);
     }
   }
   // The owner peer; a block this node does not own is kept only as a near copy.

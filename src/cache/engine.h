@@ -377,6 +377,10 @@ class CacheEngine {
   std::optional<size_t> ReadHit(const SnapshotPtr& snap, const EntryView& entry,
                                 const ObjectKey& key, uint64_t offset, std::span<char> out,
                                 bool count_miss);
+  // The block at [offset, offset + length) of `key` from the local store, or
+  // nullopt when the store does not hold all of it.
+  std::optional<BlockData> ReadStoredBlock(const ObjectKey& key, uint64_t offset, uint64_t length,
+                                           bool count_miss = true);
   // Fills `out` (the object's bytes from `offset`) from the blocks in flight,
   // waiting for them. false: a block of the range has no fetch in flight, or
   // it failed; the caller reads the store.
