@@ -77,6 +77,15 @@ class EngineQueueTest : public ::testing::Test {
            std::string_view(buf.data(), *n) == std::string_view(objects_.at(path)).substr(off, *n);
   }
 
+  // Caches `path` whole, then starts a new engine with `options` over the
+  // same store: a fresh mount over a warm cache.
+  void WarmThenRemount(const std::string& path, EngineOptions options) {
+    auto warmed = engine_->Fetch(Ino(path));
+    ASSERT_TRUE(warmed.ok() && *warmed);
+    options.dataset = "ds";
+    engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), options);
+  }
+
   uint64_t Ino(const std::string& path) {
     auto ino = snapshot_->FindPath(path);
     EXPECT_TRUE(ino.has_value()) << path;
@@ -266,13 +275,8 @@ TEST_F(EngineQueueTest, ReadaheadPushesCachedBlocksAheadOfTheReaderOnce) {
   constexpr uint64_t kBlocks = 16;
   Put("big", RandomBytes(kBlocks * kBlock, 17));
   Open(EngineOptions{.readahead_blocks = 4});
-  const uint64_t ino = Ino("big");
-  auto warmed = engine_->Fetch(ino);
-  ASSERT_TRUE(warmed.ok() && *warmed);
-  // The remount: a new engine over the same store, with a mount that takes
-  // pushed bytes.
-  engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
-                                          EngineOptions{.dataset = "ds", .readahead_blocks = 4});
+  // The remount, with a mount that takes pushed bytes.
+  ASSERT_NO_FATAL_FAILURE(WarmThenRemount("big", EngineOptions{.readahead_blocks = 4}));
   std::mutex mu;
   std::map<uint64_t, int> pushed;
   bool bytes_right = true;
@@ -305,11 +309,7 @@ TEST_F(EngineQueueTest, AReadOfABlockBeingReadAheadTakesThoseBytesAndTheFileIsRe
   constexpr uint64_t kBlocks = 16;
   Put("big", RandomBytes(kBlocks * kBlock, 23));
   Open(EngineOptions{.readahead_blocks = 4});
-  const uint64_t ino = Ino("big");
-  auto warmed = engine_->Fetch(ino);
-  ASSERT_TRUE(warmed.ok() && *warmed);
-  engine_ = std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(),
-                                          EngineOptions{.dataset = "ds", .readahead_blocks = 4});
+  ASSERT_NO_FATAL_FAILURE(WarmThenRemount("big", EngineOptions{.readahead_blocks = 4}));
   std::mutex mu;
   std::condition_variable cv;
   bool released = false;
@@ -347,9 +347,7 @@ TEST_F(EngineQueueTest, PushCachedPutsEachCachedBlockIntoThePageCacheOnce) {
   Put("big", RandomBytes(kBlocks * kBlock - 100, 29));
   Put("cold", RandomBytes(kBlock / 2, 30));
   Open(EngineOptions{});
-  ASSERT_TRUE(engine_->Fetch(Ino("big")).value());
-  engine_ =
-      std::make_unique<CacheEngine>(ufs_, snapshot_, store_.get(), EngineOptions{.dataset = "ds"});
+  ASSERT_NO_FATAL_FAILURE(WarmThenRemount("big", EngineOptions{}));
   EXPECT_FALSE(engine_->PushCached(snapshot_, Ino("big")));  // no mount to push into
   std::map<uint64_t, std::string> pushed;
   engine_->SetFetchedHook([&](const Snapshot&, uint64_t, uint64_t offset, std::string_view bytes) {
