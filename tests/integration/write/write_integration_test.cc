@@ -129,15 +129,31 @@ class S3WriteTest : public WriteTest {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   // The object as awscli fetches it ("" + false when it does not exist).
-  bool AwsGet(const std::string& key, std::string* out) {
+  ::testing::AssertionResult AwsGet(const std::string& key, std::string* out) {
     std::string file = work_.path() + "/aws-get";
     fs::remove(file);
     ProcessResult r = RunProcess(
         {"/bin/sh", "-c",
-         "aws --endpoint-url " + moto_->endpoint() + " s3 cp s3://bucket/" + key + " " + file});
-    if (r.exit_code != 0) return false;
+         "aws --endpoint-url " + moto_->endpoint() + " s3 cp s3://bucket/" + key + " " + file},
+        std::chrono::seconds(180));
+    if (r.exit_code != 0) {
+      return ::testing::AssertionFailure()
+             << "aws s3 cp of " << key << " failed (exit " << r.exit_code
+             << (r.timed_out ? ", killed after 180 s" : "") << "): " << r.err;
+    }
     *out = Slurp(file);
-    return true;
+    return ::testing::AssertionSuccess();
+  }
+  // The object as this process's own S3 client reads it: for a check made
+  // while other threads keep both CPUs busy, where awscli's start (seconds
+  // of Python imports) can take longer than a minute.
+  ::testing::AssertionResult OriginGet(const std::string& key, std::string* out) {
+    Result<ObjectInfo> info = s3_->Stat(key);
+    if (!info.ok()) return ::testing::AssertionFailure() << key << ": " << info.status().ToString();
+    Result<std::string> data = s3_->ReadRange(key, 0, info->size);
+    if (!data.ok()) return ::testing::AssertionFailure() << key << ": " << data.status().ToString();
+    *out = std::move(*data);
+    return ::testing::AssertionSuccess();
   }
   // Multipart uploads started at the origin and neither completed nor aborted.
   int UnfinishedUploads() {
@@ -161,6 +177,17 @@ TEST_F(S3WriteTest, PaddleJobLogAppendedAndFsyncedWhileSixteenReadersReadTheTrai
   std::atomic<bool> writing{true};
   std::atomic<int> read_errors{0}, reads{0};
   std::vector<std::thread> readers;
+  // Stops and joins the readers however the test leaves (a failed ASSERT
+  // returns from here with them running).
+  struct Joiner {
+    std::atomic<bool>& writing;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      writing = false;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } joiner{writing, readers};
   for (int t = 0; t < 16; ++t) {
     readers.emplace_back([&, t] {
       std::mt19937 rng(t);
@@ -186,7 +213,7 @@ TEST_F(S3WriteTest, PaddleJobLogAppendedAndFsyncedWhileSixteenReadersReadTheTrai
     if (i == 7) {
       // Durable at the origin after fsync, while the file stays open.
       std::string mid;
-      ASSERT_TRUE(AwsGet("ds/log/workerlog.0", &mid));
+      ASSERT_TRUE(OriginGet("ds/log/workerlog.0", &mid));
       EXPECT_EQ(mid, written);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
