@@ -14,6 +14,7 @@ S3 server (s3rver by default, or moto_server) behind bench/s3_delay_proxy
   granary-load         `granary mount --load`: the cold epoch runs while the load does
   granary-passthrough  --read-mode passthrough over an empty cache: cold, then warm
   granary-remount      umount, drop the page cache, fresh mount over the warm cache: one epoch
+  granary-remount-passthrough  the same with --read-mode passthrough
 
 Every file is read by bench/large_read's granary_large_read, which verifies
 each file's size and XXH3-64 against the manifest of the generated data. Per

@@ -15,7 +15,7 @@ from bench.benchlib.mounts import GranaryMount
 from bench.benchlib.procs import StepError, free_port
 
 ALL_ROWS = ["get-stream", "get-ranges", "ext4-cold", "ext4-warm", "granary", "granary-load",
-            "granary-passthrough", "granary-remount"]
+            "granary-passthrough", "granary-remount", "granary-remount-passthrough"]
 
 # Prometheus samples of the daemon's /metrics that the rows report (name, label
 # or None); a build without one of them reports it as absent.
@@ -236,8 +236,9 @@ def granary_load(ctx):
         shutil.rmtree(cache, ignore_errors=True)
 
 
-def granary_remount(ctx):
-    """A fresh mount over the granary row's warm cache, page cache dropped."""
+def granary_remount(ctx, name="granary-remount", extra=()):
+    """A fresh mount (with `extra` flags) over the granary row's warm cache,
+    page cache dropped."""
     note = ""
     if not ctx.warm_cache:
         ctx.warm_cache = _fresh_cache(ctx, "granary")
@@ -248,11 +249,11 @@ def granary_remount(ctx):
         finally:
             m.umount()
         note = "cache filled by `granary load`"
-    m = Mount(ctx, "remount", ctx.warm_cache)
+    m = Mount(ctx, "remount", ctx.warm_cache, list(extra))
     note = _sep(note, ctx.cold_start(reads_origin=False))
     m.mount()
     try:
-        r = ctx.epoch("granary-remount", ("dir", m.mnt), mount=m)
+        r = ctx.epoch(name, ("dir", m.mnt), mount=m)
         _, s = m.cached()
         note = _sep(note, f"read mode {s.get('read_mode', '?')}")
     finally:
@@ -266,4 +267,6 @@ def _sep(*parts):
 
 ROWS = {"get-stream": get_stream, "get-ranges": get_ranges, "ext4-cold": ext4_cold,
         "ext4-warm": ext4_warm, "granary": granary, "granary-load": granary_load,
-        "granary-passthrough": granary_passthrough, "granary-remount": granary_remount}
+        "granary-passthrough": granary_passthrough, "granary-remount": granary_remount,
+        "granary-remount-passthrough": lambda ctx: granary_remount(
+            ctx, "granary-remount-passthrough", ["--read-mode", "passthrough"])}
